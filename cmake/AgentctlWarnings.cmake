@@ -1,0 +1,19 @@
+# Warning and sanitizer settings shared by every agentctl target.
+add_library(agentctl_options INTERFACE)
+target_compile_options(agentctl_options INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Woverloaded-virtual
+  -Wcast-align -Wformat=2 -Wimplicit-fallthrough -Wmissing-declarations)
+if(AGENTCTL_WERROR)
+  target_compile_options(agentctl_options INTERFACE -Werror)
+endif()
+if(AGENTCTL_SANITIZE)
+  target_compile_options(agentctl_options INTERFACE
+    -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(agentctl_options INTERFACE -fsanitize=address,undefined)
+endif()
+# Asio's coroutine header needs <utility> first on g++ 12; clang 14 needs the
+# coroutine feature macros spelled out.
+target_compile_definitions(agentctl_options INTERFACE BOOST_ASIO_NO_DEPRECATED)
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  target_compile_definitions(agentctl_options INTERFACE BOOST_ASIO_HAS_CO_AWAIT BOOST_ASIO_HAS_STD_COROUTINE)
+endif()

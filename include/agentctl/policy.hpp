@@ -1,0 +1,127 @@
+// The policy layer's shared contract: allow rules, the effective policy of a
+// sandbox, and the one decision function that the egress proxy, `policy check`
+// and the Incus ACL builder all use.
+//
+// Everything declared here is pure: no sockets, no resolver, no clock.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace agentctl::policy {
+
+// ---------------------------------------------------------------- addresses
+
+// An IPv4 or IPv6 address. IPv4 is stored in the first 4 bytes.
+struct IpAddress {
+    bool v6 = false;
+    std::array<std::uint8_t, 16> bytes{};
+
+    [[nodiscard]] std::string to_string() const;  // canonical text (RFC 5952 for v6)
+    friend bool operator==(const IpAddress&, const IpAddress&) = default;
+};
+
+// Parses an IP literal in any spelling a resolver or URL parser would accept:
+// dotted quad, inet_aton forms (`2130706433`, `0x7f.1`, `0177.0.0.1`, `127.1`),
+// IPv6 incl. embedded IPv4 and an optional surrounding [ ]. nullopt if `text` is
+// not an IP literal (so it must be treated as a host name).
+[[nodiscard]] std::optional<IpAddress> parse_ip_literal(std::string_view text);
+
+// What kind of destination an address is, for the always-refused and LAN checks.
+enum class AddressClass {
+    Public,
+    Loopback,     // 127/8, ::1
+    Unspecified,  // 0/8, ::
+    Multicast,    // 224/4, ff00::/8
+    Broadcast,    // 255.255.255.255
+    Reserved,     // 240/4 and other never-routable ranges
+    Lan,          // 10/8, 172.16/12, 192.168/16, 169.254/16, 100.64/10, fc00::/7, fe80::/10, fec0::/10
+};
+
+// Classifies an address. Addresses that embed an IPv4 address (v4-mapped,
+// v4-compatible, NAT64, 6to4, Teredo) are judged by the embedded address.
+[[nodiscard]] AddressClass classify(const IpAddress& address);
+
+// ---------------------------------------------------------------- allow rules
+
+enum class HostKind { Name, Wildcard, Ip };
+
+struct AllowRule {
+    HostKind kind = HostKind::Name;
+    // Name: lower-case host without trailing dot. Wildcard: the domain after
+    // "*." (matches every subdomain, not the apex). Ip: canonical address text.
+    std::string host;
+    std::vector<std::uint16_t> ports;  // sorted, unique; empty = any TCP port
+    // Where the rule came from, for status and `policy check`: "--allow",
+    // "preset apt", "agent claude", "profile strict (/etc/agentctl/profiles/strict.yaml:12)",
+    // "allow file ./hosts.txt:3".
+    std::string origin;
+
+    [[nodiscard]] std::string entry() const;  // back to `--allow` form: `*.example.com:80,443`
+    friend bool operator==(const AllowRule&, const AllowRule&) = default;
+};
+
+// Parses one `--allow` entry (any documented form). Throws agentctl::Error naming
+// the entry and what is wrong.
+[[nodiscard]] AllowRule parse_allow_entry(std::string_view entry, std::string origin);
+
+// Reads an allow file: one entry per line, `#` comments, blank lines ignored.
+// Throws agentctl::Error with `FILE:LINE:` on the first bad line.
+[[nodiscard]] std::vector<AllowRule> load_allow_file(const std::string& path);
+
+// ---------------------------------------------------------------- network policy
+
+struct DnsPolicy {
+    std::vector<std::string> servers;  // empty: any server on port 53
+    bool disabled = false;
+};
+
+struct NetworkPolicy {
+    bool enabled = true;     // false: --no-network-policy (unrestricted, loudly)
+    bool deny_lan = true;    // the default; only --allow-lan turns it off
+    bool allow_lan = false;  // --allow-lan: every LAN range reachable on any port
+    std::vector<AllowRule> allow;
+    DnsPolicy dns;
+};
+
+// The policy file the egress proxy reads (JSON, written atomically):
+// {"version":1,"enabled":..,"denyLAN":..,"allowLAN":..,"allow":[{"domain":..,"ports":[..],"origin":..}],"dns":{..}}
+[[nodiscard]] nlohmann::json to_policy_file(const NetworkPolicy& policy);
+// Throws agentctl::Error on any malformed field (the proxy then denies everything).
+[[nodiscard]] NetworkPolicy from_policy_file(const nlohmann::json& document);
+
+// ---------------------------------------------------------------- the decision
+
+struct Decision {
+    bool allowed = false;
+    // Machine-readable reason: "allowlisted", "allow-lan", "not-allowlisted",
+    // "port-not-allowed", "bare-ip-not-listed", "loopback", "unspecified",
+    // "multicast", "broadcast", "reserved", "host-address", "lan", "no-address",
+    // "invalid-host", "policy-disabled".
+    std::string reason;
+    std::string detail;                 // one sentence for a person
+    std::optional<AllowRule> rule;      // the rule that matched, if any
+    std::optional<IpAddress> address;   // when allowed: the exact address to dial
+};
+
+// Step 1, before any lookup: may this host:port be asked for at all? Returns a
+// refusal, or nullopt when the name must be resolved and its addresses passed
+// to decide(). For an IP literal (any spelling) the decision is final.
+[[nodiscard]] std::optional<Decision> pre_decide(const NetworkPolicy& policy, std::string_view host,
+                                                 std::uint16_t port,
+                                                 std::span<const IpAddress> host_own_addresses = {});
+
+// Step 2: vets every resolved address in order; the first that passes is the
+// one to dial. `host_own_addresses` are this machine's own addresses (always refused).
+[[nodiscard]] Decision decide(const NetworkPolicy& policy, std::string_view host, std::uint16_t port,
+                              std::span<const IpAddress> resolved,
+                              std::span<const IpAddress> host_own_addresses = {});
+
+}  // namespace agentctl::policy

@@ -1,0 +1,62 @@
+// What a sandbox is made of: the fully resolved request a provider receives.
+//
+// The CLI and the policy layer turn flags and profiles into a SandboxSpec; a
+// provider only ever sees checked, canonical values (mount paths resolved,
+// allow rules parsed, sizes in bytes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agentctl/policy.hpp"
+
+namespace agentctl {
+
+struct Mount {
+    std::string host_path;   // canonical (symlinks resolved), checked against the mount policy
+    std::string guest_path;  // absolute
+    bool writable = false;
+    std::string origin;      // "--mount", "profile default", ...
+
+    friend bool operator==(const Mount&, const Mount&) = default;
+};
+
+struct PortForward {
+    std::string listen_address = "127.0.0.1";  // host side; loopback unless the user asks
+    std::uint16_t host_port = 0;
+    std::uint16_t guest_port = 0;
+    std::string protocol = "tcp";  // tcp | udp
+
+    friend bool operator==(const PortForward&, const PortForward&) = default;
+};
+
+struct Resources {
+    int cpu_cores = 0;               // 0: provider default
+    std::uint64_t memory_bytes = 0;  // 0: provider default
+    std::uint64_t disk_bytes = 0;    // 0: provider default
+};
+
+enum class Isolation { Vm, Container };
+
+struct SandboxSpec {
+    std::string name;
+    std::string image;
+    std::vector<std::string> profiles;  // names, in the order applied
+    policy::NetworkPolicy network;
+    std::vector<PortForward> ports;
+    std::vector<Mount> mounts;
+    Resources resources;
+    std::vector<std::string> packages;  // neutral names (see the package catalog)
+    std::string agent;                  // empty: no agent to install
+    std::string user = "agent";         // the non-root user exec/shell run as
+    Isolation isolation = Isolation::Vm;
+    std::string viewer;                 // spice | vnc | native | empty
+};
+
+// Each way the spec is weaker than agentctl's defaults, as a sentence for a
+// warning line and for `status`: allow-LAN, no network policy, writable mounts,
+// container isolation.
+[[nodiscard]] std::vector<std::string> widenings(const SandboxSpec& spec);
+
+}  // namespace agentctl

@@ -1,0 +1,34 @@
+// Files agentctl writes: always atomically (temp file in the same directory,
+// fsync, rename), so a crash or Ctrl-C leaves either the old or the new content.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace agentctl::core {
+
+// Writes `content` to `path` atomically with the given mode; creates parent
+// directories (mode 0700). Throws agentctl::Error naming the path on failure.
+void write_file_atomic(const std::filesystem::path& path, std::string_view content, unsigned mode = 0600);
+
+// Reads a whole file. Throws agentctl::Error naming the path on failure.
+[[nodiscard]] std::string read_file(const std::filesystem::path& path);
+// nullopt when the file does not exist; throws on any other failure.
+[[nodiscard]] std::optional<std::string> read_file_if_exists(const std::filesystem::path& path);
+
+// An exclusive advisory lock (flock) on a lock file, held for the object's
+// lifetime. Two agentctl processes acting on one sandbox are serialised.
+class FileLock {
+public:
+    explicit FileLock(const std::filesystem::path& path);
+    ~FileLock();
+    FileLock(const FileLock&) = delete;
+    FileLock& operator=(const FileLock&) = delete;
+
+private:
+    int m_fd = -1;
+};
+
+}  // namespace agentctl::core

@@ -1,0 +1,26 @@
+#include "agentctl/sandbox.hpp"
+
+#include <fmt/format.h>
+
+namespace agentctl {
+
+std::vector<std::string> widenings(const SandboxSpec& spec) {
+    std::vector<std::string> out;
+    if (!spec.network.enabled) {
+        out.emplace_back("no network policy: egress is unrestricted (--no-network-policy)");
+    } else if (spec.network.allow_lan) {
+        out.emplace_back("LAN open: every private and link-local address is reachable on any port (--allow-lan)");
+    }
+    for (const auto& mount : spec.mounts) {
+        if (mount.writable) {
+            out.push_back(fmt::format("writable mount: {} -> {} (the sandbox can change these host files)",
+                                      mount.host_path, mount.guest_path));
+        }
+    }
+    if (spec.isolation == Isolation::Container) {
+        out.emplace_back("container isolation: the sandbox shares the host kernel (--isolation container)");
+    }
+    return out;
+}
+
+}  // namespace agentctl

@@ -1,0 +1,31 @@
+// The one table of compiled-in providers.
+#include <algorithm>
+#include <array>
+
+#include "agentctl/provider.hpp"
+#include "provider/hyperv/hyperv_provider.hpp"
+#include "provider/incus/incus_provider.hpp"
+#include "provider/lima/lima_provider.hpp"
+
+namespace agentctl {
+namespace {
+
+constexpr std::array k_providers{
+    ProviderEntry{"incus", "Incus virtual machines on Linux, per-sandbox network ACL",
+                  &provider::incus::capabilities, &provider::incus::create},
+    ProviderEntry{"lima", "Lima virtual machines on macOS, confined by sandbox-exec and an egress proxy",
+                  &provider::lima::capabilities, &provider::lima::create},
+    ProviderEntry{"hyperv", "Hyper-V on Windows (not implemented yet: every feature is gated)",
+                  &provider::hyperv::capabilities, &provider::hyperv::create},
+};
+
+}  // namespace
+
+std::span<const ProviderEntry> providers() { return k_providers; }
+
+const ProviderEntry* find_provider(std::string_view name) {
+    auto it = std::find_if(k_providers.begin(), k_providers.end(), [&](const auto& p) { return p.name == name; });
+    return it == k_providers.end() ? nullptr : &*it;
+}
+
+}  // namespace agentctl
