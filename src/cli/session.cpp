@@ -79,6 +79,12 @@ void Session::gate(std::string_view feature) {
                     "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
                     exit_code::k_not_available);
     case CapabilityStatus::UnderDevelopment:
+        if (m_globals.preview) {
+            // A preview runs nothing, so it may show the plan of a feature that cannot run yet.
+            reporter().warning(fmt::format("{} is under development on the {} provider: {} (preview only)", feature,
+                                           entry.name, capability.message));
+            return;
+        }
         throw Error(fmt::format("{} is under development on the {} provider: {}", feature, entry.name,
                                 capability.message),
                     "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
