@@ -86,6 +86,22 @@ std::vector<std::string> firewall_scripts(const Layout& layout) {
     };
 }
 
+// Hyper-V lets two VMs share a name, so "refuse an existing instance" is an
+// explicit check; the same check catches two sandbox names hashing to one
+// subnet. Get-VM: https://learn.microsoft.com/powershell/module/hyper-v/get-vm
+// Get-NetIPAddress: https://learn.microsoft.com/powershell/module/nettcpip/get-netipaddress
+std::string guard_script(const Layout& layout) {
+    return fmt::format(
+        "if (Get-VM -Name {0} -ErrorAction SilentlyContinue) {{ throw {1} }}; "
+        "if (Get-VMSwitch -Name {2} -ErrorAction SilentlyContinue) {{ throw {3} }}; "
+        "if (Get-NetIPAddress -IPAddress {4} -ErrorAction SilentlyContinue) {{ throw {5} }}",
+        ps_quote(layout.vm_name), ps_quote(fmt::format("a VM named {} already exists", layout.vm_name)),
+        ps_quote(layout.switch_name), ps_quote(fmt::format("a switch named {} already exists", layout.switch_name)),
+        layout.gateway,
+        ps_quote(fmt::format("{} is already in use on this host: another sandbox has subnet {}", layout.gateway,
+                             layout.subnet)));
+}
+
 // The sandbox's shares are exactly <prefix><digits>; matching by pattern
 // would also catch sandbox `a-b`'s shares when removing sandbox `a`.
 // Get-SmbShare / Remove-SmbShare: https://learn.microsoft.com/powershell/module/smbshare/remove-smbshare
@@ -107,6 +123,7 @@ Plan create_plan(const SandboxSpec& spec, const Layout& layout) {
                     "drop --isolation container", exit_code::k_not_available);
     }
     Plan plan;
+    plan.scripts.push_back(guard_script(layout));
     for (auto&& s : disk_scripts(spec, layout)) plan.scripts.push_back(std::move(s));
     for (auto&& s : switch_scripts(layout)) plan.scripts.push_back(std::move(s));
     for (auto&& s : vm_scripts(spec, layout)) plan.scripts.push_back(std::move(s));
