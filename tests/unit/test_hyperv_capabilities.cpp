@@ -42,7 +42,7 @@ TEST_CASE("every feature has an explicit status and a message", "[hyperv][capabi
     }
 }
 
-TEST_CASE("only ports and mounts are ManualWorkaround; the rest is UnderDevelopment", "[hyperv][capabilities]") {
+TEST_CASE("only ports and mounts are ManualWorkaround, the rest is UnderDevelopment", "[hyperv][capabilities]") {
     const std::set<std::string> manual{"network.port-publish", "fs.mount", "fs.mount.readonly"};
     const auto m = matrix();
     for (auto feature : k_features) {

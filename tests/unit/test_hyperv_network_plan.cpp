@@ -44,7 +44,7 @@ TEST_CASE("the default policy: host denied, DNS open, LAN denied, everything els
     CHECK_FALSE(any_contains(s, "-Action Allow -Direction Outbound -RemoteIPAddress 10.0.0.0/8"));
 }
 
-TEST_CASE("--allow-lan opens every LAN range on any port, but never the host", "[hyperv][network]") {
+TEST_CASE("allow-LAN opens every LAN range on any port, but never the host", "[hyperv][network]") {
     policy::NetworkPolicy network;
     network.deny_lan = false;
     network.allow_lan = true;
@@ -57,7 +57,7 @@ TEST_CASE("--allow-lan opens every LAN range on any port, but never the host", "
     CHECK(plan.scripts.front() == acl("-Action Deny -Direction Outbound -RemoteIPAddress 172.30.0.0/16 -Weight 50000"));
 }
 
-TEST_CASE("--no-network-policy adds no entries and says so", "[hyperv][network]") {
+TEST_CASE("no network policy adds no entries and says so", "[hyperv][network]") {
     policy::NetworkPolicy network;
     network.enabled = false;
     network.allow = {rule(policy::HostKind::Name, "example.com", {443})};

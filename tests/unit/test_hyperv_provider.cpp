@@ -87,7 +87,7 @@ std::string lines_of(const provider::hyperv::Plan& plan) {
 
 }  // namespace
 
-TEST_CASE("without --preview every method refuses with exit code 2 and the capability message", "[hyperv][provider]") {
+TEST_CASE("without preview every method refuses with exit code 2 and the capability message", "[hyperv][provider]") {
     Fixture f(false);
     auto& p = *f.provider;
     CHECK(p.name() == "hyperv");
@@ -113,7 +113,7 @@ TEST_CASE("without --preview every method refuses with exit code 2 and the capab
     CHECK(f.out.str().empty());
 }
 
-TEST_CASE("--preview create prints the create plan, one shell-quoted line per step", "[hyperv][provider]") {
+TEST_CASE("preview: create prints the create plan, one shell-quoted line per step", "[hyperv][provider]") {
     Fixture f(true);
     f.provider->create(spec());
     const auto layout = provider::hyperv::layout_for("demo", "/home/me/.config/agentctl");
@@ -126,7 +126,7 @@ TEST_CASE("--preview create prints the create plan, one shell-quoted line per st
     CHECK(f.runner.requests.empty());
 }
 
-TEST_CASE("--preview start, stop, delete and policy print their plans", "[hyperv][provider]") {
+TEST_CASE("preview: start, stop, delete and policy print their plans", "[hyperv][provider]") {
     Fixture f(true);
     const auto layout = provider::hyperv::layout_for("demo", "/home/me/.config/agentctl");
     f.provider->start("demo", {});
@@ -144,7 +144,7 @@ TEST_CASE("--preview start, stop, delete and policy print their plans", "[hyperv
     CHECK(f.runner.requests.empty());
 }
 
-TEST_CASE("--preview does not invent a plan where there is none", "[hyperv][provider]") {
+TEST_CASE("preview: no plan is invented where none exists", "[hyperv][provider]") {
     Fixture f(true);
     check_refuses([&] { (void)f.provider->list(); }, "list");
     check_refuses([&] { (void)f.provider->exec("demo", ExecRequest{{"id"}, false, false, {}}); }, "exec");
@@ -152,7 +152,7 @@ TEST_CASE("--preview does not invent a plan where there is none", "[hyperv][prov
     CHECK(f.out.str().empty());
 }
 
-TEST_CASE("--preview create of a spec Hyper-V cannot express fails before printing", "[hyperv][provider]") {
+TEST_CASE("preview: create of a spec Hyper-V cannot express fails before printing", "[hyperv][provider]") {
     Fixture f(true);
     auto udp = spec();
     udp.ports = {PortForward{"127.0.0.1", 5353, 53, "udp"}};
