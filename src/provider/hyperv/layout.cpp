@@ -35,11 +35,6 @@ constexpr std::size_t k_max_account_name = 20;
 
 }  // namespace
 
-void Plan::append(Plan other) {
-    for (auto& script : other.scripts) scripts.push_back(std::move(script));
-    for (auto& note : other.notes) notes.push_back(std::move(note));
-}
-
 Layout layout_for(std::string_view name, std::string_view config_dir) {
     // Hyper-V's -Name parameters take wildcards, so a name with `*`, `?` or `[`
     // would address other VMs; the CLI already refuses such names, and so does this.

@@ -18,7 +18,9 @@
 //
 // Extended port ACL weights (larger weights are matched first and the first
 // match decides; weights are unique per direction), so each part of the plan
-// owns a band and can be replaced without touching the others:
+// owns a band and can be replaced without touching the others (the WMI
+// setting behind them stores the weight as a 16-bit number, so all stay below 65536):
+//   65000   outbound deny of everything, only while a policy is being replaced
 //   61000+  inbound allows for published ports            (port_plan)
 //   60000   outbound allow of SMB to the host's gateway    (mount_plan)
 //   50000+  outbound denies: the NAT range and the host's own addresses

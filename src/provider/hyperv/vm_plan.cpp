@@ -1,4 +1,6 @@
 // The VM's own lifecycle on Hyper-V: create, start, stop, remove.
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
@@ -112,6 +114,11 @@ std::string remove_shares_script(const Layout& layout) {
 }
 
 }  // namespace
+
+void Plan::append(Plan other) {
+    for (auto& script : other.scripts) scripts.push_back(std::move(script));
+    for (auto& note : other.notes) notes.push_back(std::move(note));
+}
 
 Plan create_plan(const SandboxSpec& spec, const Layout& layout) {
     if (spec.image.empty()) {
