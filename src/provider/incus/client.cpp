@@ -41,7 +41,7 @@ public:
         if (response.type == ResponseType::Error) {
             const int code = response.error_code != 0 ? response.error_code : raw.status;
             auto message = fmt::format("Incus refused {} {}: {}", method, path, response.error);
-            if (code == 404) throw NotFound(message);
+            if (code == 404) throw NotFound(message, hint_for_incus_error(response.error, code));
             throw Error(message, hint_for_incus_error(response.error, code));
         }
         return response;
@@ -53,11 +53,7 @@ public:
         const Json& op = response.metadata;
         const auto status = op.value("status", std::string());
         if (status == "Success") return op;
-        if (status == "Running" || status == "Pending") {
-            throw Error(fmt::format("Incus operation {} ({}) did not finish within {} s",
-                                    operation_id(operation), op.value("description", std::string()), timeout_seconds),
-                        "the daemon may be overloaded; `incus operation list` shows what it is doing");
-        }
+        if (status == "Running" || status == "Pending") return op;
         const auto err = op.value("err", std::string());
         throw Error(fmt::format("Incus operation \"{}\" failed: {}", op.value("description", std::string("?")),
                                 err.empty() ? status : err),

@@ -25,6 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agentctl/error.hpp"
+
 namespace agentctl::provider::incus {
 
 using Json = nlohmann::json;
@@ -98,10 +100,11 @@ public:
     // A 404 throws NotFound so callers can tolerate an absent object.
     virtual Response query(std::string_view method, std::string_view path, const Json* body = nullptr) = 0;
 
-    // Waits for an operation (`/1.0/operations/ID` or its ID) to finish and
-    // returns the operation object (its `metadata` holds the result, e.g.
-    // `return` and `output` of an exec). Throws agentctl::Error with the
-    // operation's `err` when it failed, or when `timeout_seconds` passed.
+    // Waits up to `timeout_seconds` for an operation (`/1.0/operations/ID` or its
+    // ID) and returns the operation object: status "Success" (its `metadata`
+    // holds the result, e.g. `return` and `output` of an exec) or still
+    // "Running"/"Pending" when the time ran out. Throws agentctl::Error with the
+    // operation's `err` when it failed or was cancelled.
     virtual Json wait(std::string_view operation, int timeout_seconds) = 0;
 
     // GET of a non-JSON resource (exec output logs, files). Throws like query().
@@ -112,9 +115,10 @@ public:
 };
 
 // Thrown by Client::query for a 404, so that delete can tolerate absent pieces.
-class NotFound : public std::runtime_error {
+// It is an agentctl::Error, so an uncaught one still reads well.
+class NotFound : public Error {
 public:
-    using std::runtime_error::runtime_error;
+    using Error::Error;
 };
 
 // The real client over a transport. `project` is appended as ?project=P when set.
