@@ -116,7 +116,9 @@ std::string IncusProvider::check_confinement(const std::string& name, const Json
     if (network.allow_lan) {
         return "not verified: --allow-lan opens the private ranges the probe would use";
     }
-    const auto gateway = config_value(instance, key::k_subnet);
+    const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!bridge_address) return "not verified: the bridge address is not recorded";
+    const auto gateway = bridge_address->address_text();
     const bool vm = config_value(instance, key::k_isolation) == "vm";
     if (wait_for_address(name, vm ? 120 : 30).empty()) {
         return "not verified: the sandbox got no IPv4 address on eth0";
