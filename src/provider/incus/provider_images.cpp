@@ -65,9 +65,13 @@ void IncusProvider::snapshot_delete(const std::string& name, const std::string& 
 
 void IncusProvider::image_pull(const std::string& ref) {
     auto it = m_context.settings.find("incus.imageRemote");
-    const std::string remote = it == m_context.settings.end() || it->second.empty()
-                                   ? std::string("https://images.linuxcontainers.org")
-                                   : it->second;
+    std::string remote = it == m_context.settings.end() || it->second.empty() ? "images" : it->second;
+    // `images` is the name the incus client gives the community image server.
+    if (remote == "images") remote = "https://images.linuxcontainers.org";
+    if (remote.find("://") == std::string::npos) {
+        throw Error(fmt::format("setting incus.imageRemote: \"{}\" is neither `images` nor a URL", remote),
+                    "set the simplestreams server's URL: agentctl config set incus.imageRemote=https://HOST");
+    }
     m_context.reporter.step(fmt::format("pulling image {} from {}", ref, remote));
     m_api.create_image(image_pull_payload(remote, ref), k_install_timeout);
 }

@@ -1,39 +1,33 @@
+// Adapts the policy module's tables (agents, package catalog, presets) to the
+// shapes the provider uses.
 #include "provider/incus/provisioning.hpp"
 
-#include <fmt/format.h>
-
-#include "agentctl/error.hpp"
+#include "policy/catalog.hpp"
 
 namespace agentctl::provider::incus {
 
 std::string agent_install_command(const std::string& name) {
-    // The install commands of the agent table (docs/agents.md).
-    if (name == "claude") return "curl -fsSL https://claude.ai/install.sh | bash";
-    if (name == "codex") return "curl -fsSL https://chatgpt.com/codex/install.sh | sh";
-    if (name == "opencode") return "curl -fsSL https://opencode.ai/install | bash";
-    if (name == "pi") return "curl -fsSL https://pi.dev/install.sh | sh";
-    if (name == "gemini") return "npm install -g @google/gemini-cli";
-    if (name == "cursor") return "curl https://cursor.com/install -fsS | bash";
-    throw Error(fmt::format("unknown agent \"{}\"", name), "known agents: claude codex opencode pi gemini cursor");
+    return std::string(policy::find_agent(name).install_command);
 }
 
 std::vector<std::string> guest_package_names(const std::vector<std::string>& neutral, const std::string& manager) {
+    const auto pm = manager == "dnf" ? policy::PackageManager::Dnf
+                    : manager == "apk" ? policy::PackageManager::Apk
+                                       : policy::PackageManager::Apt;
     std::vector<std::string> names;
     for (const auto& n : neutral) {
-        std::string mapped = n;
-        if (manager == "dnf") {
-            if (n == "openssh-client") mapped = "openssh-clients";
-            if (n == "procps") mapped = "procps-ng";
-            if (n == "shellcheck") mapped = "ShellCheck";
-        }
-        names.push_back(mapped);
+        policy::check_package_name(n);
+        for (auto& mapped : policy::package_names_for(n, pm)) names.push_back(std::move(mapped));
     }
     return names;
 }
 
 std::vector<std::string> package_source_entries() {
-    return {"deb.debian.org:80,443",  "security.debian.org:80,443", "archive.ubuntu.com:80,443",
-            "security.ubuntu.com:80,443", "ports.ubuntu.com:80,443", "dl-cdn.alpinelinux.org:443"};
+    std::vector<std::string> entries;
+    for (const char* preset : {"apt", "apk"}) {
+        for (const auto& rule : policy::expand_preset(preset)) entries.push_back(rule.entry());
+    }
+    return entries;
 }
 
 }  // namespace agentctl::provider::incus
