@@ -49,6 +49,9 @@ enum class AddressClass {
 // v4-compatible, NAT64, 6to4, Teredo) are judged by the embedded address.
 [[nodiscard]] AddressClass classify(const IpAddress& address);
 
+// "public", "loopback", "unspecified", "multicast", "broadcast", "reserved", "lan".
+[[nodiscard]] std::string_view to_string(AddressClass address_class);
+
 // ---------------------------------------------------------------- allow rules
 
 enum class HostKind { Name, Wildcard, Ip };

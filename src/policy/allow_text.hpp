@@ -1,0 +1,17 @@
+// Allow-file text, shared by load_allow_file() and the profile loader.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentctl/policy.hpp"
+
+namespace agentctl::policy {
+
+// Parses allow-file text: one entry per line, `#` starts a comment, blank
+// lines ignored. Each rule's origin is "allow file LABEL:LINE". Throws
+// agentctl::Error "LABEL:LINE: invalid allow entry ..." on the first bad line.
+[[nodiscard]] std::vector<AllowRule> parse_allow_text(std::string_view text, const std::string& label);
+
+}  // namespace agentctl::policy

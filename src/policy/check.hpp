@@ -1,0 +1,69 @@
+// `agentctl policy check [NAME | --profile P... --allow E... --allow-lan] HOST[:PORT]`:
+// what the egress proxy would do with a connection, using pre_decide() and
+// decide() themselves.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "agentctl/policy.hpp"
+
+namespace agentctl::policy {
+
+// Looks host names up. The real one uses getaddrinfo; tests use a map.
+class Resolver {
+public:
+    virtual ~Resolver() = default;
+    // Every address of `host`, in the resolver's order; empty when the name
+    // does not resolve. Never throws for a lookup failure.
+    [[nodiscard]] virtual std::vector<IpAddress> resolve(const std::string& host) = 0;
+};
+
+[[nodiscard]] std::unique_ptr<Resolver> make_system_resolver();
+
+// This machine's own addresses (getifaddrs), which decide() always refuses.
+[[nodiscard]] std::vector<IpAddress> host_own_addresses();
+
+struct AddressVerdict {
+    IpAddress address;
+    bool allowed = false;
+    std::string reason;
+    std::string detail;
+};
+
+struct CheckResult {
+    std::string host;            // as normalised
+    std::uint16_t port = 0;
+    bool allowed = false;
+    std::string reason;          // Decision::reason
+    std::string detail;
+    std::optional<AllowRule> rule;
+    std::optional<IpAddress> address;       // the address that would be dialled
+    std::vector<AddressVerdict> addresses;  // every resolved address, with its own verdict
+    bool resolved = false;                  // a lookup was made
+};
+
+// `HOST`, `HOST:PORT`, `[v6]:PORT`, a bare IPv6 address, or an http(s) URL
+// without a path. The port defaults to 443 (80 for http://). Throws
+// agentctl::Error for malformed input.
+struct Destination {
+    std::string host;
+    std::uint16_t port = 443;
+};
+[[nodiscard]] Destination parse_destination(std::string_view text);
+
+[[nodiscard]] CheckResult check_destination(const NetworkPolicy& policy, std::string_view destination, Resolver& resolver,
+                                            std::span<const IpAddress> host_own);
+
+// Renderings for the CLI.
+[[nodiscard]] std::string render_check_table(const CheckResult& result);
+[[nodiscard]] nlohmann::json check_to_json(const CheckResult& result);
+// 0 allowed, 4 refused (exit_code::k_policy_refused).
+[[nodiscard]] int check_exit_code(const CheckResult& result);
+
+}  // namespace agentctl::policy

@@ -1,0 +1,49 @@
+// Mount resolution: from what a profile or --mount names to a checked,
+// canonical host path. Every check runs on the path with symlinks resolved.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agentctl/error.hpp"
+#include "agentctl/sandbox.hpp"
+#include "policy/profile.hpp"
+
+namespace agentctl::policy {
+
+struct MountRequest {
+    std::string host_path;   // may start with ~ and contain {{.Name}}
+    std::string guest_path;  // empty: the expanded host path
+    bool writable = false;
+    std::string origin;      // "--mount", "profile default (FILE:LINE)"
+};
+
+struct MountContext {
+    std::string name;        // the sandbox, for {{.Name}}
+    std::string home;        // $HOME
+    std::string cwd;         // relative host paths are taken from here
+    std::string config_dir;  // agentctl's own config/state dir: never mountable
+    MountPolicy policy;
+};
+
+// The fixed deny list under `home` plus Incus's state directories and
+// `config_dir`, in display order.
+[[nodiscard]] std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir);
+
+// `--mount host[:guest][:w|:ro]` -> request (origin "--mount"). Throws
+// agentctl::Error naming the flag value.
+[[nodiscard]] MountRequest parse_mount_flag(std::string_view text);
+
+// Resolves every request in order: expand ~ and {{.Name}} -> absolute, clean
+// -> (checks on the existing part) -> create if createMissing -> resolve
+// symlinks -> refuse / and $HOME itself unless allowHome -> built-in deny list
+// (is, inside, or contains) -> denyPaths -> allowedRoots (by path segment) ->
+// guest path not a system directory -> no overlapping host or guest paths.
+// Collects every problem and throws agentctl::Error listing them all; creates
+// directories only after every request passed its checks.
+[[nodiscard]] std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, const MountContext& context);
+
+// True when `path` is `root` or below it, by whole path segments.
+[[nodiscard]] bool path_is_under(const std::string& path, const std::string& root);
+
+}  // namespace agentctl::policy

@@ -1,0 +1,70 @@
+// The ONE function that turns everything the user gave (flags, --spec file,
+// profiles) into a sandbox's effective spec, and its start-time counterpart
+// for mounts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agentctl/sandbox.hpp"
+#include "policy/profile_store.hpp"
+
+namespace agentctl::policy {
+
+struct MountFlags {
+    std::vector<std::string> mounts;  // --mount host[:guest][:w|:ro], in order
+    bool only = false;                // --mount-only: replace the profile's mounts
+    bool none = false;                // --mount-none: no mounts at all
+    bool writable = false;            // --mount-writable: every mount writable
+};
+
+struct SpecInputs {
+    std::string name;
+    std::string image;                       // --image (empty: from --spec or the provider default)
+    std::string spec_file;                   // --spec FILE (not with --image/--profile)
+    std::vector<std::string> profiles;       // --profile, in order; empty: env.default_profile
+    std::vector<std::string> allow;          // --allow ENTRY
+    std::vector<std::string> allow_files;    // --allow-file F (relative to env.cwd)
+    std::vector<std::string> allow_presets;  // --allow-preset a,b (each may be a comma list)
+    bool allow_lan = false;                  // --allow-lan
+    bool deny_lan = false;                   // --deny-lan (the default; conflicts with --allow-lan)
+    bool no_network_policy = false;          // --no-network-policy
+    std::vector<std::string> ports;          // --port [addr:]host:guest[/tcp|udp]
+    std::string cpu_cores;                   // --cpu-cores N (empty: from profiles)
+    std::string memory;                      // --memory 4GiB
+    std::string disk_size;                   // --disk-size 20GiB
+    std::string agent;                       // --agent NAME
+    std::vector<std::string> packages;       // --package NAME
+    MountFlags mount_flags;
+    std::string isolation;                   // --isolation vm|container (empty: from profiles)
+    Environment env;
+};
+
+// Computes the effective spec: profiles layered in order (each over its
+// organisation floor), then the --spec file's overrides, then the flags.
+// Allow rules carry their origins ("--allow", "preset apt", "agent claude",
+// "profile strict (FILE:LINE)", "allow file X:3"). Mounts are resolved and
+// checked against the merged mountPolicy (directories are created only when
+// createMissing is set and every check passed). Throws agentctl::Error (exit
+// 1) listing every problem; nothing on disk changes then.
+[[nodiscard]] SandboxSpec compute_sandbox_spec(const SpecInputs& inputs);
+
+// Only the network policy of the same computation (no mounts resolved, no
+// directories created): for `policy check --profile ... --allow ...`.
+[[nodiscard]] NetworkPolicy compute_network_policy(const SpecInputs& inputs);
+
+// `start NAME [--profile P...] [mount flags]`: nullopt when no mount flag was
+// given (the sticky set stays); otherwise the new mount set, where only the
+// given profiles' mountPolicy constrains (their mounts are not added).
+// `previous` is the sticky set, used as the base for additive --mount.
+[[nodiscard]] std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,
+                                                                     const std::vector<std::string>& profiles,
+                                                                     const MountFlags& flags,
+                                                                     const std::vector<Mount>& previous,
+                                                                     const Environment& env);
+
+// The layering of two profile specs: `later` over `base`. Exposed for tests
+// and `profile show`. See docs/profiles.md for the rule of every field.
+[[nodiscard]] ProfileSpec merge_profile_specs(const ProfileSpec& base, const ProfileSpec& later);
+
+}  // namespace agentctl::policy
