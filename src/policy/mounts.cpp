@@ -223,7 +223,7 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
     }
     if (!problems.empty()) fail(problems);
     for (const auto& item : pending) {
-        if (!item.create) continue;
+        if (!item.create || !context.create_directories) continue;
         std::error_code ec;
         fs::create_directories(item.host, ec);
         if (ec) problems.push_back(fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
@@ -232,7 +232,9 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
     std::vector<Mount> mounts;
     for (const auto& item : pending) {
         std::error_code ec;
-        auto canonical = fs::canonical(item.host, ec);
+        // A directory that was not created (dry run) resolves through its existing parent.
+        auto canonical = (item.create && !context.create_directories) ? fs::weakly_canonical(item.host, ec)
+                                                                      : fs::canonical(item.host, ec);
         if (ec) {
             problems.push_back(fmt::format("{}: cannot resolve {}: {}", describe(*item.request), item.host, ec.message()));
             continue;

@@ -194,7 +194,7 @@ std::vector<MountRequest> with_flags(std::vector<MountRequest> base, const Mount
 }
 
 MountContext mount_context(const std::string& name, const Environment& env, const MountPolicy& policy) {
-    return MountContext{name, env.home, env.cwd, env.config_dir, policy};
+    return MountContext{name, env.home, env.cwd, env.config_dir, policy, true};
 }
 
 }  // namespace
@@ -225,7 +225,9 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs) {
     // Mounts are resolved last and only when everything else is valid, because
     // resolving may create directories.
     problems.throw_if_any();
-    spec.mounts = resolve_mounts(requests, mount_context(inputs.name, inputs.env, layered.spec.mount_policy));
+    auto context = mount_context(inputs.name, inputs.env, layered.spec.mount_policy);
+    context.create_directories = inputs.create_directories;
+    spec.mounts = resolve_mounts(requests, context);
     return spec;
 }
 

@@ -38,6 +38,8 @@ struct SpecInputs {
     MountFlags mount_flags;
     std::string isolation;                   // --isolation vm|container (empty: from profiles)
     Environment env;
+    // false: create no missing mount directory (see MountContext::create_directories).
+    bool create_directories = true;
 };
 
 // Computes the effective spec: profiles layered in order (each over its
