@@ -2,6 +2,7 @@
 #include "policy/mounts.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -22,13 +23,55 @@ constexpr std::string_view k_home_denied[] = {".ssh", ".gnupg", ".aws", ".config
 
 constexpr std::string_view k_incus_state[] = {"/var/lib/incus", "/var/cache/incus", "/var/log/incus", "/run/incus"};
 
-// Symlinks resolved for the part that exists; the rest cleaned lexically.
-std::string canonical_prefix(const std::string& path) {
-    std::error_code ec;
-    auto resolved = fs::weakly_canonical(path, ec);
-    if (ec) return path;
-    return clean_path(resolved.string(), "/");
+constexpr int k_max_symlinks = 40;  // as the kernel's ELOOP limit
+
+// Resolves `path` (absolute) the way the kernel would, one component at a
+// time: symlinks are followed even when their target does not exist yet (so a
+// dangling link into ~/.ssh is judged as ~/.ssh), `..` goes to the parent of
+// what was actually reached, and the part that does not exist is kept as
+// written. nullopt when there are too many links.
+std::optional<std::string> resolve_path(const std::string& path) {
+    std::vector<std::string> pending;  // components still to walk, last one first
+    auto push_components = [&](std::string_view text) {
+        std::vector<std::string> parts;
+        while (!text.empty()) {
+            auto slash = text.find('/');
+            auto part = text.substr(0, slash);
+            if (!part.empty()) parts.emplace_back(part);
+            text.remove_prefix(slash == std::string_view::npos ? text.size() : slash + 1);
+        }
+        pending.insert(pending.end(), parts.rbegin(), parts.rend());
+    };
+    push_components(path);
+    std::string current = "/";
+    int links = 0;
+    while (!pending.empty()) {
+        std::string part = std::move(pending.back());
+        pending.pop_back();
+        if (part == ".") continue;
+        if (part == "..") {
+            auto slash = current.rfind('/');
+            current = slash == 0 ? "/" : current.substr(0, slash);
+            continue;
+        }
+        std::string next = current == "/" ? "/" + part : current + "/" + part;
+        struct stat info {};
+        if (::lstat(next.c_str(), &info) == 0 && S_ISLNK(info.st_mode)) {
+            if (++links > k_max_symlinks) return std::nullopt;
+            std::error_code ec;
+            auto target = fs::read_symlink(next, ec);
+            if (ec) return std::nullopt;
+            auto text = target.string();
+            if (text.starts_with("/")) current = "/";
+            push_components(text);
+            continue;
+        }
+        current = std::move(next);
+    }
+    return current;
 }
+
+std::string canonical_prefix(const std::string& path) { return resolve_path(clean_path(path, "/")).value_or(path); }
 
 bool valid_instance_name(std::string_view name) {
     if (name.empty() || name.size() > 63) return false;
@@ -189,6 +232,16 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
             continue;
         }
         Pending item{&request, clean_path(*expanded, context.cwd), {}, false};
+        auto resolved = resolve_path(item.host);
+        if (!resolved) {
+            problems.push_back(fmt::format("{}: too many symbolic links below {}", describe(request), item.host));
+            continue;
+        }
+        // Check what exists now, before anything is created.
+        if (auto problem = checker.problem(*resolved); !problem.empty()) {
+            problems.push_back(fmt::format("{}: {}", describe(request), problem));
+            continue;
+        }
         item.guest = guest.empty() ? item.host : guest;
         if (!item.guest.starts_with("/")) {
             problems.push_back(fmt::format("{}: the guest path \"{}\" is not absolute", describe(request), item.guest));
@@ -201,13 +254,9 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
                                            item.guest));
             continue;
         }
-        // Check what exists now, before anything is created.
-        if (auto problem = checker.problem(canonical_prefix(item.host)); !problem.empty()) {
-            problems.push_back(fmt::format("{}: {}", describe(request), problem));
-            continue;
-        }
+        item.host = *resolved;  // from here on only the resolved path is used
         std::error_code ec;
-        auto status = fs::status(item.host, ec);
+        auto status = fs::symlink_status(item.host, ec);
         if (!fs::exists(status)) {
             if (!context.policy.create_missing.value_or(false)) {
                 problems.push_back(fmt::format("{}: {} does not exist (create it, or set mountPolicy.createMissing)",
@@ -225,19 +274,20 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
     for (const auto& item : pending) {
         if (!item.create) continue;
         std::error_code ec;
-        fs::create_directories(item.host, ec);
+        fs::create_directories(item.host, ec);  // the resolved path: no link is followed into a denied place
         if (ec) problems.push_back(fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
     }
     if (!problems.empty()) fail(problems);
     std::vector<Mount> mounts;
     for (const auto& item : pending) {
+        // Resolve again: the directory now exists, and a link may have appeared.
+        auto again = resolve_path(item.host);
         std::error_code ec;
-        auto canonical = fs::canonical(item.host, ec);
-        if (ec) {
-            problems.push_back(fmt::format("{}: cannot resolve {}: {}", describe(*item.request), item.host, ec.message()));
+        if (!again || !fs::is_directory(*again, ec)) {
+            problems.push_back(fmt::format("{}: {} is not a directory", describe(*item.request), item.host));
             continue;
         }
-        std::string path = clean_path(canonical.string(), "/");
+        std::string path = *again;
         if (auto problem = checker.problem(path); !problem.empty()) {
             problems.push_back(fmt::format("{}: {}", describe(*item.request), problem));
             continue;

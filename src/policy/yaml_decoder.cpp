@@ -216,7 +216,11 @@ std::optional<YAML::Node> parse_yaml_document(std::string_view text, YamlDecoder
         }
         return documents.front();
     } catch (const YAML::Exception& error) {
-        decoder.error_at(error.mark, "", fmt::format("YAML syntax error: {}", error.msg));
+        std::string message = fmt::format("YAML syntax error: {}", error.msg);
+        if (error.msg.find("anchor") != std::string::npos) {
+            message += " (a value starting with '*' must be quoted, e.g. \"*.example.com\")";
+        }
+        decoder.error_at(error.mark, "", message);
         return std::nullopt;
     }
 }
