@@ -1,0 +1,145 @@
+// run_egress_proxy: option checks, the listening socket, the pid file, and the
+// event loop that serves every connection on one thread.
+#include "egress_proxy/egress_proxy.hpp"
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "agentctl/error.hpp"
+#include "core/files.hpp"
+#include "egress_proxy/server.hpp"
+
+namespace agentctl::egress_proxy {
+
+namespace asio = boost::asio;
+
+namespace {
+
+tcp::endpoint parse_listen(const std::string& listen) {
+    auto fail = [&](const std::string& why) -> Error {
+        return Error("--listen " + listen + ": " + why, "use ADDRESS:PORT, e.g. 127.0.0.1:50123 or [::1]:50123");
+    };
+    std::string host;
+    std::string port_text;
+    if (!listen.empty() && listen.front() == '[') {
+        auto close = listen.find("]:");
+        if (close == std::string::npos) throw fail("an IPv6 address needs the form [ADDRESS]:PORT");
+        host = listen.substr(1, close - 1);
+        port_text = listen.substr(close + 2);
+    } else {
+        auto colon = listen.rfind(':');
+        if (colon == std::string::npos) throw fail("the port is missing");
+        host = listen.substr(0, colon);
+        port_text = listen.substr(colon + 1);
+    }
+    boost::system::error_code ec;
+    auto address = asio::ip::make_address(host, ec);
+    if (ec) throw fail("`" + host + "` is not an IP address");
+    unsigned port = 0;
+    auto [ptr, err] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (port_text.empty() || err != std::errc() || ptr != port_text.data() + port_text.size() || port > 65535) {
+        throw fail("`" + port_text + "` is not a port number (0-65535)");
+    }
+    return {address, static_cast<std::uint16_t>(port)};
+}
+
+// Lifts the soft descriptor limit to the hard one; returns the soft limit now in force.
+rlim_t raise_descriptor_limit() {
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 1024;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &limit);
+        ::getrlimit(RLIMIT_NOFILE, &limit);
+    }
+    return limit.rlim_cur;
+}
+
+std::string endpoint_text(const tcp::endpoint& endpoint) {
+    if (endpoint.address().is_v6()) return "[" + endpoint.address().to_string() + "]:" + std::to_string(endpoint.port());
+    return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+}
+
+std::string default_sandbox_name(const std::string& policy_file) {
+    auto parent = std::filesystem::path(policy_file).parent_path().filename().string();
+    return parent.empty() ? std::string("<sandbox>") : parent;
+}
+
+}  // namespace
+
+int run_egress_proxy(const ProxyOptions& options) {
+    try {
+        if (options.policy_file.empty()) throw Error("--policy is required", "pass the sandbox's policy file");
+        auto endpoint = parse_listen(options.listen);
+        ::signal(SIGPIPE, SIG_IGN);  // splice(2) to a closed peer must fail, not kill the proxy
+
+        ProxyLimits limits = options.limits;
+        rlim_t descriptors = raise_descriptor_limit();
+        std::size_t cap = descriptors > 64 ? static_cast<std::size_t>((descriptors - 32) / 2) : 16;
+        limits.max_connections = std::min(limits.max_connections, cap);
+
+        auto resolve_map = std::make_shared<const ResolveMap>(
+            options.resolve_file.empty() ? ResolveMap() : ResolveMap::load(options.resolve_file));
+        AccessLog log(options.log_file, limits.log_max_bytes);
+
+        asio::io_context io(1);
+        tcp::acceptor acceptor(io);
+        boost::system::error_code ec;
+        acceptor.open(endpoint.protocol(), ec);
+        if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+        if (!ec) acceptor.bind(endpoint, ec);
+        if (!ec) acceptor.listen(4096, ec);
+        if (ec) {
+            throw Error("cannot listen on " + endpoint_text(endpoint) + ": " + ec.message(),
+                        "pick a free port, or stop whatever already listens there");
+        }
+        auto bound = acceptor.local_endpoint(ec);
+
+        std::string sandbox = options.sandbox_name.empty() ? default_sandbox_name(options.policy_file)
+                                                           : options.sandbox_name;
+        ProxyContext context(io, limits, sandbox, log);
+        context.resolve_map = resolve_map;
+        context.policy = load_policy_snapshot(options.policy_file);
+        log.write({{"time", utc_timestamp()},
+                   {"event", "start"},
+                   {"listen", endpoint_text(bound)},
+                   {"pid", ::getpid()},
+                   {"max_connections", limits.max_connections},
+                   {"resolve_file_names", resolve_map->size()}});
+        log_policy(log, *context.policy, "start");
+
+        Server server(context, std::move(acceptor), options.policy_file, options.resolve_file);
+        server.start();
+        std::printf("listening %s\n", endpoint_text(bound).c_str());
+        std::fflush(stdout);
+        if (!options.pid_file.empty()) core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
+
+        io.run();
+
+        if (!options.pid_file.empty()) ::unlink(options.pid_file.c_str());
+        if (!context.sessions.empty()) {
+            // A connection still waits on the resolver's thread; its memory goes with the process.
+            std::fflush(nullptr);
+            ::_exit(exit_code::k_ok);
+        }
+        return exit_code::k_ok;
+    } catch (const Error& e) {
+        std::cerr << "agentctl: " << e.what() << '\n';
+        if (!e.hint().empty()) std::cerr << "hint: " << e.hint() << '\n';
+        return e.code();
+    } catch (const std::exception& e) {
+        std::cerr << "agentctl: egress proxy: " << e.what() << '\n';
+        return exit_code::k_error;
+    }
+}
+
+}  // namespace agentctl::egress_proxy

@@ -1,0 +1,70 @@
+// The egress proxy: the per-sandbox HTTP/HTTPS proxy that applies a sandbox's
+// network policy on the host (Lima backend). agentctl runs it as the hidden
+// `agentctl egress-proxy` verb; `agentctl logs NAME --network` reads its log.
+//
+// This header is the whole surface the CLI needs. It pulls in no Asio headers.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace agentctl::egress_proxy {
+
+// Bounds that keep one misbehaving client from exhausting the proxy.
+struct ProxyLimits {
+    // Concurrent client connections; further clients wait in the kernel's
+    // accept queue. Clamped at start to what RLIMIT_NOFILE allows (each
+    // connection needs two descriptors, plus two pipes while data moves).
+    std::size_t max_connections = 16384;
+    // A client must send a complete request head within this time (slowloris).
+    std::chrono::milliseconds header_timeout{10'000};
+    // Upstream connect timeout; expiry answers 504.
+    std::chrono::milliseconds connect_timeout{10'000};
+    // A tunnel or keep-alive connection with no bytes either way is closed.
+    std::chrono::milliseconds idle_timeout{15 * 60 * 1000};
+    // Largest request head (request line + headers) accepted; more answers 431.
+    std::size_t max_header_bytes = 32 * 1024;
+    // The log is rotated when it would grow past this size; one old file is kept (`LOG.1`).
+    std::uint64_t log_max_bytes = 10 * 1024 * 1024;
+    // How often the policy file's mtime/inode is polled for changes.
+    std::chrono::milliseconds policy_poll{1000};
+};
+
+struct ProxyOptions {
+    // `ADDRESS:PORT`, e.g. `127.0.0.1:50123` or `[::1]:50123`. Port 0 picks a
+    // free port; the chosen address is printed on stdout as `listening ADDRESS:PORT`.
+    std::string listen;
+    // The policy file (policy::to_policy_file JSON). Missing or malformed means
+    // deny everything (logged loudly); the proxy keeps running and re-reads it.
+    std::string policy_file;
+    // Optional: written (atomically) once listening, removed on SIGTERM/SIGINT.
+    std::string pid_file;
+    // Optional: decision log (JSON Lines, rotated). Empty: log lines go to stderr.
+    std::string log_file;
+    // Optional: /etc/hosts-format name->address map consulted before the system resolver.
+    std::string resolve_file;
+    // Sandbox name used in the 403 hint (`agentctl policy add NAME host:port`).
+    // Empty: the name of the policy file's directory (lima/NAME/egress-policy.json).
+    std::string sandbox_name;
+    ProxyLimits limits;
+};
+
+// Runs the proxy in the foreground until SIGTERM or SIGINT: stops accepting,
+// closes tunnels, removes the pid file, returns 0. SIGHUP, or a changed policy
+// file, reloads the policy atomically (open tunnels keep their decision).
+// Returns 1 after printing `agentctl: ...` on stderr when it cannot start
+// (bad --listen, address in use, unreadable resolve file).
+int run_egress_proxy(const ProxyOptions& options);
+
+// `agentctl logs NAME --network`: prints the decision log at `log_path`.
+// Default: a readable table (time, client, method, destination, decision,
+// rule or reason); `json`: the raw JSON Lines. `follow`: keeps printing new
+// lines, across rotation, until SIGINT/SIGTERM. A missing log prints nothing
+// and returns 0 (the proxy has not run yet) unless following. Returns the exit
+// code; malformed lines are shown as-is in table mode, never fatal.
+int print_network_log(const std::string& log_path, bool follow, bool json, std::ostream& out);
+
+}  // namespace agentctl::egress_proxy

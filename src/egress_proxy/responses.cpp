@@ -1,0 +1,81 @@
+#include "egress_proxy/responses.hpp"
+
+#include <fmt/format.h>
+
+namespace agentctl::egress_proxy {
+namespace {
+
+std::string_view status_text(unsigned status) {
+    switch (status) {
+        case 400: return "Bad Request";
+        case 403: return "Forbidden";
+        case 405: return "Method Not Allowed";
+        case 408: return "Request Timeout";
+        case 431: return "Request Header Fields Too Large";
+        case 502: return "Bad Gateway";
+        case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
+        default: return "Error";
+    }
+}
+
+// What a person can do about a refusal, by reason.
+std::string advice(std::string_view reason, std::string_view destination, std::string_view sandbox) {
+    if (reason == "not-allowlisted" || reason == "port-not-allowed" || reason == "bare-ip-not-listed") {
+        return fmt::format(
+            "This sandbox may only reach destinations on its allowlist. If it should reach this one,\n"
+            "a person on the host can allow it with:\n\n    agentctl policy add {} {}\n",
+            sandbox, destination);
+    }
+    if (reason == "lan") {
+        return fmt::format(
+            "Addresses on the local network are refused unless the sandbox was created with --allow-lan.\n"
+            "Allowing a name does not open a LAN address it resolves to.\n");
+    }
+    if (reason == "loopback" || reason == "host-address" || reason == "unspecified" || reason == "multicast" ||
+        reason == "broadcast" || reason == "reserved") {
+        return "This kind of destination is always refused, whatever the allowlist says.\n";
+    }
+    if (reason == "policy-unavailable") {
+        return "The proxy could not read a valid network policy, so it refuses everything until the\n"
+               "policy file is fixed (see the proxy's log).\n";
+    }
+    if (reason == "name-not-resolved") return "The host name does not resolve; check its spelling.\n";
+    if (reason == "connection-refused") return "The destination refused the connection.\n";
+    if (reason == "connect-timeout") return "The destination did not answer in time.\n";
+    return {};
+}
+
+}  // namespace
+
+std::string destination_text(std::string_view host, std::uint16_t port) {
+    if (host.find(':') != std::string_view::npos) return fmt::format("[{}]:{}", host, port);
+    return fmt::format("{}:{}", host, port);
+}
+
+std::string refusal_response(const Refusal& refusal, std::string_view host, std::uint16_t port,
+                             std::string_view sandbox) {
+    std::string destination = host.empty() ? std::string() : destination_text(host, port);
+    std::string body;
+    if (refusal.status == 403) {
+        body = fmt::format("agentctl egress proxy: connection to {} refused ({}).\n", destination, refusal.reason);
+    } else if (destination.empty()) {
+        body = fmt::format("agentctl egress proxy: request rejected ({}).\n", refusal.reason);
+    } else {
+        body = fmt::format("agentctl egress proxy: could not reach {} ({}).\n", destination, refusal.reason);
+    }
+    if (!refusal.detail.empty()) body += refusal.detail + "\n";
+    std::string more = advice(refusal.reason, destination, sandbox.empty() ? "<sandbox>" : sandbox);
+    if (!more.empty()) body += "\n" + more;
+    return fmt::format(
+        "HTTP/1.1 {} {}\r\n"
+        "Content-Type: text/plain; charset=utf-8\r\n"
+        "Content-Length: {}\r\n"
+        "X-Agentctl-Reason: {}\r\n"
+        "Connection: close\r\n"
+        "Proxy-Connection: close\r\n"
+        "\r\n{}",
+        refusal.status, status_text(refusal.status), body.size(), refusal.reason, body);
+}
+
+}  // namespace agentctl::egress_proxy

@@ -1,0 +1,356 @@
+#include "egress_proxy/session.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "egress_proxy/resolve_file.hpp"
+
+namespace agentctl::egress_proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+using asio::redirect_error;
+using asio::use_awaitable;
+
+double ms_since(Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double round_ms(double ms) { return static_cast<double>(static_cast<long long>(ms * 1000.0 + 0.5)) / 1000.0; }
+
+tcp::endpoint to_endpoint(const policy::IpAddress& address, std::uint16_t port) {
+    if (!address.v6) {
+        asio::ip::address_v4::bytes_type bytes{};
+        std::copy_n(address.bytes.begin(), 4, bytes.begin());
+        return {asio::ip::address_v4(bytes), port};
+    }
+    asio::ip::address_v6::bytes_type bytes{};
+    std::copy_n(address.bytes.begin(), 16, bytes.begin());
+    return {asio::ip::address_v6(bytes), port};
+}
+
+policy::IpAddress from_asio(const asio::ip::address& address) {
+    policy::IpAddress out;
+    if (address.is_v4()) {
+        auto bytes = address.to_v4().to_bytes();
+        std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
+    } else {
+        out.v6 = true;
+        auto bytes = address.to_v6().to_bytes();
+        std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
+    }
+    return out;
+}
+
+std::string endpoint_text(const tcp::endpoint& endpoint) {
+    auto address = endpoint.address();
+    if (address.is_v6()) return "[" + address.to_string() + "]:" + std::to_string(endpoint.port());
+    return address.to_string() + ":" + std::to_string(endpoint.port());
+}
+
+void set_nodelay(tcp::socket& socket) {
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+}
+
+}  // namespace
+
+Session::Session(ProxyContext& context, tcp::socket client)
+    : m_context(context), m_client(std::move(client)), m_upstream(context.io), m_timer(context.io),
+      m_buffer(context.limits.max_header_bytes + 1024) {
+    m_id = m_context.next_id++;
+    boost::system::error_code ec;
+    auto remote = m_client.remote_endpoint(ec);
+    m_client_text = ec ? std::string("unknown") : endpoint_text(remote);
+    m_context.sessions.insert(this);
+}
+
+Session::~Session() {
+    m_context.sessions.erase(this);
+    boost::system::error_code ignored;
+    m_context.slot_freed.cancel();
+}
+
+void Session::start() {
+    set_nodelay(m_client);
+    asio::co_spawn(m_context.io, [self = shared_from_this()]() { return self->serve(); }, asio::detached);
+}
+
+void Session::close() {
+    boost::system::error_code ignored;
+    m_client.close(ignored);
+    m_upstream.close(ignored);
+    m_timer.cancel();
+}
+
+// ------------------------------------------------------------------ deadlines
+
+void Session::set_deadline(Clock::duration from_now) {
+    m_deadline = Clock::now() + from_now;
+    if (m_timer_expiry <= m_deadline) return;  // the running timer fires earlier and re-arms
+    m_timer_expiry = m_deadline;
+    m_timer.expires_at(m_deadline);
+    m_timer.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+        if (ec == asio::error::operation_aborted) return;
+        self->m_timer_expiry = Clock::time_point::max();
+        self->on_timer();
+    });
+}
+
+void Session::on_timer() {
+    auto now = Clock::now();
+    if (m_deadline == Clock::time_point::max() || !m_client.is_open()) return;
+    if (now < m_deadline) {
+        set_deadline(m_deadline - now);
+        return;
+    }
+    m_timed_out = true;
+    boost::system::error_code ignored;
+    if (m_phase == Phase::Connecting) {
+        m_upstream.close(ignored);  // the connect fails; the client gets a 504
+    } else {
+        m_client.close(ignored);
+        m_upstream.close(ignored);
+    }
+}
+
+// ------------------------------------------------------------------ requests
+
+asio::awaitable<void> Session::serve() {
+    auto self = shared_from_this();
+    for (;;) {
+        m_phase = Phase::Header;
+        m_timed_out = false;
+        set_deadline(m_context.limits.header_timeout);
+        auto parser = std::make_unique<RequestParser>();
+        parser->header_limit(static_cast<std::uint32_t>(m_context.limits.max_header_bytes));
+        parser->body_limit(boost::none);
+        boost::system::error_code ec;
+        co_await http::async_read_header(m_client, m_buffer, *parser, redirect_error(use_awaitable, ec));
+        if (ec) {
+            bool started = m_buffer.size() > 0;
+            if (m_timed_out) {
+                if (started) log_rejected_request("", {408, "header-timeout", "the request head did not arrive in time"}, "", 0);
+            } else if (ec == http::error::header_limit) {
+                Refusal refusal{431, "header-too-large",
+                                "the request head is larger than " + std::to_string(m_context.limits.max_header_bytes) +
+                                    " bytes"};
+                log_rejected_request("", refusal, "", 0);
+                co_await send_refusal(refusal, "", 0);
+            } else if (ec == http::error::buffer_overflow) {
+                Refusal refusal{431, "header-too-large", "the request head is too large"};
+                log_rejected_request("", refusal, "", 0);
+                co_await send_refusal(refusal, "", 0);
+            } else if (ec.category() == make_error_code(http::error::end_of_stream).category() &&
+                       ec != http::error::end_of_stream && ec != http::error::partial_message) {
+                Refusal refusal{400, "malformed-request", "the request could not be parsed as HTTP/1.1: " + ec.message()};
+                log_rejected_request("", refusal, "", 0);
+                co_await send_refusal(refusal, "", 0);
+            }
+            break;
+        }
+        clear_deadline();
+        auto& head = parser->get();
+        std::string method(head.method_string());
+        auto target_view = head.target();
+        auto parsed = parse_request_target(method, std::string_view(target_view.data(), target_view.size()));
+        if (auto* error = std::get_if<TargetError>(&parsed)) {
+            Refusal refusal{error->status, error->reason, error->detail};
+            log_rejected_request(method, refusal, "", 0);
+            co_await send_refusal(refusal, "", 0);
+            break;
+        }
+        auto target = std::get<RequestTarget>(std::move(parsed));
+        if (target.kind == RequestKind::Connect) {
+            parser.reset();  // nothing of the request head stays allocated for the tunnel's lifetime
+            co_await handle_connect(target);
+            co_return;
+        }
+        bool again = co_await handle_forward(std::move(parser), target);
+        if (!again) break;
+    }
+    close_upstream("client closed");
+    close();
+}
+
+void Session::log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
+                                   std::uint16_t port) {
+    nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id}, {"client", m_client_text},
+                         {"method", method}};
+    if (!host.empty()) {
+        entry["host"] = host;
+        entry["port"] = port;
+    }
+    entry["decision"] = refusal.status == 403 ? "deny" : "error";
+    entry["status"] = refusal.status;
+    entry["reason"] = refusal.reason;
+    if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
+    m_context.access_log.write(entry);
+}
+
+asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port) {
+    auto self = shared_from_this();
+    if (!m_client.is_open()) co_return;
+    std::string response = refusal_response(refusal, host, port, m_context.sandbox_name);
+    set_deadline(std::chrono::seconds(5));
+    boost::system::error_code ec;
+    co_await asio::async_write(m_client, asio::buffer(response), redirect_error(use_awaitable, ec));
+    m_client.shutdown(tcp::socket::shutdown_send, ec);
+    clear_deadline();
+}
+
+asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const RequestTarget& target) {
+    auto self = shared_from_this();
+    auto snapshot = m_context.policy;  // this connection's decision stays with this snapshot
+    auto started = Clock::now();
+    nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id}, {"client", m_client_text},
+                         {"method", method},        {"host", target.host},  {"port", target.port}};
+    auto refuse = [&](Refusal refusal) -> asio::awaitable<bool> {
+        entry["decision"] = refusal.status == 403 ? "deny" : "error";
+        entry["status"] = refusal.status;
+        entry["reason"] = refusal.reason;
+        if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
+        m_context.access_log.write(entry);
+        co_await send_refusal(refusal, target.host, target.port);
+        co_return false;
+    };
+
+    if (!snapshot->usable) {
+        entry["problem"] = snapshot->problem;
+        co_return co_await refuse({403, "policy-unavailable", "the proxy has no usable policy, so it refuses everything"});
+    }
+    const auto& own = snapshot->host_addresses;
+    std::optional<policy::Decision> decision = policy::pre_decide(snapshot->policy, target.host, target.port, own);
+    if (!decision) {
+        std::vector<policy::IpAddress> addresses;
+        auto dns_start = Clock::now();
+        if (auto mapped = m_context.resolve_map->lookup(target.host)) {
+            addresses = std::move(*mapped);
+            entry["resolved_by"] = "resolve-file";
+        } else {
+            tcp::resolver resolver(m_context.io);
+            boost::system::error_code ec;
+            set_deadline(m_context.limits.connect_timeout);
+            m_phase = Phase::Connecting;
+            auto results = co_await resolver.async_resolve(target.host, std::to_string(target.port),
+                                                           tcp::resolver::numeric_service,
+                                                           redirect_error(use_awaitable, ec));
+            clear_deadline();
+            if (!ec) {
+                for (const auto& result : results) {
+                    auto address = from_asio(result.endpoint().address());
+                    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
+                        addresses.push_back(address);
+                    }
+                }
+            }
+            entry["resolved_by"] = "system";
+        }
+        entry["dns_ms"] = round_ms(ms_since(dns_start));
+        if (!m_client.is_open()) co_return false;
+        if (addresses.empty()) {
+            co_return co_await refuse({502, "name-not-resolved", "`" + target.host + "` has no address"});
+        }
+        decision = policy::decide(snapshot->policy, target.host, target.port, addresses, own);
+    }
+    if (decision->rule) {
+        entry["rule"] = decision->rule->entry();
+        entry["origin"] = decision->rule->origin;
+    }
+    if (!decision->allowed || !decision->address) {
+        co_return co_await refuse({403, decision->reason, decision->detail});
+    }
+    auto endpoint = to_endpoint(*decision->address, target.port);
+    entry["address"] = decision->address->to_string();
+    entry["reason"] = decision->reason;
+
+    // Plain HTTP: reuse the open upstream connection when it goes to the same place.
+    if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
+        entry["decision"] = "allow";
+        entry["reused"] = true;
+        m_context.access_log.write(entry);
+        co_return true;
+    }
+    close_upstream("new destination");
+
+    m_phase = Phase::Connecting;
+    m_timed_out = false;
+    auto connect_start = Clock::now();
+    set_deadline(m_context.limits.connect_timeout);
+    boost::system::error_code ec;
+    m_upstream.open(endpoint.protocol(), ec);
+    if (!ec) co_await m_upstream.async_connect(endpoint, redirect_error(use_awaitable, ec));
+    clear_deadline();
+    entry["connect_ms"] = round_ms(ms_since(connect_start));
+    if (ec) {
+        boost::system::error_code ignored;
+        m_upstream.close(ignored);
+        if (!m_client.is_open()) co_return false;
+        if (m_timed_out) {
+            co_return co_await refuse({504, "connect-timeout",
+                                       endpoint_text(endpoint) + " did not accept the connection within " +
+                                           std::to_string(m_context.limits.connect_timeout.count()) + " ms"});
+        }
+        if (ec == asio::error::connection_refused) {
+            co_return co_await refuse({502, "connection-refused", endpoint_text(endpoint) + " refused the connection"});
+        }
+        co_return co_await refuse({502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()});
+    }
+    set_nodelay(m_upstream);
+    entry["decision"] = "allow";
+    entry["status"] = 200;
+    entry["total_ms"] = round_ms(ms_since(started));
+    m_context.access_log.write(entry);
+    m_up_host = target.host;
+    m_up_port = target.port;
+    m_up_endpoint = endpoint;
+    m_up_since = Clock::now();
+    m_bytes_up = 0;
+    m_bytes_down = 0;
+    co_return true;
+}
+
+void Session::close_upstream(const char* why) {
+    if (!m_up_endpoint) return;
+    log_upstream_closed();
+    (void)why;
+    boost::system::error_code ignored;
+    m_upstream.close(ignored);
+    m_up_endpoint.reset();
+    m_up_buffer.clear();
+}
+
+void Session::log_upstream_closed() {
+    nlohmann::json entry{{"time", utc_timestamp()},
+                         {"event", "close"},
+                         {"id", m_id},
+                         {"client", m_client_text},
+                         {"host", m_up_host},
+                         {"port", m_up_port},
+                         {"address", m_up_endpoint ? m_up_endpoint->address().to_string() : std::string()},
+                         {"bytes_up", m_bytes_up},
+                         {"bytes_down", m_bytes_down},
+                         {"duration_ms", round_ms(ms_since(m_up_since))}};
+    if (m_timed_out) entry["timed_out"] = true;
+    m_context.access_log.write(entry);
+}
+
+}  // namespace agentctl::egress_proxy

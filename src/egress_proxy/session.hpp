@@ -1,0 +1,93 @@
+// One client connection: reads request heads, decides, and either tunnels
+// (CONNECT) or forwards plain HTTP requests. Private to the proxy.
+#pragma once
+
+#include <utility>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "egress_proxy/proxy_context.hpp"
+#include "egress_proxy/request_target.hpp"
+#include "egress_proxy/responses.hpp"
+
+namespace agentctl::egress_proxy {
+
+using tcp = boost::asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using RequestParser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
+
+class Session : public std::enable_shared_from_this<Session> {
+public:
+    Session(ProxyContext& context, tcp::socket client);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Starts serving the connection; the session keeps itself alive until done.
+    void start();
+    // Closes both sockets; pending operations finish with an error (shutdown).
+    void close();
+
+private:
+    enum class Phase { Header, Connecting, Forwarding, Tunnel };
+
+    boost::asio::awaitable<void> serve();
+    boost::asio::awaitable<void> handle_connect(const RequestTarget& target);
+    // Returns true when the client connection may carry another request.
+    boost::asio::awaitable<bool> handle_forward(std::unique_ptr<RequestParser> parser, const RequestTarget& target);
+
+    // Decides host:port against the current policy, resolving if needed, and
+    // connects m_upstream to the one allowed address. Writes the decision log line.
+    // On refusal or failure returns false after answering the client.
+    boost::asio::awaitable<bool> decide_and_connect(std::string_view method, const RequestTarget& target);
+    boost::asio::awaitable<void> send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port);
+    void log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
+                              std::uint16_t port);
+
+    // Tunnel: both directions spliced concurrently; the session ends when both end.
+    void start_tunnel();
+    boost::asio::awaitable<void> relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter);
+    void relay_finished();
+
+    // Deadline handling: one timer per connection, re-armed lazily.
+    void set_deadline(Clock::duration from_now);
+    void clear_deadline() { m_deadline = Clock::time_point::max(); }
+    void on_timer();
+    void close_upstream(const char* why);
+    void log_upstream_closed();
+
+    ProxyContext& m_context;
+    tcp::socket m_client;
+    tcp::socket m_upstream;
+    boost::asio::steady_timer m_timer;
+    Clock::time_point m_deadline = Clock::time_point::max();
+    Clock::time_point m_timer_expiry = Clock::time_point::max();
+    boost::beast::flat_buffer m_buffer;     // client bytes read ahead
+    boost::beast::flat_buffer m_up_buffer;  // upstream bytes read ahead (plain HTTP)
+    Phase m_phase = Phase::Header;
+    bool m_timed_out = false;
+    int m_relays_running = 0;
+
+    std::uint64_t m_id = 0;
+    std::string m_client_text;
+    // The current upstream connection, for reuse (plain HTTP) and the close line.
+    std::string m_up_host;
+    std::uint16_t m_up_port = 0;
+    std::optional<tcp::endpoint> m_up_endpoint;
+    Clock::time_point m_up_since{};
+    std::uint64_t m_bytes_up = 0;
+    std::uint64_t m_bytes_down = 0;
+};
+
+}  // namespace agentctl::egress_proxy

@@ -1,0 +1,154 @@
+// Plain HTTP forward proxying: each request on a client connection is decided
+// on its own; its head is rewritten to origin form without hop-by-hop fields,
+// and bodies (length-delimited, chunked or close-delimited) stream through a
+// fixed buffer with Boost.Beast's parser and serializer.
+#include <utility>  // before Asio (awaitable.hpp needs std::exchange)
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "egress_proxy/session.hpp"
+
+namespace agentctl::egress_proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+using asio::redirect_error;
+using asio::use_awaitable;
+
+constexpr std::size_t k_body_chunk = 16 * 1024;
+
+// Removes the fields that describe one hop (RFC 9110 7.6.1), including every
+// field the Connection header names.
+template <class Fields>
+void strip_hop_by_hop(Fields& fields) {
+    std::vector<std::string> named;
+    for (auto token : http::token_list(fields[http::field::connection])) named.emplace_back(token);
+    for (const auto& name : named) fields.erase(name);
+    for (auto field : {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
+                       http::field::proxy_authorization, http::field::proxy_authenticate, http::field::te,
+                       http::field::trailer, http::field::upgrade}) {
+        fields.erase(field);
+    }
+}
+
+// Streams the rest of a message whose head `parser` has read from `in` to
+// `out`, through one fixed buffer. Returns false on any error.
+template <bool IsRequest>
+asio::awaitable<bool> relay_message(tcp::socket& in, beast::flat_buffer& in_buffer,
+                                    http::parser<IsRequest, http::buffer_body>& parser, tcp::socket& out,
+                                    std::uint64_t& counter) {
+    std::array<char, k_body_chunk> chunk;
+    http::serializer<IsRequest, http::buffer_body> serializer{parser.get()};
+    boost::system::error_code ec;
+    do {
+        if (!parser.is_done()) {
+            parser.get().body().data = chunk.data();
+            parser.get().body().size = chunk.size();
+            co_await http::async_read(in, in_buffer, parser, redirect_error(use_awaitable, ec));
+            if (ec == http::error::need_buffer) ec = {};
+            if (ec) co_return false;
+            parser.get().body().size = chunk.size() - parser.get().body().size;
+            parser.get().body().data = chunk.data();
+            parser.get().body().more = !parser.is_done();
+        } else {
+            parser.get().body().data = nullptr;
+            parser.get().body().size = 0;
+            parser.get().body().more = false;
+        }
+        auto n = co_await http::async_write(out, serializer, redirect_error(use_awaitable, ec));
+        counter += n;
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) co_return false;
+    } while (!parser.is_done() || !serializer.is_done());
+    co_return true;
+}
+
+std::string host_field(const RequestTarget& target) {
+    std::string host = target.host.find(':') != std::string::npos ? "[" + target.host + "]" : target.host;
+    if (target.port != 80) host += ":" + std::to_string(target.port);
+    return host;
+}
+
+}  // namespace
+
+asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> parser, const RequestTarget& target) {
+    auto self = shared_from_this();
+    auto& request = parser->get();
+    std::string method(request.method_string());
+    bool client_keep_alive = request.keep_alive();
+    if (!co_await decide_and_connect(method, target)) co_return false;
+
+    m_phase = Phase::Forwarding;
+    set_deadline(m_context.limits.idle_timeout);
+    bool expects_continue = beast::iequals(request[http::field::expect], "100-continue");
+    strip_hop_by_hop(request);
+    request.erase(http::field::expect);
+    request.target(target.origin_form);
+    request.set(http::field::host, host_field(target));
+    request.keep_alive(true);
+    boost::system::error_code ec;
+    if (expects_continue && !parser->is_done()) {
+        static constexpr std::string_view k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
+        co_await asio::async_write(m_client, asio::buffer(k_continue), redirect_error(use_awaitable, ec));
+        if (ec) co_return false;
+    }
+    if (!co_await relay_message(m_client, m_buffer, *parser, m_upstream, m_bytes_up)) {
+        close_upstream("request relay failed");
+        co_return false;
+    }
+    bool head_request = request.method() == http::verb::head;
+    parser.reset();
+
+    for (;;) {
+        http::response_parser<http::buffer_body> response_parser;
+        response_parser.header_limit(64 * 1024);
+        response_parser.body_limit(boost::none);
+        if (head_request) response_parser.skip(true);
+        co_await http::async_read_header(m_upstream, m_up_buffer, response_parser, redirect_error(use_awaitable, ec));
+        if (ec) {
+            bool answered_nothing = m_client.is_open();
+            close_upstream("no response");
+            if (answered_nothing && !m_timed_out) {
+                co_await send_refusal({502, "bad-upstream-response", "the destination closed the connection or sent "
+                                                                     "something that is not an HTTP response"},
+                                      target.host, target.port);
+            }
+            co_return false;
+        }
+        auto& response = response_parser.get();
+        unsigned status = response.result_int();
+        if (status == 101) {
+            close_upstream("upgrade refused");  // Upgrade was stripped; a 101 is a protocol violation
+            co_return false;
+        }
+        bool interim = status >= 100 && status < 200;
+        bool upstream_keep_alive = response.keep_alive();
+        strip_hop_by_hop(response);
+        bool keep = interim || (client_keep_alive && upstream_keep_alive);
+        response.keep_alive(keep);
+        if (!co_await relay_message(m_upstream, m_up_buffer, response_parser, m_client, m_bytes_down)) {
+            close_upstream("response relay failed");
+            co_return false;
+        }
+        if (interim) continue;
+        if (!upstream_keep_alive) close_upstream("upstream closes");
+        clear_deadline();
+        co_return keep;
+    }
+}
+
+}  // namespace agentctl::egress_proxy

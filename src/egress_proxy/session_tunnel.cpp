@@ -1,0 +1,149 @@
+// CONNECT: answer 200, then move bytes both ways with splice(2) through a
+// small kernel pipe per direction, so payload never enters user space. The
+// pipe bounds what is in flight (backpressure: a direction only reads again
+// once its pipe has drained into the destination).
+#include <utility>  // before Asio (awaitable.hpp needs std::exchange)
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include "egress_proxy/session.hpp"
+
+namespace agentctl::egress_proxy {
+
+namespace asio = boost::asio;
+
+namespace {
+
+using asio::redirect_error;
+using asio::use_awaitable;
+
+constexpr std::size_t k_splice_chunk = 1 << 20;
+
+// A pipe created on first use and closed with the relay.
+class Pipe {
+public:
+    Pipe() = default;
+    ~Pipe() {
+        if (m_fds[0] >= 0) ::close(m_fds[0]);
+        if (m_fds[1] >= 0) ::close(m_fds[1]);
+    }
+    Pipe(const Pipe&) = delete;
+    Pipe& operator=(const Pipe&) = delete;
+
+    bool ensure() { return m_fds[0] >= 0 || ::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) == 0; }
+    [[nodiscard]] int read_end() const { return m_fds[0]; }
+    [[nodiscard]] int write_end() const { return m_fds[1]; }
+
+private:
+    int m_fds[2] = {-1, -1};
+};
+
+constexpr unsigned k_splice_flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
+
+}  // namespace
+
+asio::awaitable<void> Session::handle_connect(const RequestTarget& target) {
+    auto self = shared_from_this();
+    if (!co_await decide_and_connect("CONNECT", target)) {
+        close();
+        co_return;
+    }
+    static constexpr std::string_view k_established = "HTTP/1.1 200 Connection established\r\n\r\n";
+    boost::system::error_code ec;
+    co_await asio::async_write(m_client, asio::buffer(k_established), redirect_error(use_awaitable, ec));
+    if (!ec && m_buffer.size() > 0) {
+        // Bytes the client sent right behind its CONNECT head (e.g. a TLS ClientHello).
+        auto n = co_await asio::async_write(m_upstream, m_buffer.data(), redirect_error(use_awaitable, ec));
+        m_bytes_up += n;
+    }
+    m_buffer = boost::beast::flat_buffer();  // release the head buffer for the tunnel's lifetime
+    if (ec) {
+        close_upstream("client write failed");
+        close();
+        co_return;
+    }
+    start_tunnel();
+}
+
+void Session::start_tunnel() {
+    m_phase = Phase::Tunnel;
+    set_deadline(m_context.limits.idle_timeout);
+    boost::system::error_code ignored;
+    m_client.native_non_blocking(true, ignored);
+    m_upstream.native_non_blocking(true, ignored);
+    m_relays_running = 2;
+    auto self = shared_from_this();
+    asio::co_spawn(
+        m_context.io, [self]() { return self->relay(self->m_client, self->m_upstream, self->m_bytes_up); },
+        [self](std::exception_ptr) { self->relay_finished(); });
+    asio::co_spawn(
+        m_context.io, [self]() { return self->relay(self->m_upstream, self->m_client, self->m_bytes_down); },
+        [self](std::exception_ptr) { self->relay_finished(); });
+}
+
+void Session::relay_finished() {
+    if (--m_relays_running > 0) return;
+    clear_deadline();
+    close_upstream("tunnel closed");
+    close();
+}
+
+asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
+    Pipe pipe;
+    std::size_t in_pipe = 0;
+    bool eof = false;
+    boost::system::error_code ec;
+    for (;;) {
+        if (!from.is_open() || !to.is_open()) break;
+        if (in_pipe == 0 && !eof) {
+            if (!pipe.ensure()) break;
+            ssize_t n = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, k_splice_chunk,
+                                 k_splice_flags);
+            if (n > 0) {
+                in_pipe = static_cast<std::size_t>(n);
+            } else if (n == 0) {
+                eof = true;
+            } else if (errno == EAGAIN || errno == EINTR) {
+                co_await from.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
+                if (ec) break;
+                continue;
+            } else {
+                break;  // reset or other error: end both directions
+            }
+        }
+        if (eof) {
+            // Half-close: pass the FIN on and let the other direction finish.
+            to.shutdown(tcp::socket::shutdown_send, ec);
+            co_return;
+        }
+        while (in_pipe > 0) {
+            ssize_t m = ::splice(pipe.read_end(), nullptr, to.native_handle(), nullptr, in_pipe, k_splice_flags);
+            if (m > 0) {
+                in_pipe -= static_cast<std::size_t>(m);
+                counter += static_cast<std::uint64_t>(m);
+                m_deadline = Clock::now() + m_context.limits.idle_timeout;
+            } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+                co_await to.async_wait(tcp::socket::wait_write, redirect_error(use_awaitable, ec));
+                if (ec || !to.is_open()) break;
+            } else {
+                break;
+            }
+        }
+        if (in_pipe > 0) break;
+    }
+    // An error in either direction ends the tunnel.
+    boost::system::error_code ignored;
+    from.close(ignored);
+    to.close(ignored);
+}
+
+}  // namespace agentctl::egress_proxy

@@ -1,0 +1,129 @@
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "egress_proxy/access_log.hpp"
+#include "egress_proxy/egress_proxy.hpp"
+
+namespace fs = std::filesystem;
+using agentctl::egress_proxy::AccessLog;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+    auto dir = fs::temp_directory_path() / ("agentctl-test-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+std::vector<nlohmann::json> read_lines(const fs::path& path) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+}
+
+nlohmann::json decision(int i) {
+    return {{"time", "2026-01-01T00:00:00.000Z"}, {"event", "decision"}, {"id", i}, {"client", "127.0.0.1:5000"},
+            {"method", "CONNECT"}, {"host", "allowed.test"}, {"port", 443}, {"decision", "allow"},
+            {"rule", "allowed.test:443"}, {"origin", "--allow"}, {"address", "198.51.100.2"}};
+}
+
+}  // namespace
+
+TEST_CASE("the log is JSON Lines and rotates at its size cap, keeping one old file") {
+    auto dir = fresh_dir("log");
+    auto path = dir / "egress-proxy.log";
+    {
+        AccessLog log(path.string(), 2000);
+        for (int i = 0; i < 40; ++i) log.write(decision(i));
+    }
+    REQUIRE(fs::exists(path));
+    REQUIRE(fs::exists(dir / "egress-proxy.log.1"));
+    CHECK(fs::file_size(path) <= 2000);
+    CHECK(fs::file_size(dir / "egress-proxy.log.1") <= 2000);
+    auto current = read_lines(path);
+    auto old = read_lines(dir / "egress-proxy.log.1");
+    REQUIRE_FALSE(current.empty());
+    CHECK(current.back()["id"] == 39);
+    CHECK(old.back()["id"].get<int>() + 1 == current.front()["id"].get<int>());
+    CHECK(fs::directory_iterator(dir) != fs::directory_iterator());
+    int files = 0;
+    for ([[maybe_unused]] auto& entry : fs::directory_iterator(dir)) ++files;
+    CHECK(files == 2);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("print_network_log shows a table or the raw lines") {
+    auto dir = fresh_dir("view");
+    auto path = dir / "egress-proxy.log";
+    {
+        AccessLog log(path.string(), 1 << 20);
+        log.write(decision(1));
+        auto denied = decision(2);
+        denied.erase("rule");
+        denied.erase("origin");
+        denied.erase("address");
+        denied["decision"] = "deny";
+        denied["reason"] = "not-allowlisted";
+        denied["host"] = "other.test";
+        log.write(denied);
+        log.write({{"time", "t"}, {"event", "close"}, {"host", "allowed.test"}, {"port", 443}, {"client", "c"},
+                   {"bytes_up", 10}, {"bytes_down", 20}, {"duration_ms", 5}});
+    }
+    std::ostringstream table;
+    CHECK(agentctl::egress_proxy::print_network_log(path.string(), false, false, table) == 0);
+    auto text = table.str();
+    CHECK(text.find("DESTINATION") != std::string::npos);
+    CHECK(text.find("allowed.test:443") != std::string::npos);
+    CHECK(text.find("allowed.test:443 (--allow) -> 198.51.100.2") != std::string::npos);
+    CHECK(text.find("other.test:443") != std::string::npos);
+    CHECK(text.find("not-allowlisted") != std::string::npos);
+    CHECK(text.find("up 10 B, down 20 B") != std::string::npos);
+
+    std::ostringstream json;
+    agentctl::egress_proxy::print_network_log(path.string(), false, true, json);
+    std::istringstream lines(json.str());
+    int count = 0;
+    for (std::string line; std::getline(lines, line); ++count) CHECK_NOTHROW(nlohmann::json::parse(line));
+    CHECK(count == 3);
+
+    std::ostringstream missing;
+    CHECK(agentctl::egress_proxy::print_network_log((dir / "none.log").string(), false, true, missing) == 0);
+    CHECK(missing.str().empty());
+    fs::remove_all(dir);
+}
+
+TEST_CASE("--follow keeps printing across rotation until SIGINT") {
+    auto dir = fresh_dir("follow");
+    auto path = dir / "egress-proxy.log";
+    AccessLog log(path.string(), 600);  // small cap: rotates every couple of lines
+    log.write(decision(0));
+    std::ostringstream out;
+    std::thread follower([&] { agentctl::egress_proxy::print_network_log(path.string(), true, true, out); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int i = 1; i < 10; ++i) {
+        log.write(decision(i));
+        std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ::kill(::getpid(), SIGINT);
+    follower.join();
+    std::istringstream lines(out.str());
+    std::vector<int> ids;
+    for (std::string line; std::getline(lines, line);) ids.push_back(nlohmann::json::parse(line)["id"].get<int>());
+    REQUIRE(fs::exists(dir / "egress-proxy.log.1"));
+    std::vector<int> expected{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    CHECK(ids == expected);
+    fs::remove_all(dir);
+}
