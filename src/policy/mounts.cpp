@@ -14,11 +14,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view k_system_guest_paths[] = {"/",     "/etc",  "/usr", "/bin", "/sbin", "/lib", "/lib64",
-                                                     "/boot", "/dev",  "/proc", "/sys", "/var",  "/root", "/run"};
+constexpr std::string_view k_system_guest_paths[] = {"/",     "/etc", "/usr",  "/bin", "/sbin", "/lib",  "/lib64",
+                                                     "/boot", "/dev", "/proc", "/sys", "/var",  "/root", "/run"};
 
-constexpr std::string_view k_home_denied[] = {".ssh", ".gnupg", ".aws", ".config/gcloud", ".kube", ".docker", ".lima",
-                                              ".local/share/incus", ".config/incus", ".config/agentctl",
+constexpr std::string_view k_home_denied[] = {".ssh",
+                                              ".gnupg",
+                                              ".aws",
+                                              ".config/gcloud",
+                                              ".kube",
+                                              ".docker",
+                                              ".lima",
+                                              ".local/share/incus",
+                                              ".config/incus",
+                                              ".config/agentctl",
                                               ".local/state/agentctl"};
 
 constexpr std::string_view k_incus_state[] = {"/var/lib/incus", "/var/cache/incus", "/var/log/incus", "/run/incus"};
@@ -122,7 +130,8 @@ struct Checker {
             }
         }
         if (roots) {
-            bool inside = std::any_of(roots->begin(), roots->end(), [&](const std::string& root) { return path_is_under(path, root); });
+            bool inside = std::any_of(roots->begin(), roots->end(),
+                                      [&](const std::string& root) { return path_is_under(path, root); });
             if (!inside) {
                 std::string list;
                 for (const auto& root : *roots) list += (list.empty() ? "" : ", ") + root;
@@ -136,7 +145,7 @@ struct Checker {
 
 struct Pending {
     const MountRequest* request;
-    std::string host;   // expanded and cleaned, symlinks not yet resolved
+    std::string host;  // expanded and cleaned, symlinks not yet resolved
     std::string guest;
     bool create = false;
 };
@@ -155,15 +164,16 @@ void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& 
                                                b.host_path, b.origin));
             }
             if (path_is_under(a.guest_path, b.guest_path) || path_is_under(b.guest_path, a.guest_path)) {
-                problems.push_back(fmt::format("mounts {} ({}) and {} ({}) overlap in the guest", a.guest_path, a.origin,
-                                               b.guest_path, b.origin));
+                problems.push_back(fmt::format("mounts {} ({}) and {} ({}) overlap in the guest", a.guest_path,
+                                               a.origin, b.guest_path, b.origin));
             }
         }
     }
 }
 
 [[noreturn]] void fail(const std::vector<std::string>& problems) {
-    std::string message = problems.size() == 1 ? "a mount was refused:" : fmt::format("{} mounts were refused:", problems.size());
+    std::string message =
+        problems.size() == 1 ? "a mount was refused:" : fmt::format("{} mounts were refused:", problems.size());
     for (const auto& problem : problems) message += "\n  " + problem;
     throw Error(message, "nothing was mounted or created; change the mount or the profile's mountPolicy");
 }
@@ -219,8 +229,8 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
         std::string guest = request.guest_path;
         if (host.find("{{.Name}}") != std::string::npos || guest.find("{{.Name}}") != std::string::npos) {
             if (!valid_instance_name(context.name)) {
-                problems.push_back(fmt::format("{}: the sandbox name \"{}\" cannot be put into a path", describe(request),
-                                               context.name));
+                problems.push_back(fmt::format("{}: the sandbox name \"{}\" cannot be put into a path",
+                                               describe(request), context.name));
                 continue;
             }
             host = replace_all(host, "{{.Name}}", context.name);
@@ -250,8 +260,8 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
         item.guest = clean_path(item.guest, "/");
         if (std::find(std::begin(k_system_guest_paths), std::end(k_system_guest_paths), item.guest) !=
             std::end(k_system_guest_paths)) {
-            problems.push_back(fmt::format("{}: the guest path {} is a system directory of the guest", describe(request),
-                                           item.guest));
+            problems.push_back(
+                fmt::format("{}: the guest path {} is a system directory of the guest", describe(request), item.guest));
             continue;
         }
         item.host = *resolved;  // from here on only the resolved path is used
@@ -275,7 +285,9 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
         if (!item.create) continue;
         std::error_code ec;
         fs::create_directories(item.host, ec);  // the resolved path: no link is followed into a denied place
-        if (ec) problems.push_back(fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
+        if (ec)
+            problems.push_back(
+                fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
     }
     if (!problems.empty()) fail(problems);
     std::vector<Mount> mounts;

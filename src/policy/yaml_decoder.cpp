@@ -42,7 +42,8 @@ int rough_nesting(std::string_view text) {
         auto end = text.find('\n', line_start);
         if (end == std::string_view::npos) end = text.size();
         std::size_t indent = 0;
-        while (line_start + indent < end && (text[line_start + indent] == ' ' || text[line_start + indent] == '-')) ++indent;
+        while (line_start + indent < end && (text[line_start + indent] == ' ' || text[line_start + indent] == '-'))
+            ++indent;
         worst = std::max(worst, static_cast<int>(indent / 2));
         line_start = end + 1;
     }
@@ -216,8 +217,8 @@ std::optional<YAML::Node> parse_yaml_document(std::string_view text, YamlDecoder
             return std::nullopt;
         }
         if (documents > 1) {
-            decoder.error_at(start, "",
-                             "expected exactly one YAML document (found more, or a stray ',' outside a [ ] or { } list)");
+            decoder.error_at(
+                start, "", "expected exactly one YAML document (found more, or a stray ',' outside a [ ] or { } list)");
             return std::nullopt;
         }
         return YAML::Load(std::string(text));

@@ -1,10 +1,11 @@
 #!/bin/sh
 # Builds the libFuzzer targets in their own build directory and runs each for
-# a number of seconds (default 60). Usage: tests/fuzz/run.sh [SECONDS]
+# a number of seconds (the argument, else $AGENTCTL_FUZZ_SECONDS, else 60).
+# Usage: tests/fuzz/run.sh [SECONDS]
 # Needs clang-14 and libclang-rt-14-dev. Exits non-zero when a target crashes,
 # leaks or hangs (a single input running over 10 s counts as a hang).
 set -eu
-seconds="${1:-60}"
+seconds="${1:-${AGENTCTL_FUZZ_SECONDS:-60}}"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${AGENTCTL_FUZZ_BUILD:-$root/build-fuzz}"
 jobs="${AGENTCTL_FUZZ_JOBS:-2}"

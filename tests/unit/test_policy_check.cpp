@@ -60,11 +60,12 @@ TEST_CASE("an allowed destination names the rule, its origin and the address dia
           "10.0.0.8       refused  lan\n"
           "93.184.216.34  allowed  allowlisted\n");
     auto json = check_to_json(result);
-    CHECK(json.dump() ==
-          R"J({"address":"93.184.216.34","addresses":[{"address":"10.0.0.8","allowed":false,"detail":"10.0.0.8 is a LAN address and deny-LAN is on","reason":"lan"},)J"
-          R"J({"address":"93.184.216.34","allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))","reason":"allowlisted"}],)J"
-          R"J("allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))",)J"
-          R"J("host":"API.example.com","port":443,"reason":"allowlisted","rule":{"entry":"*.example.com:443","origin":"profile team (/o/team.yaml:8)"}})J");
+    CHECK(
+        json.dump() ==
+        R"J({"address":"93.184.216.34","addresses":[{"address":"10.0.0.8","allowed":false,"detail":"10.0.0.8 is a LAN address and deny-LAN is on","reason":"lan"},)J"
+        R"J({"address":"93.184.216.34","allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))","reason":"allowlisted"}],)J"
+        R"J("allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))",)J"
+        R"J("host":"API.example.com","port":443,"reason":"allowlisted","rule":{"entry":"*.example.com:443","origin":"profile team (/o/team.yaml:8)"}})J");
     CHECK(check_exit_code(result) == 0);
 }
 
@@ -125,9 +126,11 @@ TEST_CASE("destinations are parsed strictly", "[check]") {
     CHECK(parse_destination("2606:4700::1111").host == "2606:4700::1111");
     CHECK(parse_destination("https://example.com/").host == "example.com");
     CHECK_THROWS_WITH(parse_destination(""), "invalid destination \"\": it is empty");
-    CHECK_THROWS_WITH(parse_destination("example.com:0"), "invalid destination \"example.com:0\": port \"0\" is not a number from 1 to 65535");
-    CHECK_THROWS_WITH(parse_destination("https://example.com/x"),
-                      "invalid destination \"https://example.com/x\": a path plays no part in the decision; give the host");
+    CHECK_THROWS_WITH(parse_destination("example.com:0"),
+                      "invalid destination \"example.com:0\": port \"0\" is not a number from 1 to 65535");
+    CHECK_THROWS_WITH(
+        parse_destination("https://example.com/x"),
+        "invalid destination \"https://example.com/x\": a path plays no part in the decision; give the host");
     CHECK_THROWS_WITH(parse_destination("ftp://example.com"),
                       "invalid destination \"ftp://example.com\": only http:// and https:// URLs are understood");
     CHECK_THROWS_WITH(parse_destination(":443"), "invalid destination \":443\": the host is empty");

@@ -81,16 +81,19 @@ TEST_CASE("the guest path defaults to the host path; relative host paths are fro
 TEST_CASE("denied directories: is, inside, or contains", "[mounts][deny]") {
     Home h;
     auto ctx = h.context();
-    CHECK(error_of({request("~/.ssh")}, ctx) ==
-          "a mount was refused:\n  mount ~/.ssh (--mount): " + h.home + "/.ssh is refused (credentials or backend state)");
+    CHECK(error_of({request("~/.ssh")}, ctx) == "a mount was refused:\n  mount ~/.ssh (--mount): " + h.home +
+                                                    "/.ssh is refused (credentials or backend state)");
     fs::create_directories(h.home + "/.aws/sub");
-    CHECK(error_of({request("~/.aws/sub")}, ctx) ==
-          "a mount was refused:\n  mount ~/.aws/sub (--mount): " + h.home + "/.aws is refused (credentials or backend state)");
-    CHECK(error_of({request("~/.config")}, ctx) == "a mount was refused:\n  mount ~/.config (--mount): it contains " + h.home +
-                                                       "/.config/gcloud, which is refused (credentials or backend state)");
-    CHECK(error_of({request("~")}, ctx) == "a mount was refused:\n  mount ~ (--mount): $HOME itself cannot be mounted "
-                                           "(mountPolicy.allowHome is not set); mount a directory below it");
-    CHECK(error_of({request("/")}, ctx) == "a mount was refused:\n  mount / (--mount): the root directory / cannot be mounted");
+    CHECK(error_of({request("~/.aws/sub")}, ctx) == "a mount was refused:\n  mount ~/.aws/sub (--mount): " + h.home +
+                                                        "/.aws is refused (credentials or backend state)");
+    CHECK(error_of({request("~/.config")}, ctx) ==
+          "a mount was refused:\n  mount ~/.config (--mount): it contains " + h.home +
+              "/.config/gcloud, which is refused (credentials or backend state)");
+    CHECK(error_of({request("~")}, ctx) ==
+          "a mount was refused:\n  mount ~ (--mount): $HOME itself cannot be mounted "
+          "(mountPolicy.allowHome is not set); mount a directory below it");
+    CHECK(error_of({request("/")}, ctx) ==
+          "a mount was refused:\n  mount / (--mount): the root directory / cannot be mounted");
     CHECK(error_of({request(h.root.string())}, ctx) == "a mount was refused:\n  mount " + h.root.string() +
                                                            " (--mount): it contains " + h.home +
                                                            "/.ssh, which is refused (credentials or backend state)");
@@ -99,22 +102,24 @@ TEST_CASE("denied directories: is, inside, or contains", "[mounts][deny]") {
     // allowHome lifts the $HOME check, but $HOME still contains the deny list
     MountPolicy policy;
     policy.allow_home = true;
-    CHECK(error_of({request("~")}, h.context(policy)) == "a mount was refused:\n  mount ~ (--mount): it contains " + h.home +
+    CHECK(error_of({request("~")}, h.context(policy)) == "a mount was refused:\n  mount ~ (--mount): it contains " +
+                                                             h.home +
                                                              "/.ssh, which is refused (credentials or backend state)");
 }
 
 TEST_CASE("Incus's state directories are denied", "[mounts][deny]") {
     auto denied = builtin_denied_paths("/home/u", "/home/u/.config/agentctl");
-    for (const char* path : {"/var/lib/incus", "/var/cache/incus", "/var/log/incus", "/run/incus", "/home/u/.ssh",
-                             "/home/u/.gnupg", "/home/u/.aws", "/home/u/.config/gcloud", "/home/u/.kube", "/home/u/.docker",
-                             "/home/u/.lima", "/home/u/.local/share/incus", "/home/u/.config/incus",
-                             "/home/u/.config/agentctl"}) {
+    for (const char* path :
+         {"/var/lib/incus", "/var/cache/incus", "/var/log/incus", "/run/incus", "/home/u/.ssh", "/home/u/.gnupg",
+          "/home/u/.aws", "/home/u/.config/gcloud", "/home/u/.kube", "/home/u/.docker", "/home/u/.lima",
+          "/home/u/.local/share/incus", "/home/u/.config/incus", "/home/u/.config/agentctl"}) {
         INFO(path);
         CHECK(std::find(denied.begin(), denied.end(), path) != denied.end());
     }
     Home h;
     CHECK(error_of({request("/var/lib")}, h.context()) ==
-          "a mount was refused:\n  mount /var/lib (--mount): it contains /var/lib/incus, which is refused (credentials or "
+          "a mount was refused:\n  mount /var/lib (--mount): it contains /var/lib/incus, which is refused (credentials "
+          "or "
           "backend state)");
 }
 
@@ -181,23 +186,25 @@ TEST_CASE("allowed roots match by whole path segment", "[mounts][roots]") {
     fs::create_directories(h.home + "/wo");
     MountPolicy policy;
     policy.allowed_roots = std::vector<std::string>{h.home + "/wo"};
-    CHECK(error_of({request("~/work")}, h.context(policy)) ==
-          "a mount was refused:\n  mount ~/work (--mount): it is not under an allowed root (mountPolicy.allowedRoots: " +
-              h.home + "/wo)");
+    CHECK(
+        error_of({request("~/work")}, h.context(policy)) ==
+        "a mount was refused:\n  mount ~/work (--mount): it is not under an allowed root (mountPolicy.allowedRoots: " +
+            h.home + "/wo)");
     CHECK(resolve_mounts({request("~/wo")}, h.context(policy)).size() == 1);
     policy.allowed_roots = std::vector<std::string>{};
     CHECK(error_of({request("~/work")}, h.context(policy)) ==
-          "a mount was refused:\n  mount ~/work (--mount): it is not under an allowed root (mountPolicy.allowedRoots: none)");
+          "a mount was refused:\n  mount ~/work (--mount): it is not under an allowed root (mountPolicy.allowedRoots: "
+          "none)");
 }
 
 TEST_CASE("denyPaths refuse what is, is inside, or contains them", "[mounts][deny]") {
     Home h;
     MountPolicy policy;
     policy.deny_paths = {h.home + "/work/app"};
-    CHECK(error_of({request("~/work")}, h.context(policy)) == "a mount was refused:\n  mount ~/work (--mount): it contains " +
-                                                                  h.home +
-                                                                  "/work/app, which is refused (listed in "
-                                                                  "mountPolicy.denyPaths)");
+    CHECK(error_of({request("~/work")}, h.context(policy)) ==
+          "a mount was refused:\n  mount ~/work (--mount): it contains " + h.home +
+              "/work/app, which is refused (listed in "
+              "mountPolicy.denyPaths)");
     CHECK(error_of({request("~/work/app")}, h.context(policy)) ==
           "a mount was refused:\n  mount ~/work/app (--mount): " + h.home +
               "/work/app is refused (listed in mountPolicy.denyPaths)");
@@ -206,10 +213,11 @@ TEST_CASE("denyPaths refuse what is, is inside, or contains them", "[mounts][den
 
 TEST_CASE("guest system directories are refused exactly, not below", "[mounts][guest]") {
     Home h;
-    for (const char* guest : {"/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/dev", "/proc", "/sys", "/var", "/root",
-                              "/etc/", "/usr/../etc"}) {
+    for (const char* guest : {"/", "/etc", "/usr", "/bin", "/sbin", "/lib", "/boot", "/dev", "/proc", "/sys", "/var",
+                              "/root", "/etc/", "/usr/../etc"}) {
         INFO(guest);
-        CHECK(error_of({request("~/notes", guest)}, h.context()).find("is a system directory of the guest") != std::string::npos);
+        CHECK(error_of({request("~/notes", guest)}, h.context()).find("is a system directory of the guest") !=
+              std::string::npos);
     }
     CHECK(resolve_mounts({request("~/notes", "/etc/notes")}, h.context())[0].guest_path == "/etc/notes");
     CHECK(error_of({request("~/notes", "notes")}, h.context()) ==
@@ -219,22 +227,26 @@ TEST_CASE("guest system directories are refused exactly, not below", "[mounts][g
 TEST_CASE("overlapping host or guest paths are refused", "[mounts][overlap]") {
     Home h;
     CHECK(error_of({request("~/work", "/a"), request("~/work/app", "/b")}, h.context()) ==
-          "a mount was refused:\n  mounts " + h.home + "/work (--mount) and " + h.home + "/work/app (--mount) overlap on the host");
+          "a mount was refused:\n  mounts " + h.home + "/work (--mount) and " + h.home +
+              "/work/app (--mount) overlap on the host");
     CHECK(error_of({request("~/work", "/w"), request("~/notes", "/w/n")}, h.context()) ==
           "a mount was refused:\n  mounts /w (--mount) and /w/n (--mount) overlap in the guest");
     fs::create_directory_symlink(h.home + "/work", h.home + "/notes/w");
     CHECK(error_of({request("~/work", "/a"), request("~/notes/w", "/b")}, h.context()) ==
-          "a mount was refused:\n  mounts " + h.home + "/work (--mount) and " + h.home + "/work (--mount) overlap on the host");
+          "a mount was refused:\n  mounts " + h.home + "/work (--mount) and " + h.home +
+              "/work (--mount) overlap on the host");
 }
 
 TEST_CASE("every problem is reported and nothing is created when any mount fails", "[mounts]") {
     Home h;
     MountPolicy policy;
     policy.create_missing = true;
-    auto text = error_of({request("~/fresh", "/fresh"), request("~/.ssh", "/s"), request("~/x", "/etc")}, h.context(policy));
-    CHECK(text == "2 mounts were refused:\n  mount ~/.ssh (--mount): " + h.home +
-                      "/.ssh is refused (credentials or backend state)\n  mount ~/x (--mount): the guest path /etc is a "
-                      "system directory of the guest");
+    auto text =
+        error_of({request("~/fresh", "/fresh"), request("~/.ssh", "/s"), request("~/x", "/etc")}, h.context(policy));
+    CHECK(text ==
+          "2 mounts were refused:\n  mount ~/.ssh (--mount): " + h.home +
+              "/.ssh is refused (credentials or backend state)\n  mount ~/x (--mount): the guest path /etc is a "
+              "system directory of the guest");
     CHECK_FALSE(fs::exists(h.home + "/fresh"));
 }
 
@@ -245,7 +257,8 @@ TEST_CASE("a sandbox name that is not a path segment cannot be put into a path",
     auto ctx = h.context(policy);
     ctx.name = "../../.ssh";
     CHECK(error_of({request("~/agentctl/workspaces/{{.Name}}")}, ctx) ==
-          "a mount was refused:\n  mount ~/agentctl/workspaces/{{.Name}} (--mount): the sandbox name \"../../.ssh\" cannot "
+          "a mount was refused:\n  mount ~/agentctl/workspaces/{{.Name}} (--mount): the sandbox name \"../../.ssh\" "
+          "cannot "
           "be put into a path");
 }
 
@@ -262,7 +275,8 @@ TEST_CASE("--mount flag forms", "[mounts][flags]") {
     CHECK_FALSE(m.writable);
     m = parse_mount_flag("~/src:w");
     CHECK(m.writable);
-    CHECK_THROWS_WITH(parse_mount_flag("~/src:rel"), "invalid --mount \"~/src:rel\": the guest path \"rel\" is not absolute");
+    CHECK_THROWS_WITH(parse_mount_flag("~/src:rel"),
+                      "invalid --mount \"~/src:rel\": the guest path \"rel\" is not absolute");
     CHECK_THROWS_WITH(parse_mount_flag(":/x"), "invalid --mount \":/x\": the host path is empty");
     CHECK_THROWS_WITH(parse_mount_flag("a:/b:/c:w"),
                       "invalid --mount \"a:/b:/c:w\": too many ':' (host paths containing ':' are not supported)");

@@ -14,7 +14,8 @@ LoadContext context() {
     LoadContext c;
     c.home = "/home/u";
     c.read_file = [](const std::string& path) -> std::optional<std::string> {
-        if (path == "/etc/agentctl/profiles/hosts.txt") return std::string("# mirrors\ndeb.debian.org:80,443\n\npypi.org\n");
+        if (path == "/etc/agentctl/profiles/hosts.txt")
+            return std::string("# mirrors\ndeb.debian.org:80,443\n\npypi.org\n");
         if (path == "/home/u/lists/bad.txt") return std::string("ok.example.com\nhttps://x.example.com/path\n");
         return std::nullopt;
     };
@@ -114,7 +115,8 @@ spec:
 }
 
 TEST_CASE("an empty spec leaves every field unset", "[profile][load]") {
-    auto profile = parse_profile("apiVersion: agentctl.dev/v1\nkind: Profile\n", "/p/bare.yaml", ProfileSource::User, context());
+    auto profile =
+        parse_profile("apiVersion: agentctl.dev/v1\nkind: Profile\n", "/p/bare.yaml", ProfileSource::User, context());
     CHECK(profile.name == "bare");
     CHECK_FALSE(profile.spec.deny_lan.has_value());
     CHECK_FALSE(profile.spec.mount_policy.allowed_roots.has_value());
@@ -167,19 +169,23 @@ spec:
         "console, packages, isolation)",
         "/p/x.yaml:8:14: field spec.network.denyLAN: must be true or false, got \"yes\"",
         "/p/x.yaml:11:22: field spec.network.allow[0].ports[1]: must be between 1 and 65535, got 70000",
-        "/p/x.yaml:12:17: field spec.network.allow[1].domain: invalid allow entry \"https://example.com/v1\": a URL with a "
+        "/p/x.yaml:12:17: field spec.network.allow[1].domain: invalid allow entry \"https://example.com/v1\": a URL "
+        "with a "
         "path, query or fragment cannot be enforced: filtering is by host and port only",
         "/p/x.yaml:13:9: field spec.network.allow[2].domain: is required",
         "/p/x.yaml:14:17: field spec.network.allow[3].domain: names ports itself and in ports: give them in one place",
-        "/p/x.yaml:16:25: field spec.network.allowPresets[1]: unknown preset \"nosuch\" (known: apt, apk, pypi, npm, github, "
+        "/p/x.yaml:16:25: field spec.network.allowPresets[1]: unknown preset \"nosuch\" (known: apt, apk, pypi, npm, "
+        "github, "
         "gitlab)",
         "/p/x.yaml:19:9: field spec.network.ports[1]: host port 8080/tcp is already forwarded",
         "/p/x.yaml:20:16: field spec.network.ports[2].host: must be between 1 and 65535, got 0",
         "/p/x.yaml:20:40: field spec.network.ports[2].protocol: must be tcp or udp, got \"sctp\"",
         "/p/x.yaml:22:15: field spec.resources.cpuCores: must be a whole number, got \"two\"",
-        "/p/x.yaml:23:13: field spec.resources.memory: \"4GB5\" is not a size above 0 (a whole number with KiB, MiB, GiB, "
+        "/p/x.yaml:23:13: field spec.resources.memory: \"4GB5\" is not a size above 0 (a whole number with KiB, MiB, "
+        "GiB, "
         "TiB, KB, MB, GB, TB or no unit for bytes)",
-        "/p/x.yaml:24:15: field spec.resources.diskSize: \"0GiB\" is not a size above 0 (a whole number with KiB, MiB, GiB, "
+        "/p/x.yaml:24:15: field spec.resources.diskSize: \"0GiB\" is not a size above 0 (a whole number with KiB, MiB, "
+        "GiB, "
         "TiB, KB, MB, GB, TB or no unit for bytes)",
         "/p/x.yaml:26:7: field spec.mounts[0].hostPath: is required",
         "/p/x.yaml:28:18: field spec.mounts[1].guestPath: must be an absolute path, got \"relative\"",
@@ -198,8 +204,8 @@ spec:
 
 TEST_CASE("the error thrown lists every diagnostic", "[profile][diagnostics]") {
     try {
-        (void)parse_profile("apiVersion: agentctl.dev/v2\nkind: Profile\nspec:\n  resources: {cpuCores: 0}\n", "/p/y.yaml",
-                            ProfileSource::User, context());
+        (void)parse_profile("apiVersion: agentctl.dev/v2\nkind: Profile\nspec:\n  resources: {cpuCores: 0}\n",
+                            "/p/y.yaml", ProfileSource::User, context());
         FAIL("no error");
     } catch (const Error& error) {
         CHECK(std::string(error.what()) ==
@@ -219,13 +225,15 @@ TEST_CASE("header, YAML and structural problems", "[profile][diagnostics]") {
           std::vector<std::string>{"/p/x.yaml:3:7: field spec: must be a mapping, got a list"});
     CHECK(problems("apiVersion: agentctl.dev/v1\nkind: Profile\nkind: Profile\n") ==
           std::vector<std::string>{"/p/x.yaml:3:1: field kind: appears twice"});
-    CHECK(problems("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    denyLAN: true\n    denyLAN: false\n") ==
-          std::vector<std::string>{"/p/x.yaml:6:5: field spec.network.denyLAN: appears twice"});
+    CHECK(
+        problems(
+            "apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    denyLAN: true\n    denyLAN: false\n") ==
+        std::vector<std::string>{"/p/x.yaml:6:5: field spec.network.denyLAN: appears twice"});
     CHECK(problems("a: [1, 2\n") ==
           std::vector<std::string>{"/p/x.yaml:2:1: YAML syntax error: end of sequence flow not found"});
     CHECK(problems("- 1\n") == std::vector<std::string>{"/p/x.yaml:1:1: must be a mapping, got a list"});
-    CHECK(problems("") ==
-          std::vector<std::string>{"/p/x.yaml:1:1: the file is empty; a profile starts with apiVersion: agentctl.dev/v1"});
+    CHECK(problems("") == std::vector<std::string>{
+                              "/p/x.yaml:1:1: the file is empty; a profile starts with apiVersion: agentctl.dev/v1"});
     const std::vector<std::string> not_one = {
         "/p/x.yaml:1:1: expected exactly one YAML document (found more, or a stray ',' outside a [ ] or { } list)"};
     CHECK(problems("a: 1\n---\nb: 2\n") == not_one);
@@ -233,7 +241,8 @@ TEST_CASE("header, YAML and structural problems", "[profile][diagnostics]") {
     CHECK(problems(", one writable workspace\nspec:\n  net") == not_one);
     CHECK(problems("[a]\n,") == not_one);
     CHECK(problems("\"x\" ,") == not_one);
-    CHECK(problems("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    allow:\n      - domain: *.example.com\n") ==
+    CHECK(problems("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    allow:\n      - domain: "
+                   "*.example.com\n") ==
           std::vector<std::string>{"/p/x.yaml:6:17: YAML syntax error: the referenced anchor is not defined (a value "
                                    "starting with '*' must be quoted, e.g. \"*.example.com\")"});
     CHECK(problems("apiVersion: agentctl.dev/v1\nkind: Profile\nmetadata: &m {name: x}\nspec: *m\n") ==
@@ -249,12 +258,14 @@ TEST_CASE("a quoted true is a string, not a boolean", "[profile][diagnostics]") 
 }
 
 TEST_CASE("an allow file problem names the profile field and the file line", "[profile][diagnostics]") {
-    CHECK(problems("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    allowFile: ~/lists/bad.txt\n") ==
-          std::vector<std::string>{"/p/x.yaml:5:16: field spec.network.allowFile: /home/u/lists/bad.txt:2: invalid allow "
-                                   "entry \"https://x.example.com/path\": a URL with a path, query or fragment cannot be "
-                                   "enforced: filtering is by host and port only"});
+    CHECK(
+        problems("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    allowFile: ~/lists/bad.txt\n") ==
+        std::vector<std::string>{"/p/x.yaml:5:16: field spec.network.allowFile: /home/u/lists/bad.txt:2: invalid allow "
+                                 "entry \"https://x.example.com/path\": a URL with a path, query or fragment cannot be "
+                                 "enforced: filtering is by host and port only"});
     CHECK(problems("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    allowFile: missing.txt\n") ==
-          std::vector<std::string>{"/p/x.yaml:5:16: field spec.network.allowFile: allow file /p/missing.txt does not exist"});
+          std::vector<std::string>{
+              "/p/x.yaml:5:16: field spec.network.allowFile: allow file /p/missing.txt does not exist"});
 }
 
 TEST_CASE("a Spec document names image, profiles and overrides", "[profile][spec]") {
@@ -299,7 +310,8 @@ TEST_CASE("sizes", "[profile][units]") {
     CHECK(parse_size("2TB") == 2000000000000ULL);
     CHECK(parse_size("1048576") == 1048576);
     CHECK(parse_size("100B") == 100);
-    for (const char* bad : {"", "0", "0GiB", "GiB", "4 GiB", "4gib", "1.5GiB", "-1GiB", "4GiBs", "99999999999TiB", "18446744073709551616"}) {
+    for (const char* bad : {"", "0", "0GiB", "GiB", "4 GiB", "4gib", "1.5GiB", "-1GiB", "4GiBs", "99999999999TiB",
+                            "18446744073709551616"}) {
         INFO(bad);
         CHECK_FALSE(parse_size(bad).has_value());
     }
@@ -323,7 +335,8 @@ TEST_CASE("--port flags", "[profile][units]") {
     CHECK(error_of("70000:80") == "invalid --port \"70000:80\": ports are whole numbers from 1 to 65535");
     CHECK(error_of("8080:80/sctp") == "invalid --port \"8080:80/sctp\": protocol \"sctp\" is not tcp or udp");
     CHECK(error_of("localhost:8080:80") ==
-          "invalid --port \"localhost:8080:80\": listen address \"localhost\" is not an IP address in dotted or IPv6 form");
+          "invalid --port \"localhost:8080:80\": listen address \"localhost\" is not an IP address in dotted or IPv6 "
+          "form");
     CHECK(error_of("127.1:8080:80") ==
           "invalid --port \"127.1:8080:80\": listen address \"127.1\" is not an IP address in dotted or IPv6 form");
 }

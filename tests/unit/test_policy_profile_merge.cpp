@@ -133,7 +133,8 @@ TEST_CASE("merge: allowedRoots only narrow (intersection by path segment)", "[me
     CHECK(none.mount_policy.allowed_roots->empty());
     ProfileSpec all;
     all.mount_policy.allowed_roots = std::vector<std::string>{"/"};
-    CHECK(*merge_profile_specs(base, all).mount_policy.allowed_roots == std::vector<std::string>{"/home/u/work", "/data"});
+    CHECK(*merge_profile_specs(base, all).mount_policy.allowed_roots ==
+          std::vector<std::string>{"/home/u/work", "/data"});
 }
 
 TEST_CASE("merge: denyPaths union, allowHome false wins, createMissing ORed", "[merge][mount-policy]") {

@@ -33,7 +33,8 @@ struct Tree {
         for (const auto& dir : {env.project_dir, env.user_dir, env.org_dir}) fs::create_directories(dir);
     }
     ~Tree() { fs::remove_all(root); }
-    void write(const std::string& dir, const std::string& name, const std::string& spec, const std::string& description = "") {
+    void write(const std::string& dir, const std::string& name, const std::string& spec,
+               const std::string& description = "") {
         std::ofstream out(dir + "/" + name + ".yaml");
         out << "apiVersion: agentctl.dev/v1\nkind: Profile\nmetadata:\n  name: " << name << "\n  description: \""
             << description << "\"\nspec:\n"
@@ -64,7 +65,8 @@ TEST_CASE("built-in profiles load through the same strict loader", "[store][buil
     CHECK(strict.spec.resources.disk_bytes == 10ULL << 30);
     CHECK(*strict.spec.mount_policy.allowed_roots == std::vector<std::string>{t.env.home + "/agentctl/workspaces"});
     auto terminal = load_profile("terminal", t.env);
-    CHECK(std::find(terminal.spec.packages.begin(), terminal.spec.packages.end(), "git") != terminal.spec.packages.end());
+    CHECK(std::find(terminal.spec.packages.begin(), terminal.spec.packages.end(), "git") !=
+          terminal.spec.packages.end());
     auto gui = load_profile("gui", t.env);
     CHECK(gui.spec.packages.size() > terminal.spec.packages.size());
     CHECK(gui.spec.viewer == "spice");

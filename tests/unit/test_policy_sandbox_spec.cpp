@@ -137,8 +137,8 @@ TEST_CASE("an organisation's isolation: vm refuses --isolation container", "[spe
     Tree t;
     t.profile(t.in.env.org_dir, "default", "  isolation: vm\n");
     t.in.isolation = "container";
-    CHECK(error_of(t.in) == "--isolation container conflicts with isolation: vm set by profile default (" + t.in.env.org_dir +
-                                "/default.yaml:4)");
+    CHECK(error_of(t.in) == "--isolation container conflicts with isolation: vm set by profile default (" +
+                                t.in.env.org_dir + "/default.yaml:4)");
 }
 
 TEST_CASE("every bad flag is reported at once and nothing is created", "[spec][errors]") {
@@ -154,17 +154,21 @@ TEST_CASE("every bad flag is reported at once and nothing is created", "[spec][e
     t.in.allow_files = {"missing.txt"};
     CHECK(error_of(t.in) ==
           "9 problems with this sandbox's settings:\n"
-          "  invalid allow entry \"https://x.example.com/path\": a URL with a path, query or fragment cannot be enforced: "
+          "  invalid allow entry \"https://x.example.com/path\": a URL with a path, query or fragment cannot be "
+          "enforced: "
           "filtering is by host and port only\n"
-          "  allow file " + t.in.env.cwd + "/missing.txt does not exist\n"
-          "  unknown allow preset \"nosuch\"\n"
-          "  invalid --port \"80\": it needs HOST_PORT:GUEST_PORT\n"
-          "  invalid --cpu-cores \"many\": a whole number from 1 to 1024\n"
-          "  invalid --memory \"4G\": a size above 0 such as 4GiB, 512MiB or 20GB\n"
-          "  invalid package name \"bad;name\": a package name is a letter or digit followed by letters, digits, '.', '_', "
-          "'+' or '-' (at most 128 characters)\n"
-          "  invalid --isolation \"jail\": vm or container\n"
-          "  unknown agent \"nobody\"");
+          "  allow file " +
+              t.in.env.cwd +
+              "/missing.txt does not exist\n"
+              "  unknown allow preset \"nosuch\"\n"
+              "  invalid --port \"80\": it needs HOST_PORT:GUEST_PORT\n"
+              "  invalid --cpu-cores \"many\": a whole number from 1 to 1024\n"
+              "  invalid --memory \"4G\": a size above 0 such as 4GiB, 512MiB or 20GB\n"
+              "  invalid package name \"bad;name\": a package name is a letter or digit followed by letters, digits, "
+              "'.', '_', "
+              "'+' or '-' (at most 128 characters)\n"
+              "  invalid --isolation \"jail\": vm or container\n"
+              "  unknown agent \"nobody\"");
     CHECK_FALSE(fs::exists(t.in.env.home + "/agentctl/workspaces/box"));
 }
 
@@ -217,9 +221,10 @@ TEST_CASE("the strict profile's allowedRoots bind --mount", "[spec][mounts]") {
     Tree t;
     t.in.profiles = {"strict"};
     t.in.mount_flags.mounts = {"~/src"};
-    CHECK(error_of(t.in) == "a mount was refused:\n  mount ~/src (--mount): it is not under an allowed root "
-                            "(mountPolicy.allowedRoots: " +
-                                t.in.env.home + "/agentctl/workspaces)");
+    CHECK(error_of(t.in) ==
+          "a mount was refused:\n  mount ~/src (--mount): it is not under an allowed root "
+          "(mountPolicy.allowedRoots: " +
+              t.in.env.home + "/agentctl/workspaces)");
 }
 
 TEST_CASE("start: mounts resolve only against the profile's mountPolicy", "[spec][start]") {
@@ -243,8 +248,9 @@ TEST_CASE("start: mounts resolve only against the profile's mountPolicy", "[spec
                           "/.ssh is refused (credentials or backend state)");
     flags.mounts = {};
     flags.only = true;
-    CHECK_THROWS_WITH(resolve_start_mounts("box", {"strict"}, MountFlags{{"~/src/app"}, true, false, false}, previous, t.in.env),
-                      "a mount was refused:\n  mount ~/src/app (--mount): it is not under an allowed root "
-                      "(mountPolicy.allowedRoots: " +
-                          t.in.env.home + "/agentctl/workspaces)");
+    CHECK_THROWS_WITH(
+        resolve_start_mounts("box", {"strict"}, MountFlags{{"~/src/app"}, true, false, false}, previous, t.in.env),
+        "a mount was refused:\n  mount ~/src/app (--mount): it is not under an allowed root "
+        "(mountPolicy.allowedRoots: " +
+            t.in.env.home + "/agentctl/workspaces)");
 }
