@@ -16,7 +16,7 @@ struct MountRequest {
     std::string host_path;   // may start with ~ and contain {{.Name}}
     std::string guest_path;  // empty: the expanded host path
     bool writable = false;
-    std::string origin;      // "--mount", "profile default (FILE:LINE)"
+    std::string origin;  // "--mount", "profile default (FILE:LINE)"
 };
 
 struct MountContext {
