@@ -19,14 +19,29 @@ enum class CapabilityStatus { Supported, NotAvailable, UnderDevelopment, ManualW
 
 // Every feature name, in the order they are shown.
 inline constexpr std::string_view k_features[] = {
-    "create",          "start",          "stop",
-    "delete",          "list",           "status",
-    "exec",            "shell",          "view",
-    "snapshot.create", "snapshot.list",  "snapshot.restore",
-    "snapshot.delete", "network.acl",    "network.deny-lan",
-    "network.port-publish", "fs.mount",  "fs.mount.readonly",
-    "image.pull",      "image.build",    "logs.network",
-    "logs.exec",       "provision.packages",
+    "create",
+    "start",
+    "stop",
+    "delete",
+    "list",
+    "status",
+    "exec",
+    "shell",
+    "view",
+    "snapshot.create",
+    "snapshot.list",
+    "snapshot.restore",
+    "snapshot.delete",
+    "network.acl",
+    "network.deny-lan",
+    "network.port-publish",
+    "fs.mount",
+    "fs.mount.readonly",
+    "image.pull",
+    "image.build",
+    "logs.network",
+    "logs.exec",
+    "provision.packages",
 };
 
 struct Capability {

@@ -16,10 +16,10 @@
 namespace agentctl {
 
 struct ProcessRequest {
-    std::vector<std::string> argv;               // argv[0] is looked up on PATH
-    std::map<std::string, std::string> env;      // added to (or replacing in) the inherited environment
-    std::string cwd;                             // empty: inherit
-    std::string stdin_data;                      // written to the child's stdin, then closed
+    std::vector<std::string> argv;           // argv[0] is looked up on PATH
+    std::map<std::string, std::string> env;  // added to (or replacing in) the inherited environment
+    std::string cwd;                         // empty: inherit
+    std::string stdin_data;                  // written to the child's stdin, then closed
     std::optional<std::chrono::milliseconds> timeout;
     // Interactive: the child inherits this process's stdin/stdout/stderr (the
     // terminal); nothing is captured. Used by shell and `exec -t`.
@@ -27,10 +27,10 @@ struct ProcessRequest {
 };
 
 struct ProcessResult {
-    int exit_code = 0;        // valid when !signaled && !timed_out
-    int signal = 0;           // the terminating signal when signaled
+    int exit_code = 0;  // valid when !signaled && !timed_out
+    int signal = 0;     // the terminating signal when signaled
     bool signaled = false;
-    bool timed_out = false;   // the deadline passed and the process group was killed
+    bool timed_out = false;  // the deadline passed and the process group was killed
     std::string out;
     std::string err;
 

@@ -50,10 +50,10 @@ struct ProviderContext {
     ProcessRunner& runner;
     const HostPlatform& platform;
     Reporter& reporter;
-    std::ostream& out;              // preview lines and command output
+    std::ostream& out;  // preview lines and command output
     bool preview = false;
-    std::string config_dir;         // ~/.config/agentctl (per-instance state lives below it)
-    std::string self_exe;           // this agentctl binary, for `agentctl egress-proxy`
+    std::string config_dir;                       // ~/.config/agentctl (per-instance state lives below it)
+    std::string self_exe;                         // this agentctl binary, for `agentctl egress-proxy`
     std::map<std::string, std::string> settings;  // config values (e.g. incus.subnetPool)
 };
 
@@ -66,10 +66,10 @@ struct InstanceInfo {
     std::string created_at;  // RFC 3339
     std::vector<std::string> ips;
     std::vector<Mount> mounts;
-    std::string isolation;    // vm | container
+    std::string isolation;  // vm | container
     std::string user;
     std::optional<policy::NetworkPolicy> network;  // nullopt: unknown
-    std::string confinement;  // "verified", "not verified: <why>", "" when not known
+    std::string confinement;                       // "verified", "not verified: <why>", "" when not known
     std::vector<std::string> widenings;
     std::vector<std::pair<std::string, std::string>> extra;  // provider-specific key/values
 };

@@ -17,7 +17,7 @@ struct Mount {
     std::string host_path;   // canonical (symlinks resolved), checked against the mount policy
     std::string guest_path;  // absolute
     bool writable = false;
-    std::string origin;      // "--mount", "profile default", ...
+    std::string origin;  // "--mount", "profile default", ...
 
     friend bool operator==(const Mount&, const Mount&) = default;
 };
@@ -51,7 +51,7 @@ struct SandboxSpec {
     std::string agent;                  // empty: no agent to install
     std::string user = "agent";         // the non-root user exec/shell run as
     Isolation isolation = Isolation::Vm;
-    std::string viewer;                 // spice | vnc | native | empty
+    std::string viewer;  // spice | vnc | native | empty
 };
 
 // Each way the spec is weaker than agentctl's defaults, as a sentence for a

@@ -37,7 +37,8 @@ void add_create(CLI::App& app, CommandEnv& env) {
     cmd->add_option("--cpu-cores", *cpu, "Number of CPU cores")->check(CLI::Range(1, 512));
     cmd->add_option("--memory", o->memory, "Memory size, e.g. 4GiB");
     cmd->add_option("--disk-size", o->disk_size, "Root disk size, e.g. 20GiB");
-    cmd->add_option("--agent", o->agent, "Install an agent: claude, codex, opencode, pi, gemini, cursor (implies start)");
+    cmd->add_option("--agent", o->agent,
+                    "Install an agent: claude, codex, opencode, pi, gemini, cursor (implies start)");
     cmd->add_option("--package", o->packages, "Install a package in the guest (repeatable)");
     cmd->add_option("--isolation", o->isolation, "vm (default) or container (weaker, visible warning)")
         ->check(CLI::IsMember({"vm", "container"}));
@@ -95,9 +96,9 @@ void add_start(CLI::App& app, CommandEnv& env) {
             if (request.mounts) {
                 for (const auto& m : *request.mounts) {
                     if (m.writable) {
-                        session.reporter().warning(fmt::format(
-                            "writable mount: {} -> {} (the sandbox can change these host files)", m.host_path,
-                            m.guest_path));
+                        session.reporter().warning(
+                            fmt::format("writable mount: {} -> {} (the sandbox can change these host files)",
+                                        m.host_path, m.guest_path));
                     }
                 }
             }

@@ -13,8 +13,8 @@ void add_logs(CLI::App& app, CommandEnv& env) {
     auto* network_flag = cmd->add_flag("--network", *network, "Egress decisions: allowed and refused (default)");
     cmd->add_flag("--exec", *exec, "Commands run with exec/shell")->excludes(network_flag);
     cmd->add_flag("-f,--follow", *follow, "Keep printing new lines until interrupted");
-    set_examples(*cmd, {"agentctl logs demo", "agentctl logs demo --network --follow",
-                        "agentctl logs demo --output json"});
+    set_examples(*cmd,
+                 {"agentctl logs demo", "agentctl logs demo --network --follow", "agentctl logs demo --output json"});
     cmd->callback([&env, name, exec, follow] {
         env.action = [&env, name, exec, follow] {
             validate_instance_name(*name);

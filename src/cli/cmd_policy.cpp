@@ -78,7 +78,8 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
     }
     auto same = [](const policy::AllowRule& a, const policy::AllowRule& b) { return a.entry() == b.entry(); };
     for (const auto& rule : rules) {
-        auto it = std::find_if(network.allow.begin(), network.allow.end(), [&](const auto& r) { return same(r, rule); });
+        auto it =
+            std::find_if(network.allow.begin(), network.allow.end(), [&](const auto& r) { return same(r, rule); });
         if (add) {
             if (it == network.allow.end()) {
                 network.allow.push_back(rule);
@@ -119,7 +120,8 @@ void add_policy(CLI::App& app, CommandEnv& env) {
         "  agentctl policy check demo api.github.com:443\n"
         "  agentctl policy check --profile strict --allow '*.example.com' www.example.com\n"
         "  agentctl policy check --allow 10.0.0.5 10.0.0.5:22 --output json");
-    check->callback([&env, check_args] { env.action = [&env, check_args] { return run_check(env.session, *check_args); }; });
+    check->callback(
+        [&env, check_args] { env.action = [&env, check_args] { return run_check(env.session, *check_args); }; });
 
     for (bool is_add : {true, false}) {
         auto args = std::make_shared<ChangeArgs>();

@@ -21,7 +21,8 @@ void print_table(std::ostream& out, const std::vector<std::string>& headers,
     std::vector<std::size_t> widths(headers.size());
     for (std::size_t i = 0; i < headers.size(); ++i) widths[i] = headers[i].size();
     for (const auto& row : rows) {
-        for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+        for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i)
+            widths[i] = std::max(widths[i], row[i].size());
     }
     auto print_row = [&](const std::vector<std::string>& row) {
         std::string line;
@@ -45,7 +46,8 @@ void print_fields(std::ostream& out, const std::vector<std::pair<std::string, st
 std::vector<std::string> mount_lines(const std::vector<Mount>& mounts) {
     std::vector<std::string> lines;
     for (const auto& m : mounts) {
-        lines.push_back(fmt::format("  {} -> {} ({})", m.host_path, m.guest_path, m.writable ? "writable" : "read-only"));
+        lines.push_back(
+            fmt::format("  {} -> {} ({})", m.host_path, m.guest_path, m.writable ? "writable" : "read-only"));
     }
     return lines;
 }
@@ -55,20 +57,27 @@ nlohmann::json instance_json(const InstanceInfo& info) {
     for (const auto& m : info.mounts) {
         mounts.push_back({{"host_path", m.host_path}, {"guest_path", m.guest_path}, {"writable", m.writable}});
     }
-    nlohmann::json j = {{"name", info.name},         {"provider", info.provider}, {"status", info.status},
-                        {"image", info.image},       {"profiles", info.profiles}, {"created_at", info.created_at},
-                        {"ips", info.ips},           {"mounts", mounts},          {"isolation", info.isolation},
-                        {"user", info.user},         {"confinement", info.confinement},
+    nlohmann::json j = {{"name", info.name},
+                        {"provider", info.provider},
+                        {"status", info.status},
+                        {"image", info.image},
+                        {"profiles", info.profiles},
+                        {"created_at", info.created_at},
+                        {"ips", info.ips},
+                        {"mounts", mounts},
+                        {"isolation", info.isolation},
+                        {"user", info.user},
+                        {"confinement", info.confinement},
                         {"widenings", info.widenings}};
     if (info.network) {
         nlohmann::json allow = nlohmann::json::array();
-        for (const auto& rule : info.network->allow) allow.push_back({{"entry", rule.entry()}, {"origin", rule.origin}});
+        for (const auto& rule : info.network->allow)
+            allow.push_back({{"entry", rule.entry()}, {"origin", rule.origin}});
         j["network"] = {{"enabled", info.network->enabled},
                         {"denyLAN", info.network->deny_lan},
                         {"allowLAN", info.network->allow_lan},
                         {"allow", allow},
-                        {"dns",
-                         {{"servers", info.network->dns.servers}, {"disabled", info.network->dns.disabled}}}};
+                        {"dns", {{"servers", info.network->dns.servers}, {"disabled", info.network->dns.disabled}}}};
     }
     for (const auto& [key, value] : info.extra) j["extra"][key] = value;
     return j;
@@ -103,11 +112,12 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
         } else {
             out << fmt::format("Network:     default deny; LAN {}; DNS {}\n",
                                net.allow_lan ? "OPEN (--allow-lan)" : "blocked",
-                               net.dns.disabled        ? "disabled"
+                               net.dns.disabled          ? "disabled"
                                : net.dns.servers.empty() ? "to any server"
                                                          : "to " + join(net.dns.servers, ", "));
             if (net.allow.empty()) out << "  (no destinations allowed)\n";
-            for (const auto& rule : net.allow) out << fmt::format("  allow {:<40} from {}\n", rule.entry(), rule.origin);
+            for (const auto& rule : net.allow)
+                out << fmt::format("  allow {:<40} from {}\n", rule.entry(), rule.origin);
         }
     }
     for (const auto& widening : info.widenings) out << "Warning:     " << widening << "\n";

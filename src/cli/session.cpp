@@ -58,7 +58,8 @@ const ProviderEntry& Session::provider_entry() {
         if (auto configured = config().get("provider")) name = configured->value;
     }
     if (name.empty()) {
-        throw Error("no provider configured; run `agentctl config set provider=<incus|lima|hyperv>` or pass --provider");
+        throw Error(
+            "no provider configured; run `agentctl config set provider=<incus|lima|hyperv>` or pass --provider");
     }
     const auto* entry = find_provider(name);
     if (entry == nullptr) {
@@ -73,31 +74,32 @@ void Session::gate(std::string_view feature) {
     const auto& entry = provider_entry();
     const auto capability = entry.capabilities(platform()).get(feature);
     switch (capability.status) {
-    case CapabilityStatus::Supported: return;
-    case CapabilityStatus::NotAvailable:
-        throw Error(fmt::format("{} is not available on the {} provider: {}", feature, entry.name, capability.message),
-                    "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
-                    exit_code::k_not_available);
-    case CapabilityStatus::UnderDevelopment:
-        if (m_globals.preview) {
-            // A preview runs nothing, so it may show the plan of a feature that cannot run yet.
-            reporter().warning(fmt::format("{} is under development on the {} provider: {} (preview only)", feature,
-                                           entry.name, capability.message));
-            return;
-        }
-        throw Error(fmt::format("{} is under development on the {} provider: {}", feature, entry.name,
-                                capability.message),
-                    "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
-                    exit_code::k_not_available);
-    case CapabilityStatus::ManualWorkaround:
-        if (m_globals.force_partial) {
-            reporter().warning(fmt::format("{} on the {} provider needs manual steps: {}", feature, entry.name,
-                                           capability.message));
-            return;
-        }
-        throw Error(fmt::format("{} on the {} provider needs manual steps: {}", feature, entry.name,
-                                capability.message),
-                    "do those steps yourself, then re-run with --force-partial", exit_code::k_manual_workaround);
+        case CapabilityStatus::Supported: return;
+        case CapabilityStatus::NotAvailable:
+            throw Error(
+                fmt::format("{} is not available on the {} provider: {}", feature, entry.name, capability.message),
+                "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
+                exit_code::k_not_available);
+        case CapabilityStatus::UnderDevelopment:
+            if (m_globals.preview) {
+                // A preview runs nothing, so it may show the plan of a feature that cannot run yet.
+                reporter().warning(fmt::format("{} is under development on the {} provider: {} (preview only)", feature,
+                                               entry.name, capability.message));
+                return;
+            }
+            throw Error(
+                fmt::format("{} is under development on the {} provider: {}", feature, entry.name, capability.message),
+                "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
+                exit_code::k_not_available);
+        case CapabilityStatus::ManualWorkaround:
+            if (m_globals.force_partial) {
+                reporter().warning(fmt::format("{} on the {} provider needs manual steps: {}", feature, entry.name,
+                                               capability.message));
+                return;
+            }
+            throw Error(
+                fmt::format("{} on the {} provider needs manual steps: {}", feature, entry.name, capability.message),
+                "do those steps yourself, then re-run with --force-partial", exit_code::k_manual_workaround);
     }
 }
 
@@ -108,9 +110,9 @@ Provider& Session::provider() {
     for (const auto& key : core::config_keys()) {
         if (auto value = config().get(key.name)) settings[std::string(key.name)] = value->value;
     }
-    m_state->context = std::make_unique<ProviderContext>(ProviderContext{
-        runner(), platform(), reporter(), out(), m_globals.preview, config().paths().config_dir.string(), self_exe(),
-        std::move(settings)});
+    m_state->context = std::make_unique<ProviderContext>(
+        ProviderContext{runner(), platform(), reporter(), out(), m_globals.preview,
+                        config().paths().config_dir.string(), self_exe(), std::move(settings)});
     m_state->provider = entry.create(*m_state->context);
     return *m_state->provider;
 }

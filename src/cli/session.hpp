@@ -15,13 +15,13 @@
 namespace agentctl::cli {
 
 struct GlobalOptions {
-    std::string provider;     // --provider; empty: the configured one
+    std::string provider;  // --provider; empty: the configured one
     std::string output = "table";
     std::string profile_dir;  // --profile-dir
     bool force_partial = false;
     bool preview = false;
-    std::string log_level;    // --log-level
-    int verbose = 0;          // -v
+    std::string log_level;  // --log-level
+    int verbose = 0;        // -v
 };
 
 class Session {

@@ -40,8 +40,8 @@ SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, b
     inputs.name = options.name;
     inputs.image = options.image;
     inputs.spec_file = options.spec_file;
-    inputs.profiles = options.spec_file.empty() ? with_base_profile(session, options.profiles, inputs.env)
-                                                : options.profiles;
+    inputs.profiles =
+        options.spec_file.empty() ? with_base_profile(session, options.profiles, inputs.env) : options.profiles;
     inputs.allow = options.allow;
     inputs.allow_files = options.allow_files;
     inputs.allow_presets = options.allow_presets;

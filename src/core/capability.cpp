@@ -6,10 +6,10 @@ namespace agentctl {
 
 std::string_view to_string(CapabilityStatus status) {
     switch (status) {
-    case CapabilityStatus::Supported: return "Supported";
-    case CapabilityStatus::NotAvailable: return "NotAvailable";
-    case CapabilityStatus::UnderDevelopment: return "UnderDevelopment";
-    case CapabilityStatus::ManualWorkaround: return "ManualWorkaround";
+        case CapabilityStatus::Supported: return "Supported";
+        case CapabilityStatus::NotAvailable: return "NotAvailable";
+        case CapabilityStatus::UnderDevelopment: return "UnderDevelopment";
+        case CapabilityStatus::ManualWorkaround: return "ManualWorkaround";
     }
     return "Unknown";
 }

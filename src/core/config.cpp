@@ -34,7 +34,8 @@ std::string validate_profile_name(std::string_view value) {
 
 std::string validate_cidr(std::string_view value) {
     auto slash = value.find('/');
-    if (slash == std::string_view::npos) return fmt::format("must be an IPv4 CIDR such as 10.213.0.0/16 (got '{}')", value);
+    if (slash == std::string_view::npos)
+        return fmt::format("must be an IPv4 CIDR such as 10.213.0.0/16 (got '{}')", value);
     int octets = 0;
     int current = -1;
     for (char c : value.substr(0, slash)) {
@@ -130,14 +131,15 @@ const ConfigKey* find_config_key(std::string_view name) {
 ConfigPaths config_paths_from_environment() {
     ConfigPaths paths;
     const char* xdg = std::getenv("XDG_CONFIG_HOME");
-    std::filesystem::path base = (xdg != nullptr && *xdg == '/') ? std::filesystem::path(xdg)
-                                                                  : std::filesystem::path(home_dir()) / ".config";
+    std::filesystem::path base =
+        (xdg != nullptr && *xdg == '/') ? std::filesystem::path(xdg) : std::filesystem::path(home_dir()) / ".config";
     paths.config_dir = base / "agentctl";
     const char* explicit_file = std::getenv("AGENTCTL_CONFIG");
     paths.user_file = (explicit_file != nullptr && *explicit_file != '\0') ? std::filesystem::path(explicit_file)
-                                                                            : paths.config_dir / "config.yaml";
+                                                                           : paths.config_dir / "config.yaml";
     const char* org = std::getenv("AGENTCTL_ORG_DIR");
-    paths.org_dir = (org != nullptr && *org != '\0') ? std::filesystem::path(org) : std::filesystem::path("/etc/agentctl");
+    paths.org_dir =
+        (org != nullptr && *org != '\0') ? std::filesystem::path(org) : std::filesystem::path("/etc/agentctl");
     paths.org_file = paths.org_dir / "config.yaml";
     return paths;
 }
@@ -189,9 +191,9 @@ void Config::set(std::string_view key, std::string_view value) {
         throw Error(fmt::format("{} may only be set by the organisation, in {}", key, m_paths.org_file.string()));
     }
     if (spec->policy == KeyPolicy::OrgLocks && m_org.contains(key)) {
-        throw Error(fmt::format("{} is set by the organisation in {} and cannot be changed", key,
-                                m_paths.org_file.string()),
-                    "ask whoever manages " + m_paths.org_dir.string() + " to change it");
+        throw Error(
+            fmt::format("{} is set by the organisation in {} and cannot be changed", key, m_paths.org_file.string()),
+            "ask whoever manages " + m_paths.org_dir.string() + " to change it");
     }
     auto updated = m_user;
     updated[std::string(key)] = std::string(value);

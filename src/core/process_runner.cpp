@@ -119,9 +119,8 @@ private:
         };
         std::error_code ec;
 
-        bp::child child(exe, bp::args(args), env, bp::start_dir(cwd), bp::std_out > out_pipe,
-                        bp::std_err > err_pipe, bp::std_in < in_pipe, group, io,
-                        bp::on_exit([&](int, const std::error_code&) {
+        bp::child child(exe, bp::args(args), env, bp::start_dir(cwd), bp::std_out > out_pipe, bp::std_err > err_pipe,
+                        bp::std_in < in_pipe, group, io, bp::on_exit([&](int, const std::error_code&) {
                             exited = true;
                             maybe_finish();
                         }),

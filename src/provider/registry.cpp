@@ -11,8 +11,8 @@ namespace agentctl {
 namespace {
 
 constexpr std::array k_providers{
-    ProviderEntry{"incus", "Incus virtual machines on Linux, per-sandbox network ACL",
-                  &provider::incus::capabilities, &provider::incus::create},
+    ProviderEntry{"incus", "Incus virtual machines on Linux, per-sandbox network ACL", &provider::incus::capabilities,
+                  &provider::incus::create},
     ProviderEntry{"lima", "Lima virtual machines on macOS, confined by sandbox-exec and an egress proxy",
                   &provider::lima::capabilities, &provider::lima::create},
     ProviderEntry{"hyperv", "Hyper-V on Windows (not implemented yet: every feature is gated)",

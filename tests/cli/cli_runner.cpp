@@ -18,7 +18,8 @@ CliSandbox::~CliSandbox() {
     std::filesystem::remove_all(m_root, ec);
 }
 
-ProcessResult CliSandbox::run(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env) {
+ProcessResult CliSandbox::run(const std::vector<std::string>& args,
+                              const std::map<std::string, std::string>& extra_env) {
     ProcessRequest request;
     request.argv = {AGENTCTL_BINARY};
     request.argv.insert(request.argv.end(), args.begin(), args.end());

@@ -17,10 +17,13 @@ TEST_CASE("bash completion is valid bash and offers commands, subcommands and fl
         // Source the script and ask it to complete `line` the way bash would.
         auto runner = agentctl::make_real_process_runner();
         agentctl::ProcessRequest request;
-        request.argv = {"bash", "-c",
+        request.argv = {"bash",
+                        "-c",
                         "source \"$1\"; read -ra COMP_WORDS <<< \"$2\"; [[ \"$2\" == *' ' ]] && COMP_WORDS+=(''); "
                         "COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); _agentctl; printf '%s\\n' \"${COMPREPLY[@]}\"",
-                        "bash", script.string(), line};
+                        "bash",
+                        script.string(),
+                        line};
         return runner->run(request).out;
     };
     CHECK(complete("agentctl cre") == "create\n");

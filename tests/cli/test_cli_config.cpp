@@ -57,7 +57,8 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
 
     auto r = cli.run({"config", "set", "provider=docker"});
     CHECK(r.exit_code == 1);
-    CHECK(r.err == "agentctl: invalid value for provider: provider must be one of incus, lima, hyperv (got 'docker')\n");
+    CHECK(r.err ==
+          "agentctl: invalid value for provider: provider must be one of incus, lima, hyperv (got 'docker')\n");
 
     r = cli.run({"config", "set", "colour=blue"});
     CHECK(r.exit_code == 1);
@@ -67,7 +68,8 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
 
     r = cli.run({"config", "set", "provider"});
     CHECK(r.exit_code == 1);
-    CHECK(r.err == "agentctl: expected KEY=VALUE, got 'provider'\nhint: for example: agentctl config set provider=incus\n");
+    CHECK(r.err ==
+          "agentctl: expected KEY=VALUE, got 'provider'\nhint: for example: agentctl config set provider=incus\n");
 
     r = cli.run({"config", "set", "profileDir=relative/dir"});
     CHECK(r.exit_code == 1);
@@ -91,8 +93,8 @@ TEST_CASE("a malformed config file is reported with file, line and column") {
     cli.write(cli.config_file(), "provider: incus\nbogus: 1\n");
     auto r = cli.run({"config", "get"});
     CHECK(r.exit_code == 1);
-    CHECK(r.err == "agentctl: " + cli.config_file().string() +
-                       ":2:1: unknown key 'bogus'\nhint: see `agentctl config get`\n");
+    CHECK(r.err ==
+          "agentctl: " + cli.config_file().string() + ":2:1: unknown key 'bogus'\nhint: see `agentctl config get`\n");
 
     cli.write(cli.config_file(), "provider: [incus\n");
     r = cli.run({"config", "get", "provider"});

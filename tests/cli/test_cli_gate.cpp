@@ -49,8 +49,8 @@ TEST_CASE("on a Linux host the Lima provider cannot enforce a network policy, so
 
 TEST_CASE("ManualWorkaround prints the plan and exits 3 unless --force-partial") {
     CliSandbox cli;
-    const std::vector<std::string> args = {"--provider", "hyperv", "--preview", "create",   "demo", "--mount-none",
-                                           "--port",     "8080:80", "--image", "C:\\vm\\base.vhdx"};
+    const std::vector<std::string> args = {"--provider",   "hyperv", "--preview", "create",  "demo",
+                                           "--mount-none", "--port", "8080:80",   "--image", "C:\\vm\\base.vhdx"};
     auto r = cli.run(args);
     CHECK(r.exit_code == 3);
     CHECK(r.out.empty());

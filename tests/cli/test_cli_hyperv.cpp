@@ -71,7 +71,7 @@ TEST_CASE("hyperv: preview create prints one PowerShell line per step and change
 
 TEST_CASE("hyperv: a published port stops at the manual plan unless --force-partial") {
     CliSandbox cli;
-    const std::vector<std::string> base{"--provider", "hyperv", "--preview", "create", "demo",
+    const std::vector<std::string> base{"--provider", "hyperv",    "--preview",    "create", "demo",
                                         "--image",    "base.vhdx", "--mount-none", "--port", "8080:80"};
     auto r = cli.run(base);
     CHECK(r.exit_code == 3);
@@ -83,7 +83,8 @@ TEST_CASE("hyperv: a published port stops at the manual plan unless --force-part
     r = cli.run(forced);
     INFO(r.err);
     CHECK(r.exit_code == 0);
-    CHECK(r.out.find("netsh interface portproxy add v4tov4 listenaddress=127.0.0.1 listenport=8080 connectaddress=172.30.") !=
+    CHECK(r.out.find(
+              "netsh interface portproxy add v4tov4 listenaddress=127.0.0.1 listenport=8080 connectaddress=172.30.") !=
           std::string::npos);
 }
 
