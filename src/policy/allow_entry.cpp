@@ -63,6 +63,18 @@ std::vector<std::uint16_t> parse_ports(std::string_view entry, std::string_view 
     return ports;
 }
 
+// ::ffff:a.b.c.d names the IPv4 address a.b.c.d; a rule keeps the IPv4 form
+// so that every consumer (the proxy, the Incus ACL) sees one spelling.
+IpAddress unmapped(const IpAddress& ip) {
+    const auto& b = ip.bytes;
+    bool mapped = ip.v6 && b[10] == 0xff && b[11] == 0xff &&
+                  std::all_of(b.begin(), b.begin() + 10, [](std::uint8_t x) { return x == 0; });
+    if (!mapped) return ip;
+    IpAddress v4;
+    std::copy(b.begin() + 12, b.end(), v4.bytes.begin());
+    return v4;
+}
+
 // Fills kind and host from the host part of an entry (no port).
 void parse_host(std::string_view entry, std::string_view host_text, AllowRule& rule) {
     if (host_text.empty()) bad_entry(entry, "the host is empty");
@@ -71,13 +83,13 @@ void parse_host(std::string_view entry, std::string_view host_text, AllowRule& r
         auto ip = parse_ip_literal(host_text);
         if (!ip || !ip->v6) bad_entry(entry, "the text inside [ ] is not an IPv6 address");
         rule.kind = HostKind::Ip;
-        rule.host = ip->to_string();
+        rule.host = unmapped(*ip).to_string();
         return;
     }
     std::string host = normalise_host(host_text);
     if (auto ip = parse_ip_literal(host)) {
         rule.kind = HostKind::Ip;
-        rule.host = ip->to_string();
+        rule.host = unmapped(*ip).to_string();
         return;
     }
     if (host.starts_with("*.")) {
@@ -258,7 +270,7 @@ AllowRule parse_allow_entry(std::string_view raw_entry, std::string origin) {
                       "write an IPv6 address with a port as [v6]:PORT");
         }
         rule.kind = HostKind::Ip;
-        rule.host = ip->to_string();
+        rule.host = unmapped(*ip).to_string();
     } else if (auto colon = entry.find(':'); colon != std::string_view::npos) {
         parse_host(entry, entry.substr(0, colon), rule);
         rule.ports = parse_ports(entry, entry.substr(colon + 1));

@@ -77,6 +77,9 @@ TEST_CASE("every allow entry form parses to its rule", "[allow]") {
     CHECK(v6.entry() == "[2606:4700::1111]:443");
     CHECK(parse_allow_entry("2606:4700::1111", "").entry() == "2606:4700::1111");
     CHECK(parse_allow_entry("[2606:4700::1111]", "").entry() == "2606:4700::1111");
+    // a v4-mapped address is kept in its IPv4 form
+    CHECK(parse_allow_entry("[::ffff:93.184.216.34]:443", "").entry() == "93.184.216.34:443");
+    CHECK(parse_allow_entry("::ffff:5db8:d822", "").entry() == "93.184.216.34");
 
     CHECK(parse_allow_entry("https://Api.Example.com", "").entry() == "api.example.com:443");
     CHECK(parse_allow_entry("http://example.com", "").entry() == "example.com:80");
@@ -150,10 +153,9 @@ TEST_CASE("bad allow entries are refused with the entry named", "[allow]") {
           "invalid allow entry \"127.0.0.1\": 127.0.0.1 is a loopback address, which agentctl always refuses");
     CHECK(error_of("0x7f.1:22") ==
           "invalid allow entry \"0x7f.1:22\": 127.0.0.1 is a loopback address, which agentctl always refuses");
-    CHECK(
-        error_of("[::ffff:127.0.0.1]:80") ==
-        "invalid allow entry \"[::ffff:127.0.0.1]:80\": ::ffff:127.0.0.1 is a loopback address, which agentctl always "
-        "refuses");
+    CHECK(error_of("[::ffff:127.0.0.1]:80") ==
+          "invalid allow entry \"[::ffff:127.0.0.1]:80\": 127.0.0.1 is a loopback address, which agentctl always "
+          "refuses");
     CHECK(error_of("224.0.0.1") ==
           "invalid allow entry \"224.0.0.1\": 224.0.0.1 is a multicast address, which agentctl always refuses");
     CHECK(error_of(std::string(2000, 'a')) == "invalid allow entry: longer than 1024 characters");

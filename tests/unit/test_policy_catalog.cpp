@@ -44,7 +44,7 @@ TEST_CASE("presets expand to exactly their hosts", "[catalog][presets]") {
     }
 }
 
-TEST_CASE("--allow-preset takes comma lists and drops repeats", "[catalog][presets]") {
+TEST_CASE("allow-preset flags take comma lists and drop repeats", "[catalog][presets]") {
     std::vector<std::string> flags = {"pypi,npm", "pypi"};
     auto rules = expand_presets(flags);
     CHECK(entries(rules) == std::vector<std::string>{"pypi.org:443", "files.pythonhosted.org:443",

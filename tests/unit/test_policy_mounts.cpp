@@ -262,7 +262,7 @@ TEST_CASE("a sandbox name that is not a path segment cannot be put into a path",
           "be put into a path");
 }
 
-TEST_CASE("--mount flag forms", "[mounts][flags]") {
+TEST_CASE("mount flag forms", "[mounts][flags]") {
     auto m = parse_mount_flag("~/src");
     CHECK(m.host_path == "~/src");
     CHECK(m.guest_path.empty());

@@ -317,7 +317,7 @@ TEST_CASE("sizes", "[profile][units]") {
     }
 }
 
-TEST_CASE("--port flags", "[profile][units]") {
+TEST_CASE("port flags with listen address, ports and protocol", "[profile][units]") {
     CHECK(parse_port_flag("8080:80") == PortForward{"127.0.0.1", 8080, 80, "tcp"});
     CHECK(parse_port_flag("5353:53/udp") == PortForward{"127.0.0.1", 5353, 53, "udp"});
     CHECK(parse_port_flag("0.0.0.0:8080:80/tcp") == PortForward{"0.0.0.0", 8080, 80, "tcp"});
