@@ -17,13 +17,15 @@ phase "formatting (clang-format-14)"
 bash scripts/check-format.sh
 
 phase "build (Debug, warnings as errors, ASan+UBSan)"
-cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAGENTCTL_SANITIZE=ON -DAGENTCTL_WERROR=ON \
-  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+# Line tables only (-g1): sanitizer reports keep file:line, and the build stays
+# well inside CI's time on two cores.
+cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DAGENTCTL_SANITIZE=ON -DAGENTCTL_WERROR=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 cmake --build build/test
 
 phase "fuzzing (short runs)"
 if [ -x tests/fuzz/run.sh ]; then
-  AGENTCTL_FUZZ_SECONDS=${AGENTCTL_FUZZ_SECONDS:-60} bash tests/fuzz/run.sh
+  AGENTCTL_FUZZ_SECONDS=${AGENTCTL_FUZZ_SECONDS:-45} sh tests/fuzz/run.sh
 fi
 
 phase "Incus daemon and test image"
