@@ -120,16 +120,4 @@ std::string parse_probe_output(const std::string& output) {
     return {};
 }
 
-std::string wait_for_address_script(int timeout_seconds) {
-    return fmt::format(R"SH(i=0
-while [ $i -lt {n} ]; do
-  a=$(ip -4 -o addr show dev eth0 2>/dev/null | awk '{{print $4}}' | cut -d/ -f1 | head -n1)
-  [ -n "$a" ] && {{ echo "agentctl-ip $a"; exit 0; }}
-  sleep 0.1; i=$((i+1))
-done
-echo "agentctl-ip none"
-)SH",
-                       fmt::arg("n", timeout_seconds * 10));
-}
-
 }  // namespace agentctl::provider::incus
