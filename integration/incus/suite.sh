@@ -88,7 +88,7 @@ done
 ip netns exec "$NS" python3 -c "$server_py" "$PUBLIC:$ALLOWED_PORT" "$PUBLIC:$OTHER_PORT" \
   "$PUBLIC_OTHER:$ALLOWED_PORT" "$LAN:$ALLOWED_PORT" &
 SERVER_PIDS+=($!)
-sleep 0.5
+for _ in $(seq 100); do bash -c "exec 3<>/dev/tcp/$PUBLIC/$ALLOWED_PORT" 2>/dev/null && break; sleep 0.1; done
 check "test servers answer from the host" \
   bash -c "exec 3<>/dev/tcp/$PUBLIC/$ALLOWED_PORT && head -c 5 <&3 | grep -q hello"
 
@@ -145,8 +145,13 @@ check "other port on the allowed address is refused" test "$(probe "$A" "$PUBLIC
 check "other address is refused" test "$(probe "$A" "$PUBLIC_OTHER" $ALLOWED_PORT)" != connected
 check "LAN address is refused under deny-LAN, even when allowed by name" test "$(probe "$A" "$LAN" $ALLOWED_PORT)" != connected
 check "the sandbox's own bridge host address is refused" test "$(probe "$A" "$GW_A" 22)" != connected
-agentctl exec "$B" -- sh -c "setsid python3 -c \"$server_py\" 0.0.0.0:9000 >/dev/null 2>&1 </dev/null &"
-sleep 0.5
+guest_server() {  # guest_server SANDBOX ADDR:PORT: the same server, started in the guest
+  agentctl exec "$1" -- sh -c "echo $(printf '%s' "$server_py" | base64 -w0) | base64 -d >/tmp/server.py && \
+    (setsid python3 /tmp/server.py $2 >/dev/null 2>&1 </dev/null &)"
+  for _ in $(seq 50); do [ "$(probe "$1" "${2%:*}" "${2##*:}")" = connected ] && return 0; sleep 0.2; done
+  return 1
+}
+guest_server "$B" 0.0.0.0:9000
 check "$B listens (seen from inside $B)" test "$(probe "$B" 127.0.0.1 9000)" = connected
 check "the other sandbox is refused" test "$(probe "$A" "$IP_B" 9000)" != connected
 check "sandbox B, with no allow rules, cannot reach $PUBLIC" test "$(probe "$B" "$PUBLIC" $ALLOWED_PORT)" != connected
@@ -156,8 +161,7 @@ check "policy add succeeds" agentctl policy add "$A" "$PUBLIC:$OTHER_PORT"
 check "policy add opens a port live" test "$(probe "$A" "$PUBLIC" $OTHER_PORT)" = connected
 
 # ---------------------------------------------------------------- published port
-agentctl exec "$A" -- sh -c "setsid python3 -c \"$server_py\" 127.0.0.1:8080 >/dev/null 2>&1 </dev/null &"
-sleep 0.5
+guest_server "$A" 127.0.0.1:8080
 check "published port answers on 127.0.0.1:$HOST_PORT" \
   bash -c "exec 3<>/dev/tcp/127.0.0.1/$HOST_PORT && head -c 10 <&3 | grep -q 'hello 8080'"
 check "a taken host port is refused before Incus is asked" \

@@ -92,6 +92,30 @@ Json Api::wait(const std::string& operation, int timeout_seconds) {
     }
 }
 
+int Api::wait_for_instance_operations(const std::string& name, int timeout_seconds) {
+    if (preview()) return 0;
+    auto metadata = m_client.query("GET", "/1.0/operations?recursion=1").metadata;
+    const auto resource = fmt::format("/1.0/instances/{}", name);
+    int waited = 0;
+    // {"running": [op, ...], "success": [...], ...}
+    for (const auto& op : metadata.value("running", Json::array())) {
+        const auto& resources = op.value("resources", Json::object());
+        bool ours = false;
+        for (const auto& [kind, list] : resources.items()) {
+            if (kind != "instances" && kind != "containers") continue;
+            for (const auto& r : list) ours = ours || (r.is_string() && r.get<std::string>() == resource);
+        }
+        if (!ours || op.value("class", "") == "websocket") continue;
+        try {
+            wait(op.value("id", ""), timeout_seconds);
+        } catch (const Error&) {
+            // A failed create or start is exactly what delete cleans up after.
+        }
+        ++waited;
+    }
+    return waited;
+}
+
 std::optional<Json> Api::instance(const std::string& name) {
     return get_optional(fmt::format("/1.0/instances/{}?recursion=1", name));
 }

@@ -188,6 +188,10 @@ int IncusProvider::remove_pieces(const std::string& name) {
 }
 
 void IncusProvider::remove(const std::string& name, bool force) {
+    // An agentctl killed mid-create leaves its operation running in the daemon.
+    if (m_api.wait_for_instance_operations(name, 120) > 0) {
+        m_context.reporter.step(fmt::format("waited for an unfinished operation on {}", name));
+    }
     if (auto instance = m_api.instance(name)) {
         if (config_value(*instance, key::k_managed) != "true") {
             throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
@@ -239,6 +243,17 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                        {std::string(key::k_acl), network.enabled ? acl : ""},
                        {std::string(key::k_widenings), Json(widenings(view)).dump()},
                        {std::string(key::k_confinement), ""}});
+    if (running(instance) && !m_api.preview()) {
+        // The new policy is live: check it the way start does.
+        m_context.reporter.step(fmt::format("checking network confinement of {}", name));
+        const auto confinement = check_confinement(name, require_instance(name));
+        set_records(name, {{std::string(key::k_confinement), confinement}});
+        if (confinement == "verified") {
+            m_context.reporter.step("network confinement verified");
+        } else {
+            m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
+        }
+    }
 }
 
 }  // namespace agentctl::provider::incus

@@ -204,7 +204,7 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
     set_records(name, {{std::string(key::k_confinement), confinement}});
     if (confinement == "verified") {
         m_context.reporter.step("network confinement verified");
-    } else {
+    } else if (!m_api.preview()) {
         m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
     }
     if (fresh) {
