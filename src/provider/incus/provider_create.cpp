@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -188,10 +190,30 @@ int IncusProvider::remove_pieces(const std::string& name) {
 }
 
 void IncusProvider::remove(const std::string& name, bool force) {
-    // An agentctl killed mid-create leaves its operation running in the daemon.
-    if (m_api.wait_for_instance_operations(name, 120) > 0) {
-        m_context.reporter.step(fmt::format("waited for an unfinished operation on {}", name));
+    // An agentctl killed mid-create leaves its operations running in the
+    // daemon, and while they run the instance is busy and its bridge in use:
+    // wait for them and retry, for a bounded time.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+    for (;;) {
+        try {
+            if (m_api.wait_for_instance_operations(name, 120) > 0) {
+                m_context.reporter.step(fmt::format("waited for an unfinished operation on {}", name));
+            }
+            remove_once(name, force);
+            return;
+        } catch (const NotFound&) {
+            throw;
+        } catch (const Error& e) {
+            const std::string_view text = e.what();
+            const bool transient = text.find("is busy") != std::string_view::npos ||
+                                   text.find("in use") != std::string_view::npos;
+            if (!transient || std::chrono::steady_clock::now() >= deadline) throw;
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
     }
+}
+
+void IncusProvider::remove_once(const std::string& name, bool force) {
     if (auto instance = m_api.instance(name)) {
         if (config_value(*instance, key::k_managed) != "true") {
             throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
