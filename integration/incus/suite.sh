@@ -167,6 +167,22 @@ check "published port answers on 127.0.0.1:$HOST_PORT" \
 check "a taken host port is refused before Incus is asked" \
   bash -c "'$AGENTCTL' --provider incus create '$C' --image '$IMAGE' --isolation container --mount-none --port 127.0.0.1:$HOST_PORT:80 2>&1 | grep -q 'already in use'"
 
+# ---------------------------------------------------------------- stop, start, snapshots
+check "stop" agentctl stop "$B"
+check "stopped sandbox shows as Stopped" bash -c "'$AGENTCTL' --provider incus list | grep '$B' | grep -q Stopped"
+agentctl start "$B" >"$WORK/start-b.out" 2>&1
+check "start verifies confinement again" grep -q "network confinement verified" "$WORK/start-b.out"
+check "start prints the (empty) mount report" grep -q "no host directories are exposed to this sandbox" "$WORK/start-b.out"
+check "start of a running sandbox is harmless" agentctl start "$B"
+check "snapshot create" agentctl snapshot create "$B" snap1
+agentctl exec "$B" -- sh -c 'echo after >/home/agent/marker'
+check "snapshot list" bash -c "'$AGENTCTL' --provider incus snapshot list '$B' | grep -q snap1"
+check "stop before restore" agentctl stop --force "$B"
+check "snapshot restore" agentctl snapshot restore "$B" snap1
+agentctl start "$B" >/dev/null 2>&1
+check "restore rolled the file back" bash -c "! '$AGENTCTL' --provider incus exec '$B' -- test -e /home/agent/marker"
+check "snapshot delete" agentctl snapshot delete "$B" snap1
+
 # ---------------------------------------------------------------- status and delete
 check "status shows the confinement" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q 'Confinement: *verified'"
 check "list shows both sandboxes" bash -c "'$AGENTCTL' --provider incus list | grep -q '$A' && '$AGENTCTL' --provider incus list | grep -q '$B'"
@@ -178,6 +194,15 @@ check "no bridge left" bash -c "! incus network show '$BR_A' >/dev/null 2>&1"
 check "no ACL left" bash -c "! incus network acl show 'agentctl-$A' >/dev/null 2>&1"
 agentctl delete --force "$B" >/dev/null 2>&1
 
+# ---------------------------------------------------------------- VMs where the host has none
+if ! incus query /1.0 | grep -q '"driver": ".*qemu'; then
+  out=$(agentctl create "$C" --image "$IMAGE" --mount-none 2>&1); rc=$?
+  check "a VM sandbox on a host without VM support fails with exit 1" test $rc = 1
+  check "the error says how to choose a container" bash -c "grep -q -- '--isolation container' <<<\"\$1\"" _ "$out"
+  check "the failed VM create left nothing" bash -c \
+    "! incus info '$C' >/dev/null 2>&1 && ! incus network acl show 'agentctl-$C' >/dev/null 2>&1"
+fi
+
 # ---------------------------------------------------------------- interrupted create
 "$AGENTCTL" --provider incus create "$C" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 &
 pid=$!
@@ -185,6 +210,14 @@ for _ in $(seq 100); do incus info "$C" >/dev/null 2>&1 && break; sleep 0.05; do
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "delete after a killed create succeeds" agentctl delete --force "$C"
 check "nothing of the killed create is left" bash -c \
+  "! incus info '$C' >/dev/null 2>&1 && ! incus network acl show 'agentctl-$C' >/dev/null 2>&1"
+# Killed earlier: as soon as its ACL exists, before the bridge and the instance.
+"$AGENTCTL" --provider incus create "$C" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 200); do incus network acl show "agentctl-$C" >/dev/null 2>&1 && break; sleep 0.02; done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+check "delete after a create killed early succeeds" agentctl delete --force "$C"
+check "nothing of the early-killed create is left" bash -c \
   "! incus info '$C' >/dev/null 2>&1 && ! incus network acl show 'agentctl-$C' >/dev/null 2>&1"
 left=$(incus network list -f json | python3 -c "import json,sys; print(' '.join(n['name'] for n in json.load(sys.stdin) if n.get('config',{}).get('user.agentctl.sandbox','').startswith('itest-')))")
 check "no bridge of the suite is left ($left)" test -z "$left"
