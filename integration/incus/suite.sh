@@ -182,6 +182,11 @@ check "snapshot restore" agentctl snapshot restore "$B" snap1
 agentctl start "$B" >/dev/null 2>&1
 check "restore rolled the file back" bash -c "! '$AGENTCTL' --provider incus exec '$B' -- test -e /home/agent/marker"
 check "snapshot delete" agentctl snapshot delete "$B" snap1
+check "stop again" agentctl stop --force "$B"
+agentctl start "$B" --mount "$RO:/ro2" >"$WORK/start-b2.out" 2>&1
+check "start with a new mount reports it" grep -q "$RO -> /ro2 (read-only)" "$WORK/start-b2.out"
+check "the new mount is there after start" test "$(agentctl exec "$B" -- cat /ro2/file)" = original
+check "mounts are sticky: a bare start keeps them" bash -c "'$AGENTCTL' --provider incus start '$B' 2>&1 | grep -q '/ro2 (read-only)'"
 
 # ---------------------------------------------------------------- status and delete
 check "status shows the confinement" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q 'Confinement: *verified'"

@@ -220,7 +220,8 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
 void IncusProvider::replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts) {
     const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     Json devices = Json::object();
-    for (const auto& [device, value] : instance.value("devices", Json::object()).items()) {
+    const Json old_devices = instance.value("devices", Json::object());
+    for (const auto& [device, value] : old_devices.items()) {
         if (!is_mount_device(device)) devices[device] = value;
     }
     devices.update(mount_devices(mounts, isolation));
