@@ -213,7 +213,13 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
                                         : config_value(instance, key::k_packages));
         install_packages(name, packages.get<std::vector<std::string>>());
     }
-    install_agent(name, instance);
+    try {
+        install_agent(name, instance);
+    } catch (const Error& e) {
+        if (!fresh) throw;
+        // The sandbox itself is fine: keep it, and let the next start retry.
+        m_context.reporter.warning(fmt::format("{} ({})", e.what(), e.hint()));
+    }
     report_mounts(parse_mounts_record(config_value(instance, key::k_mounts)));
 }
 
