@@ -1,20 +1,48 @@
-// Placeholder until the lima provider lands: every feature is UnderDevelopment.
 #include "provider/lima/lima_provider.hpp"
 
-#include "agentctl/error.hpp"
+#include "provider/lima/lima_backend.hpp"
 
 namespace agentctl::provider::lima {
 
-CapabilityMatrix capabilities(const HostPlatform&) {
-    CapabilityMatrix matrix;
-    for (auto feature : k_features) {
-        matrix.set(feature, CapabilityStatus::UnderDevelopment, "the lima provider is not built yet");
+CapabilityMatrix capabilities(const HostPlatform& platform) {
+    CapabilityMatrix m;
+    for (auto feature : {"create", "start", "stop", "delete", "list", "status", "exec", "shell",
+                         "network.port-publish", "fs.mount", "fs.mount.readonly"}) {
+        m.set(feature, CapabilityStatus::Supported);
     }
-    return matrix;
+    if (platform.is_macos()) {
+        m.set("network.acl", CapabilityStatus::Supported);
+        m.set("network.deny-lan", CapabilityStatus::Supported);
+    } else {
+        const char* why =
+            "Lima's egress is confined with macOS's sandbox-exec and a per-instance egress proxy, which only exist on "
+            "macOS; on this host agentctl cannot confine a Lima instance's network. Use the incus provider on Linux, "
+            "or create the sandbox with --no-network-policy to accept unrestricted egress";
+        m.set("network.acl", CapabilityStatus::NotAvailable, why);
+        m.set("network.deny-lan", CapabilityStatus::NotAvailable, why);
+    }
+    const char* snapshots =
+        "`limactl snapshot` is marked experimental and unstable upstream; agentctl will not build on it until it "
+        "stabilises. Stop the sandbox and copy its Lima directory if you need a point-in-time copy";
+    for (auto feature : {"snapshot.create", "snapshot.list", "snapshot.restore", "snapshot.delete"}) {
+        m.set(feature, CapabilityStatus::NotAvailable, snapshots);
+    }
+    m.set("image.pull", CapabilityStatus::NotAvailable,
+          "Lima has no local image store: it fetches a template's base image lazily inside `limactl start`. Pass "
+          "the template to `agentctl create --image` instead");
+    m.set("image.build", CapabilityStatus::UnderDevelopment,
+          "building images for Lima is not implemented yet; use a Lima template (--image) plus --package");
+    m.set("view", CapabilityStatus::UnderDevelopment,
+          "a VNC bridge for Lima's console is planned (never X11 forwarding); use `agentctl shell NAME`");
+    m.set("logs.network", CapabilityStatus::UnderDevelopment,
+          "the egress proxy's log reader is not wired to the lima provider yet; read "
+          "~/.config/agentctl/lima/NAME/egress-proxy.log (JSON Lines) directly");
+    m.set("logs.exec", CapabilityStatus::UnderDevelopment, "exec logging is not built yet on any provider");
+    m.set("provision.packages", CapabilityStatus::UnderDevelopment,
+          "installing --package on Lima is not built yet; install packages with `agentctl exec --root NAME -- ...`");
+    return m;
 }
 
-std::unique_ptr<Provider> create(ProviderContext&) {
-    throw Error("the lima provider is not built yet");
-}
+std::unique_ptr<Provider> create(ProviderContext& context) { return std::make_unique<LimaBackend>(context); }
 
 }  // namespace agentctl::provider::lima

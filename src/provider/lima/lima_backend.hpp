@@ -1,0 +1,79 @@
+// The lima provider's implementation class, shared by the files that
+// implement its verbs (lima_backend_*.cpp). Not part of any public surface:
+// the CLI reaches it only through lima_provider.hpp's factory.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agentctl/provider.hpp"
+#include "provider/lima/guest_probe.hpp"
+#include "provider/lima/lima_instance.hpp"
+#include "provider/lima/lima_state.hpp"
+#include "provider/lima/limactl_commands.hpp"
+#include "provider/lima/proxy_process.hpp"
+
+namespace agentctl::provider::lima {
+
+class LimaBackend final : public Provider {
+public:
+    explicit LimaBackend(ProviderContext& context);
+
+    [[nodiscard]] std::string_view name() const override { return "lima"; }
+    void create(const SandboxSpec& spec) override;
+    void start(const std::string& name, const StartRequest& request) override;
+    void stop(const std::string& name, const StopRequest& request) override;
+    void remove(const std::string& name, bool force) override;
+    [[nodiscard]] std::vector<InstanceInfo> list() override;
+    [[nodiscard]] InstanceInfo status(const std::string& name) override;
+    int exec(const std::string& name, const ExecRequest& request) override;
+    int shell(const std::string& name, bool root) override;
+    void view(const std::string& name, bool read_only) override;
+    int logs(const std::string& name, const LogRequest& request) override;
+    void snapshot_create(const std::string& name, const std::string& snapshot) override;
+    [[nodiscard]] std::vector<SnapshotInfo> snapshot_list(const std::string& name) override;
+    void snapshot_restore(const std::string& name, const std::string& snapshot) override;
+    void snapshot_delete(const std::string& name, const std::string& snapshot) override;
+    void image_pull(const std::string& ref) override;
+    void image_build(const std::string& output, const std::string& base,
+                     const std::vector<std::string>& packages) override;
+    void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
+
+private:
+    // ---- limactl
+    // Runs (or, in preview, prints) argv; throws agentctl::Error quoting
+    // limactl's stderr when it fails. `what` completes "cannot ...".
+    ProcessResult run_limactl(const std::vector<std::string>& argv, const std::string& what,
+                              std::map<std::string, std::string> env = {});
+    void print_preview(const std::vector<std::string>& argv);
+    // `limactl list NAME --json`; nullopt when Lima has no such instance.
+    std::optional<LimaInstance> inspect(const std::string& name);
+
+    // ---- state
+    [[nodiscard]] LimaState require_state(const std::string& name) const;
+    [[nodiscard]] ProxyPaths proxy_paths(const std::string& name) const;
+    [[nodiscard]] std::vector<std::string> proxy_argv(const std::string& name, std::uint16_t port) const;
+    [[nodiscard]] std::set<std::uint16_t> ports_in_use_by_other_instances(const std::string& name) const;
+    void write_policy(const std::string& name, const policy::NetworkPolicy& network);
+
+    // ---- create pieces (lima_backend_create.cpp)
+    void create_locked(const SandboxSpec& spec, const std::string& image, const std::vector<std::string>& expressions,
+                       const ConfinementSettings& settings, bool confined);
+
+    // ---- start pieces (lima_backend_start.cpp)
+    void refuse_unsafe_config(const LimaState& state, const LimaInstance& instance);
+    std::string boot_confined(LimaState& state);
+    void boot_unrestricted(LimaState& state);
+    Confinement check_confinement(const std::string& name, std::uint16_t ssh_port, std::uint16_t proxy_port);
+    void report_mounts(const std::vector<Mount>& mounts);
+    void install_agent(LimaState& state);
+
+    ProviderContext& m_ctx;
+    std::string m_home;       // $HOME
+    std::string m_lima_home;  // $LIMA_HOME or ~/.lima
+};
+
+}  // namespace agentctl::provider::lima

@@ -1,0 +1,270 @@
+// agentctl start on the lima provider: re-apply the settings confinement
+// depends on, vet Lima's effective configuration, start the egress proxy, boot
+// under sandbox-exec, and prove from inside the guest that a direct connection
+// out is refused.
+#include <filesystem>
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "core/files.hpp"
+#include "provider/lima/confinement_check.hpp"
+#include "provider/lima/guest_probe.hpp"
+#include "provider/lima/lima_backend.hpp"
+#include "provider/lima/lima_paths.hpp"
+#include "provider/lima/loopback.hpp"
+#include "sandbox_profile/sbpl_profile.hpp"
+
+namespace agentctl::provider::lima {
+namespace {
+
+// How --agent installs each agent, as the default user (reference surface).
+const std::map<std::string, std::string>& agent_installers() {
+    static const std::map<std::string, std::string> k_installers = {
+        {"claude", "curl -fsSL https://claude.ai/install.sh | bash"},
+        {"codex", "curl -fsSL https://chatgpt.com/codex/install.sh | sh"},
+        {"opencode", "curl -fsSL https://opencode.ai/install | bash"},
+        {"pi", "curl -fsSL https://pi.dev/install.sh | sh"},
+        {"gemini", "npm install -g @google/gemini-cli"},
+        {"cursor", "curl https://cursor.com/install -fsS | bash"},
+    };
+    return k_installers;
+}
+
+std::string canonical_or_self(const std::string& path) {
+    std::error_code ec;
+    auto canonical = std::filesystem::weakly_canonical(path, ec);
+    return ec ? path : canonical.string();
+}
+
+bool file_exists(const std::string& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+void LimaBackend::report_mounts(const std::vector<Mount>& mounts) {
+    if (mounts.empty()) {
+        m_ctx.out << "agentctl: no host directories are exposed to this sandbox.\n";
+        return;
+    }
+    m_ctx.out << "agentctl: host directories exposed to this sandbox:\n";
+    for (const auto& m : mounts) {
+        m_ctx.out << "  " << m.host_path << " -> " << m.guest_path << " (" << (m.writable ? "writable" : "read-only")
+                  << ")\n";
+    }
+}
+
+void LimaBackend::refuse_unsafe_config(const LimaState& state, const LimaInstance& instance) {
+    ExpectedConfig expected;
+    for (auto m : state.mounts) {
+        m.host_path = canonical_or_self(m.host_path);
+        expected.mounts.push_back(std::move(m));
+    }
+    expected.state_dir = canonical_or_self(m_ctx.config_dir);
+    expected.settings = {state.ssh_port, state.unrestricted ? std::uint16_t{0} : state.proxy_port, state.dns_disabled};
+    expected.confined = !state.unrestricted;
+    LimaInstance resolved = instance;
+    for (auto& m : resolved.config.mounts) m.location = canonical_or_self(m.location);
+    auto refusals = check_effective_config(resolved, expected);
+    if (!refusals.empty()) throw Error(render_refusals(state.name, refusals), k_troubleshooting);
+}
+
+Confinement LimaBackend::check_confinement(const std::string& name, std::uint16_t ssh_port, std::uint16_t proxy_port) {
+    CanaryListener canary;
+    if (canary.port() == ssh_port || canary.port() == proxy_port) {
+        throw Error("internal error: the confinement check's listener got an allowed port");
+    }
+    ProcessRequest request;
+    request.argv = limactl_shell(name, {"sh", "-c", probe_script(k_host_gateway, std::to_string(canary.port()))});
+    request.timeout = std::chrono::seconds(90);
+    auto result = m_ctx.runner.run(request);
+    auto outcome = parse_probe_output(result.out, result.pass_through_code());
+    return judge_probe(outcome, canary.connected(), k_host_gateway, canary.port());
+}
+
+void LimaBackend::install_agent(LimaState& state) {
+    auto it = agent_installers().find(state.agent);
+    if (it == agent_installers().end()) {
+        throw Error(fmt::format("unknown agent \"{}\"", state.agent),
+                    "use one of claude, codex, opencode, pi, gemini, cursor");
+    }
+    auto argv = limactl_shell(state.name, {"sh", "-c", it->second});
+    if (m_ctx.preview) {
+        print_preview(argv);
+        return;
+    }
+    m_ctx.reporter.step(fmt::format("installing {} through the egress proxy", state.agent));
+    ProcessRequest request;
+    request.argv = argv;
+    request.timeout = std::chrono::minutes(15);
+    auto result = m_ctx.runner.run(request);
+    if (!result.ok()) {
+        throw Error(fmt::format("installing {} in \"{}\" failed (exit code {}): {}", state.agent, state.name,
+                                result.pass_through_code(), result.err.substr(0, 400)),
+                    "check `agentctl logs " + state.name + " --network` for refused hosts; `agentctl start " +
+                        state.name + "` retries the install");
+    }
+    state.agent_installed = true;
+    save_state(m_ctx.config_dir, state);
+}
+
+void LimaBackend::boot_unrestricted(LimaState& state) {
+    run_limactl(limactl_start(state.name), "start " + state.name);
+    if (m_ctx.preview) return;
+    auto inst = inspect(state.name);
+    state.hostagent_pid = inst ? inst->host_agent_pid : 0;
+    state.confinement.clear();
+    save_state(m_ctx.config_dir, state);
+}
+
+std::string LimaBackend::boot_confined(LimaState& state) {
+    const auto paths = proxy_paths(state.name);
+    const auto proxy = proxy_argv(state.name, state.proxy_port);
+    sandbox_profile::SbplOptions options;
+    options.instance = state.name;
+    options.ssh_port = state.ssh_port;
+    options.proxy_port = state.proxy_port;
+    options.lima_home = m_lima_home;
+    options.host_resolver = !state.dns_disabled;
+    const auto profile = sandbox_profile::generate_sbpl(options);
+    const auto boot = sandboxed(m_ctx.platform.sandbox_exec_path(), profile, limactl_start(state.name));
+    // Lima's own downloads during start (the base image on first boot) go
+    // through the egress proxy too: nothing else can leave the sandbox.
+    const std::string local_proxy = "http://127.0.0.1:" + std::to_string(state.proxy_port);
+    std::map<std::string, std::string> env = {{"http_proxy", local_proxy},
+                                              {"https_proxy", local_proxy},
+                                              {"HTTP_PROXY", local_proxy},
+                                              {"HTTPS_PROXY", local_proxy}};
+    if (m_ctx.preview) {
+        print_preview(proxy);
+        std::vector<std::string> with_env = {"env"};
+        for (const auto& [k, v] : env) with_env.push_back(k + "=" + v);
+        with_env.insert(with_env.end(), boot.begin(), boot.end());
+        print_preview(with_env);
+        print_preview(limactl_shell(state.name, {"sh", "-c", probe_script(k_host_gateway, "<canary-port>")}));
+        return {};
+    }
+
+    stop_proxy(paths.pid_file);  // a stale proxy from a crash
+    if (!loopback_port_free(state.proxy_port)) {
+        throw Error(fmt::format("the egress proxy port 127.0.0.1:{} of \"{}\" is in use by another program",
+                                state.proxy_port, state.name),
+                    "stop that program, or delete and re-create the sandbox to pin another port");
+    }
+    start_detached_proxy(proxy, (instance_state_dir(m_ctx.config_dir, state.name) / "egress-proxy.out").string(),
+                         paths.pid_file, state.proxy_port);
+    try {
+        run_limactl(boot, "start " + state.name + " under sandbox-exec", env);
+    } catch (...) {
+        stop_proxy(paths.pid_file);
+        throw;
+    }
+    auto inst = inspect(state.name);
+    state.hostagent_pid = inst ? inst->host_agent_pid : 0;
+    save_state(m_ctx.config_dir, state);
+
+    auto confinement = check_confinement(state.name, state.ssh_port, state.proxy_port);
+    if (confinement.verdict == Verdict::Escaped) {
+        ProcessRequest halt;
+        halt.argv = limactl_stop(state.name, true);
+        halt.timeout = std::chrono::minutes(5);
+        try {
+            (void)m_ctx.runner.run(halt);
+        } catch (const Error&) {
+        }
+        stop_proxy(paths.pid_file);
+        state.hostagent_pid = 0;
+        state.confinement.clear();
+        save_state(m_ctx.config_dir, state);
+        throw Error("network confinement failed: " + confinement.reason + "; the instance was stopped",
+                    std::string("do not start it with limactl; ") + k_troubleshooting);
+    }
+    state.confinement = confinement.verdict == Verdict::Verified ? "verified: " + confinement.reason
+                                                                 : "not verified: " + confinement.reason;
+    save_state(m_ctx.config_dir, state);
+    return "network confinement " + state.confinement;
+}
+
+void LimaBackend::start(const std::string& name, const StartRequest& request) {
+    auto state = require_state(name);
+    if (!state.unrestricted && !m_ctx.platform.is_macos()) {
+        throw Error("the lima provider can only confine a sandbox on macOS (sandbox-exec); this host is not macOS",
+                    "use the incus provider on Linux", exit_code::k_not_available);
+    }
+    const std::vector<Mount>* mounts = request.mounts ? &*request.mounts : nullptr;
+    ConfinementSettings settings{state.ssh_port, state.unrestricted ? std::uint16_t{0} : state.proxy_port,
+                                 state.dns_disabled};
+    const std::string expression = state.unrestricted ? (mounts ? mounts_expression(*mounts) : std::string())
+                                                      : start_expression(settings, mounts);
+    if (m_ctx.preview) {
+        if (!expression.empty()) print_preview(limactl_edit(name, expression));
+        if (state.unrestricted) {
+            print_preview(limactl_start(name));
+        } else {
+            (void)boot_confined(state);
+        }
+        return;
+    }
+
+    core::FileLock lock(lock_file_path(m_ctx.config_dir, name));
+    state = require_state(name);
+    auto inst = inspect(name);
+    if (!inst) {
+        throw Error(fmt::format("Lima has no instance \"{}\" any more", name),
+                    "remove agentctl's record of it with `agentctl delete " + name + "`");
+    }
+    if (inst->status == "Running") {
+        if (state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
+            m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
+            report_mounts(state.mounts);
+            if (!state.confinement.empty()) m_ctx.out << "agentctl: network confinement " << state.confinement << "\n";
+            return;
+        }
+        throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
+                                            fmt::format("it is already running, but not under agentctl (hostagent pid "
+                                                        "{}), so its egress is not confined",
+                                                        inst->host_agent_pid)}}),
+                    std::string("stop it with `limactl stop ") + name + "`, then `agentctl start " + name + "`; " +
+                        k_troubleshooting);
+    }
+    auto registrations = autostart_registrations(m_home, "/", name, file_exists);
+    if (!registrations.empty()) {
+        throw Error(render_refusals(name, {{RefusalKind::Autostart,
+                                            fmt::format("it is registered to start with launchd (limactl autostart): "
+                                                        "{}",
+                                                        registrations.front())}}),
+                    std::string("run `limactl autostart disable ") + name + "`; " + k_troubleshooting);
+    }
+    if (!state.unrestricted && !loopback_port_free(state.ssh_port)) {
+        throw Error(fmt::format("the pinned SSH port 127.0.0.1:{} of \"{}\" is in use by another program",
+                                state.ssh_port, name),
+                    "stop that program, or delete and re-create the sandbox to pin another port");
+    }
+
+    if (!expression.empty()) run_limactl(limactl_edit(name, expression), "configure " + name);
+    if (mounts) {
+        state.mounts = *mounts;
+        save_state(m_ctx.config_dir, state);
+    }
+    inst = inspect(name);
+    if (!inst) throw Error(fmt::format("Lima has no instance \"{}\" any more", name));
+    refuse_unsafe_config(state, *inst);
+
+    if (state.unrestricted) {
+        m_ctx.reporter.warning(fmt::format("sandbox \"{}\" has no network policy: it starts with unrestricted egress "
+                                           "(created with --no-network-policy)",
+                                           name));
+        boot_unrestricted(state);
+        report_mounts(state.mounts);
+    } else {
+        auto line = boot_confined(state);
+        report_mounts(state.mounts);
+        m_ctx.out << "agentctl: " << line << "\n";
+    }
+    if (!state.agent.empty() && !state.agent_installed) install_agent(state);
+}
+
+}  // namespace agentctl::provider::lima

@@ -1,0 +1,25 @@
+// Where the lima provider keeps its per-instance state, below agentctl's
+// config directory (ProviderContext::config_dir, normally ~/.config/agentctl):
+//
+//   lima/NAME/state.json          what agentctl recorded about the instance
+//   lima/NAME/egress-policy.json  the egress proxy's policy (atomic writes)
+//   lima/NAME/egress-proxy.pid    written by the proxy once it listens
+//   lima/NAME/egress-proxy.log    the proxy's decision log (JSON Lines)
+//   lima/NAME/.lock               held by every mutating operation
+//
+// The CLI reads the network log of a Lima sandbox at egress_log_path().
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace agentctl::provider::lima {
+
+[[nodiscard]] std::filesystem::path instance_state_dir(const std::string& config_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path state_file_path(const std::string& config_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path egress_policy_path(const std::string& config_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path egress_pid_path(const std::string& config_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path egress_log_path(const std::string& config_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path lock_file_path(const std::string& config_dir, const std::string& name);
+
+}  // namespace agentctl::provider::lima

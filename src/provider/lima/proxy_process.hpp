@@ -1,0 +1,38 @@
+// Starting and stopping a sandbox's egress proxy: `agentctl egress-proxy`
+// re-run from ProviderContext::self_exe, detached (double fork + setsid) so it
+// outlives the agentctl command that started it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace agentctl::provider::lima {
+
+struct ProxyPaths {
+    std::string policy;
+    std::string pid_file;
+    std::string log;
+};
+
+// `SELF egress-proxy --listen 127.0.0.1:PORT --policy P --pid-file F --log L`.
+[[nodiscard]] std::vector<std::string> proxy_command(const std::string& self_exe, std::uint16_t port,
+                                                     const ProxyPaths& paths);
+
+// Starts `argv` detached from this process (new session, stdin from
+// /dev/null, stdout/stderr appended to `output`), then waits until `pid_file`
+// names a live process and 127.0.0.1:port accepts connections. Returns that
+// pid. On timeout (or if the process dies) kills what it started and throws
+// agentctl::Error quoting the last lines of `output`.
+int start_detached_proxy(const std::vector<std::string>& argv, const std::string& output, const std::string& pid_file,
+                         std::uint16_t port, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// The pid in `pid_file` if that process is alive, else 0.
+[[nodiscard]] int running_proxy_pid(const std::string& pid_file);
+
+// SIGTERM to the proxy named by `pid_file`, SIGKILL after `grace`; removes
+// the pid file. Returns true if a process was stopped. Never throws.
+bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+}  // namespace agentctl::provider::lima
