@@ -53,8 +53,9 @@ public:
                 request.append(buffer, static_cast<std::size_t>(n));
             }
             m_request = request;
-            auto response = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-                            std::to_string(reply.size()) + "\r\n\r\n" + reply;
+            auto response =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(reply.size()) +
+                "\r\n\r\n" + reply;
             (void)::write(client, response.data(), response.size());
             ::close(client);
         });
@@ -93,8 +94,7 @@ TEST_CASE("envelopes: sync, async, error", "[client]") {
 TEST_CASE("Incus errors get hints that say what to do", "[client]") {
     CHECK_THAT(hint_for_incus_error("Failed to start: vhost_vsock kernel module not loaded", 400),
                Catch::Contains("--isolation container"));
-    CHECK_THAT(hint_for_incus_error("Error: Failed to receive fd from listener process", 400),
-               Catch::Contains("port"));
+    CHECK_THAT(hint_for_incus_error("Error: Failed to receive fd from listener process", 400), Catch::Contains("port"));
     CHECK_THAT(hint_for_incus_error("Instance not found", 404), Catch::Contains("agentctl list"));
     CHECK(hint_for_incus_error("something else", 500).empty());
 }
@@ -139,14 +139,16 @@ TEST_CASE("the real client speaks HTTP over a unix socket and parses the answer"
 }
 
 TEST_CASE("an error envelope becomes NotFound or Error with Incus's text", "[client]") {
-    const auto path = (std::filesystem::temp_directory_path() / ("agc-client-e-" + std::to_string(::getpid()))).string();
+    const auto path =
+        (std::filesystem::temp_directory_path() / ("agc-client-e-" + std::to_string(::getpid()))).string();
     {
         OneShotServer server(path, k_error_404);
         auto client = make_client(make_unix_transport(path, 5));
         CHECK_THROWS_AS(client->query("GET", "/1.0/instances/nope"), NotFound);
     }
     {
-        OneShotServer server(path, R"({"type":"error","error_code":400,"error":"vhost_vsock kernel module not loaded"})");
+        OneShotServer server(path,
+                             R"({"type":"error","error_code":400,"error":"vhost_vsock kernel module not loaded"})");
         auto client = make_client(make_unix_transport(path, 5));
         try {
             client->query("POST", "/1.0/instances");

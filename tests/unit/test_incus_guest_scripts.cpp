@@ -86,8 +86,8 @@ TEST_CASE("package installs per manager", "[guest]") {
 TEST_CASE("a host port in use is refused before Incus is asked", "[guest]") {
     Loopback taken(true);
     PortForward port{"127.0.0.1", static_cast<std::uint16_t>(taken.port), 80, "tcp"};
-    CHECK_THROWS_WITH(check_host_port_free(port), Catch::Contains("already in use") &&
-                                                      Catch::Contains("127.0.0.1:" + std::to_string(taken.port)));
+    CHECK_THROWS_WITH(check_host_port_free(port),
+                      Catch::Contains("already in use") && Catch::Contains("127.0.0.1:" + std::to_string(taken.port)));
     const unsigned free_port = taken.port;
     ::close(taken.fd);
     taken.fd = ::socket(AF_INET, SOCK_STREAM, 0);  // the destructor closes this one

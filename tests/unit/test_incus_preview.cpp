@@ -95,7 +95,6 @@ TEST_CASE("capabilities: everything but logs is supported", "[preview]") {
     auto matrix = capabilities(*platform);
     for (auto feature : k_features) {
         const bool logs = std::string_view(feature).starts_with("logs.");
-        CHECK(matrix.get(feature).status ==
-              (logs ? CapabilityStatus::UnderDevelopment : CapabilityStatus::Supported));
+        CHECK(matrix.get(feature).status == (logs ? CapabilityStatus::UnderDevelopment : CapabilityStatus::Supported));
     }
 }

@@ -109,7 +109,8 @@ TEST_CASE("delete refuses a running sandbox without --force and an instance agen
         Json{{"name", "web"}, {"status", "Running"}, {"config", {{"user.agentctl.managed", "true"}}}};
     CHECK_THROWS_WITH(f.provider->remove("web", false), Catch::Contains("is running"));
     CHECK(f.client->objects.contains("/1.0/instances/web"));
-    f.client->objects["/1.0/instances/other"] = Json{{"name", "other"}, {"status", "Stopped"}, {"config", Json::object()}};
+    f.client->objects["/1.0/instances/other"] =
+        Json{{"name", "other"}, {"status", "Stopped"}, {"config", Json::object()}};
     CHECK_THROWS_WITH(f.provider->remove("other", true), Catch::Contains("not created by agentctl"));
     CHECK(f.client->objects.contains("/1.0/instances/other"));
 }

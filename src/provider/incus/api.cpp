@@ -140,7 +140,8 @@ void Api::change_state(const std::string& name, const Json& payload, int timeout
 
 void Api::put_instance(const std::string& name, const Json& instance, int timeout_seconds) {
     Json body = Json::object();
-    for (const char* field : {"architecture", "config", "devices", "ephemeral", "profiles", "stateful", "description"}) {
+    for (const char* field :
+         {"architecture", "config", "devices", "ephemeral", "profiles", "stateful", "description"}) {
         if (instance.contains(field)) body[field] = instance[field];
     }
     run("PUT", fmt::format("/1.0/instances/{}", name), &body, timeout_seconds);
@@ -176,7 +177,9 @@ ExecResult Api::exec(const std::string& name, const Json& payload, int timeout_s
     return result;
 }
 
-std::optional<Json> Api::network(const std::string& name) { return get_optional(fmt::format("/1.0/networks/{}", name)); }
+std::optional<Json> Api::network(const std::string& name) {
+    return get_optional(fmt::format("/1.0/networks/{}", name));
+}
 
 Json Api::networks() {
     auto metadata = m_client.query("GET", "/1.0/networks?recursion=1").metadata;
@@ -192,7 +195,9 @@ void Api::patch_network_config(const std::string& name, const Json& config) {
 
 bool Api::delete_network(const std::string& name) { return delete_optional(fmt::format("/1.0/networks/{}", name)); }
 
-std::optional<Json> Api::acl(const std::string& name) { return get_optional(fmt::format("/1.0/network-acls/{}", name)); }
+std::optional<Json> Api::acl(const std::string& name) {
+    return get_optional(fmt::format("/1.0/network-acls/{}", name));
+}
 
 void Api::create_acl(const Json& payload) { run("POST", "/1.0/network-acls", &payload, 60); }
 
@@ -223,6 +228,8 @@ void Api::delete_snapshot(const std::string& name, const std::string& snapshot) 
     run("DELETE", fmt::format("/1.0/instances/{}/snapshots/{}", name, snapshot), nullptr, 600);
 }
 
-void Api::create_image(const Json& payload, int timeout_seconds) { run("POST", "/1.0/images", &payload, timeout_seconds); }
+void Api::create_image(const Json& payload, int timeout_seconds) {
+    run("POST", "/1.0/images", &payload, timeout_seconds);
+}
 
 }  // namespace agentctl::provider::incus

@@ -64,8 +64,10 @@ std::vector<std::string> package_install_argv(const std::string& manager, const 
     for (const auto& p : packages) list += " " + shell_quote(p);
     std::string script;
     if (manager == "apt") {
-        script = "export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q "
-                 "--no-install-recommends" + list;
+        script =
+            "export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q "
+            "--no-install-recommends" +
+            list;
     } else if (manager == "dnf") {
         script = "dnf install -y" + list;
     } else if (manager == "apk") {

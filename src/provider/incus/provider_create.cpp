@@ -41,7 +41,7 @@ int preferred_uid(const SandboxSpec& spec) {
 
 std::filesystem::path lock_path(const ProviderContext& context) {
     std::filesystem::path dir = context.config_dir.empty() ? std::filesystem::temp_directory_path() / "agentctl"
-                                                            : std::filesystem::path(context.config_dir);
+                                                           : std::filesystem::path(context.config_dir);
     return dir / "incus" / "network.lock";
 }
 
@@ -123,8 +123,8 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         if (!m_api.preview()) lock.emplace(lock_path(m_context));
         if (acl_attached) {
             auto rules = plan_acl(spec.name, spec.network);
-            m_context.reporter.step(fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name),
-                                                rules.egress.size()));
+            m_context.reporter.step(
+                fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name), rules.egress.size()));
             m_api.create_acl(acl_payload(spec.name, rules));
         }
         subnet = choose_subnet();
@@ -171,8 +171,8 @@ int IncusProvider::remove_pieces(const std::string& name) {
             m_api.delete_network(bridge);
             ++found;
         } else {
-            m_context.reporter.warning(fmt::format("network {} belongs to \"{}\", not to {}; left alone", bridge,
-                                                   owner, name));
+            m_context.reporter.warning(
+                fmt::format("network {} belongs to \"{}\", not to {}; left alone", bridge, owner, name));
         }
     }
     if (auto acl = m_api.acl(acl_name(name))) {
@@ -182,8 +182,8 @@ int IncusProvider::remove_pieces(const std::string& name) {
             m_api.delete_acl(acl_name(name));
             ++found;
         } else {
-            m_context.reporter.warning(fmt::format("network ACL {} was not made by agentctl; left alone",
-                                                   acl_name(name)));
+            m_context.reporter.warning(
+                fmt::format("network ACL {} was not made by agentctl; left alone", acl_name(name)));
         }
     }
     return found;
@@ -205,8 +205,8 @@ void IncusProvider::remove(const std::string& name, bool force) {
             throw;
         } catch (const Error& e) {
             const std::string_view text = e.what();
-            const bool transient = text.find("is busy") != std::string_view::npos ||
-                                   text.find("in use") != std::string_view::npos;
+            const bool transient =
+                text.find("is busy") != std::string_view::npos || text.find("in use") != std::string_view::npos;
             if (!transient || std::chrono::steady_clock::now() >= deadline) throw;
             std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
