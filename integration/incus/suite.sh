@@ -49,6 +49,7 @@ cleanup() {
   set +e
   for pid in "${SERVER_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
   for n in "$A" "$B" "$C"; do "$AGENTCTL" --provider incus delete --force "$n" >/dev/null 2>&1; done
+  incus image delete "itest-img-$TAG" >/dev/null 2>&1
   ip netns del "$NS" 2>/dev/null
   ip link del "$VETH_HOST" 2>/dev/null
   rm -rf "$WORK"
@@ -207,6 +208,13 @@ if ! incus query /1.0 | grep -q '"driver": ".*qemu'; then
   check "the failed VM create left nothing" bash -c \
     "! incus info '$C' >/dev/null 2>&1 && ! incus network acl show 'agentctl-$C' >/dev/null 2>&1"
 fi
+
+# ---------------------------------------------------------------- image build (no packages: no network needed)
+IMG=itest-img-$TAG
+check "image build publishes a local image" agentctl image build "$IMG" --base "$IMAGE"
+check "the built image has its alias" bash -c "incus image alias list -f csv | cut -d, -f1 | grep -qx '$IMG'"
+check "the build sandbox is gone" bash -c "! incus list -f csv -c n | grep -q '^agentctl-build-'"
+incus image delete "$IMG" >/dev/null 2>&1
 
 # ---------------------------------------------------------------- interrupted create
 "$AGENTCTL" --provider incus create "$C" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 &
