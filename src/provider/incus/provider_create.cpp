@@ -164,7 +164,14 @@ int IncusProvider::remove_pieces(const std::string& name) {
     int found = 0;
     if (m_api.delete_instance(name)) ++found;
     const auto bridge = bridge_name(name);
-    if (auto network = m_api.network(bridge)) {
+    auto network = m_api.network(bridge);
+    // A create killed while Incus was still setting the bridge up leaves it
+    // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
+    for (int i = 0; i < 300 && network && network->value("status", "") == "Pending"; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        network = m_api.network(bridge);
+    }
+    if (network) {
         const auto owner = network->value("config", Json::object()).value(std::string(key::k_sandbox), "");
         if (owner == name) {
             m_context.reporter.step(fmt::format("deleting bridge {}", bridge));
