@@ -30,7 +30,7 @@ IMAGE_PACKAGES=systemd-sysv,udev,curl,python3-minimal,iproute2,sudo,ca-certifica
 export DEBIAN_FRONTEND=noninteractive
 APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
 START=$(date +%s%N)
-say() { printf '[%5ss] %s\n' "$(( ($(date +%s%N) - START) / 100000000 ))e-1" "$*" | sed 's/\([0-9]*\)\([0-9]\)e-1s/\1.\2s/'; }
+say() { local ds=$(( ($(date +%s%N) - START) / 100000000 )); printf '[%4d.%ds] %s\n' $((ds / 10)) $((ds % 10)) "$*"; }
 die() { echo "up.sh: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts incusd)"
@@ -91,7 +91,7 @@ profiles:
     root: {type: disk, path: /, pool: default}
 PRESEED
 fi
-say "storage pool 'default' ($(incus storage get default driver 2>/dev/null || incus storage list -f csv | awk -F, '$1=="default"{print $2}')) ready"
+say "storage pool 'default' ($(incus storage list -f csv | awk -F, '$1=="default"{print $2}')) ready"
 
 # ---------------------------------------------------------------- 4. image
 if ! incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE_ALIAS"; then

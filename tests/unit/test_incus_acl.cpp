@@ -12,7 +12,8 @@ namespace {
 
 policy::IpAddress ip(const char* text) { return *policy::parse_ip_literal(text); }
 
-bool has_rule(const Json& rules, const std::string& destination, const std::string& protocol, const std::string& ports) {
+bool has_rule(const Json& rules, const std::string& destination, const std::string& protocol,
+              const std::string& ports) {
     for (const auto& r : rules) {
         if (r.value("destination", "") == destination && r.value("protocol", "") == protocol &&
             r.value("destination_port", "") == ports) {

@@ -40,7 +40,8 @@ TEST_CASE("VM instance payload: type, secure boot off, limits, root size", "[pay
     CHECK(payload["source"] == Json{{"type", "image"}, {"alias", "agentctl-debian-12"}});
     CHECK(payload["start"] == true);  // extension instance_create_start
     // devices_disk: root disk with pool and size
-    CHECK(payload["devices"]["root"] == Json{{"type", "disk"}, {"path", "/"}, {"pool", "default"}, {"size", "21474836480B"}});
+    CHECK(payload["devices"]["root"] ==
+          Json{{"type", "disk"}, {"path", "/"}, {"pool", "default"}, {"size", "21474836480B"}});
     CHECK(payload["devices"]["eth0"] == Json{{"type", "nic"}, {"name", "eth0"}, {"network", "agc-0123456789a"}});
     // VMs share directories over virtiofs: no `shift` (container only).
     CHECK_FALSE(payload["devices"][mount_device_name(0)].contains("shift"));

@@ -55,9 +55,7 @@ std::string ports_text(const std::vector<std::uint16_t>& ports) {
     return text;
 }
 
-std::string host_cidr(const policy::IpAddress& address) {
-    return address.to_string() + (address.v6 ? "/128" : "/32");
-}
+std::string host_cidr(const policy::IpAddress& address) { return address.to_string() + (address.v6 ? "/128" : "/32"); }
 
 class RuleSet {
 public:
@@ -95,9 +93,8 @@ std::string_view class_name(policy::AddressClass c) {
 std::unique_ptr<Resolver> make_system_resolver() { return std::make_unique<SystemResolver>(); }
 
 const std::vector<std::string>& lan_ranges() {
-    static const std::vector<std::string> ranges{"10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16",
-                                                 "169.254.0.0/16", "100.64.0.0/10", "fc00::/7",
-                                                 "fe80::/10",      "fec0::/10"};
+    static const std::vector<std::string> ranges{"10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
+                                                 "100.64.0.0/10", "fc00::/7",      "fe80::/10",      "fec0::/10"};
     return ranges;
 }
 
@@ -149,8 +146,8 @@ AclRules build_acl_rules(const policy::NetworkPolicy& policy, const ResolvedName
             addresses = it->second;
         }
         if (addresses.empty()) {
-            result.notes.push_back(
-                fmt::format("allow rule {} ({}): {} did not resolve; no rule added", rule.entry(), rule.origin, rule.host));
+            result.notes.push_back(fmt::format("allow rule {} ({}): {} did not resolve; no rule added", rule.entry(),
+                                               rule.origin, rule.host));
             continue;
         }
         for (const auto& address : addresses) {
@@ -159,8 +156,7 @@ AclRules build_acl_rules(const policy::NetworkPolicy& policy, const ResolvedName
                 const bool lan_allowed = kind == policy::AddressClass::Lan && policy.allow_lan;
                 if (!lan_allowed) {
                     result.notes.push_back(fmt::format("allow rule {} ({}): {} is a {} address; not added{}",
-                                                       rule.entry(), rule.origin, address.to_string(),
-                                                       class_name(kind),
+                                                       rule.entry(), rule.origin, address.to_string(), class_name(kind),
                                                        kind == policy::AddressClass::Lan ? " (deny-LAN)" : ""));
                 }
                 continue;  // under allow-LAN the LAN ranges above already cover it

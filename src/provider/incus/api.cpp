@@ -92,6 +92,30 @@ Json Api::wait(const std::string& operation, int timeout_seconds) {
     }
 }
 
+int Api::wait_for_instance_operations(const std::string& name, int timeout_seconds) {
+    if (preview()) return 0;
+    auto metadata = m_client.query("GET", "/1.0/operations?recursion=1").metadata;
+    const auto resource = fmt::format("/1.0/instances/{}", name);
+    int waited = 0;
+    // {"running": [op, ...], "success": [...], ...}
+    for (const auto& op : metadata.value("running", Json::array())) {
+        const auto& resources = op.value("resources", Json::object());
+        bool ours = false;
+        for (const auto& [kind, list] : resources.items()) {
+            if (kind != "instances" && kind != "containers") continue;
+            for (const auto& r : list) ours = ours || (r.is_string() && r.get<std::string>() == resource);
+        }
+        if (!ours || op.value("class", "") == "websocket") continue;
+        try {
+            wait(op.value("id", ""), timeout_seconds);
+        } catch (const Error&) {
+            // A failed create or start is exactly what delete cleans up after.
+        }
+        ++waited;
+    }
+    return waited;
+}
+
 std::optional<Json> Api::instance(const std::string& name) {
     return get_optional(fmt::format("/1.0/instances/{}?recursion=1", name));
 }
@@ -116,7 +140,8 @@ void Api::change_state(const std::string& name, const Json& payload, int timeout
 
 void Api::put_instance(const std::string& name, const Json& instance, int timeout_seconds) {
     Json body = Json::object();
-    for (const char* field : {"architecture", "config", "devices", "ephemeral", "profiles", "stateful", "description"}) {
+    for (const char* field :
+         {"architecture", "config", "devices", "ephemeral", "profiles", "stateful", "description"}) {
         if (instance.contains(field)) body[field] = instance[field];
     }
     run("PUT", fmt::format("/1.0/instances/{}", name), &body, timeout_seconds);
@@ -152,7 +177,9 @@ ExecResult Api::exec(const std::string& name, const Json& payload, int timeout_s
     return result;
 }
 
-std::optional<Json> Api::network(const std::string& name) { return get_optional(fmt::format("/1.0/networks/{}", name)); }
+std::optional<Json> Api::network(const std::string& name) {
+    return get_optional(fmt::format("/1.0/networks/{}", name));
+}
 
 Json Api::networks() {
     auto metadata = m_client.query("GET", "/1.0/networks?recursion=1").metadata;
@@ -168,7 +195,9 @@ void Api::patch_network_config(const std::string& name, const Json& config) {
 
 bool Api::delete_network(const std::string& name) { return delete_optional(fmt::format("/1.0/networks/{}", name)); }
 
-std::optional<Json> Api::acl(const std::string& name) { return get_optional(fmt::format("/1.0/network-acls/{}", name)); }
+std::optional<Json> Api::acl(const std::string& name) {
+    return get_optional(fmt::format("/1.0/network-acls/{}", name));
+}
 
 void Api::create_acl(const Json& payload) { run("POST", "/1.0/network-acls", &payload, 60); }
 
@@ -199,6 +228,8 @@ void Api::delete_snapshot(const std::string& name, const std::string& snapshot) 
     run("DELETE", fmt::format("/1.0/instances/{}/snapshots/{}", name, snapshot), nullptr, 600);
 }
 
-void Api::create_image(const Json& payload, int timeout_seconds) { run("POST", "/1.0/images", &payload, timeout_seconds); }
+void Api::create_image(const Json& payload, int timeout_seconds) {
+    run("POST", "/1.0/images", &payload, timeout_seconds);
+}
 
 }  // namespace agentctl::provider::incus

@@ -79,6 +79,10 @@ public:
 
     void create_image(const Json& payload, int timeout_seconds);
 
+    // Waits (bounded) for every running operation on instance `name`, e.g. the
+    // create or start of an agentctl process that was killed. Returns how many.
+    int wait_for_instance_operations(const std::string& name, int timeout_seconds);
+
     // Waits for an operation in slices until it is done or `timeout_seconds` passed.
     Json wait(const std::string& operation, int timeout_seconds);
 

@@ -64,8 +64,10 @@ std::vector<std::string> package_install_argv(const std::string& manager, const 
     for (const auto& p : packages) list += " " + shell_quote(p);
     std::string script;
     if (manager == "apt") {
-        script = "export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q "
-                 "--no-install-recommends" + list;
+        script =
+            "export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q "
+            "--no-install-recommends" +
+            list;
     } else if (manager == "dnf") {
         script = "dnf install -y" + list;
     } else if (manager == "apk") {
@@ -118,18 +120,6 @@ std::string parse_probe_output(const std::string& output) {
         if (fields >> tag >> word && tag == "agentctl-probe") return word;
     }
     return {};
-}
-
-std::string wait_for_address_script(int timeout_seconds) {
-    return fmt::format(R"SH(i=0
-while [ $i -lt {n} ]; do
-  a=$(ip -4 -o addr show dev eth0 2>/dev/null | awk '{{print $4}}' | cut -d/ -f1 | head -n1)
-  [ -n "$a" ] && {{ echo "agentctl-ip $a"; exit 0; }}
-  sleep 0.1; i=$((i+1))
-done
-echo "agentctl-ip none"
-)SH",
-                       fmt::arg("n", timeout_seconds * 10));
 }
 
 }  // namespace agentctl::provider::incus

@@ -32,8 +32,4 @@ namespace agentctl::provider::incus {
 // The word after `agentctl-probe`, or "" when the output has no result line.
 [[nodiscard]] std::string parse_probe_output(const std::string& output);
 
-// Blocks until the guest has an IPv4 address on eth0 or `timeout_seconds` pass;
-// prints `agentctl-ip ADDRESS` or `agentctl-ip none`.
-[[nodiscard]] std::string wait_for_address_script(int timeout_seconds);
-
 }  // namespace agentctl::provider::incus

@@ -45,5 +45,4 @@ void check_host_port_free(const PortForward& port) {
     }
 }
 
-
 }  // namespace agentctl::provider::incus

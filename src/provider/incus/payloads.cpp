@@ -69,8 +69,8 @@ Json instance_devices(const SandboxSpec& spec, const std::string& bridge, const 
 std::string mounts_record(const std::vector<Mount>& mounts) {
     Json list = Json::array();
     for (const auto& m : mounts) {
-        list.push_back({{"host_path", m.host_path}, {"guest_path", m.guest_path}, {"writable", m.writable},
-                        {"origin", m.origin}});
+        list.push_back(
+            {{"host_path", m.host_path}, {"guest_path", m.guest_path}, {"writable", m.writable}, {"origin", m.origin}});
     }
     return list.dump();
 }
@@ -99,8 +99,10 @@ std::map<std::string, std::string> instance_config(const SandboxSpec& spec, cons
     }
     Json ports = Json::array();
     for (const auto& p : spec.ports) {
-        ports.push_back({{"listen_address", p.listen_address}, {"host_port", p.host_port},
-                         {"guest_port", p.guest_port}, {"protocol", p.protocol}});
+        ports.push_back({{"listen_address", p.listen_address},
+                         {"host_port", p.host_port},
+                         {"guest_port", p.guest_port},
+                         {"protocol", p.protocol}});
     }
     config[std::string(key::k_managed)] = "true";
     config[std::string(key::k_user)] = spec.user;
@@ -124,7 +126,8 @@ Json instance_payload(const SandboxSpec& spec, const std::map<std::string, std::
                       bool start) {
     Json source{{"type", "image"}};
     // A 64-hex fingerprint selects an image directly; anything else is an alias.
-    const bool fingerprint = spec.image.size() >= 12 && spec.image.find_first_not_of("0123456789abcdef") == std::string::npos;
+    const bool fingerprint =
+        spec.image.size() >= 12 && spec.image.find_first_not_of("0123456789abcdef") == std::string::npos;
     source[fingerprint ? "fingerprint" : "alias"] = spec.image;
     return Json{{"name", spec.name},
                 {"type", spec.isolation == Isolation::Vm ? "virtual-machine" : "container"},
@@ -172,11 +175,11 @@ Json state_payload(const std::string& action, bool force, int timeout_seconds) {
 }
 
 Json image_pull_payload(const std::string& remote_url, const std::string& ref) {
-    return Json{{"source",
-                 {{"type", "image"}, {"mode", "pull"}, {"server", remote_url}, {"protocol", "simplestreams"},
-                  {"alias", ref}}},
-                {"aliases", Json::array({{{"name", ref}, {"description", "pulled by agentctl"}}})},
-                {"auto_update", false}};
+    return Json{
+        {"source",
+         {{"type", "image"}, {"mode", "pull"}, {"server", remote_url}, {"protocol", "simplestreams"}, {"alias", ref}}},
+        {"aliases", Json::array({{{"name", ref}, {"description", "pulled by agentctl"}}})},
+        {"auto_update", false}};
 }
 
 Json image_publish_payload(const std::string& instance, const std::string& alias) {

@@ -5,7 +5,9 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -39,7 +41,7 @@ int preferred_uid(const SandboxSpec& spec) {
 
 std::filesystem::path lock_path(const ProviderContext& context) {
     std::filesystem::path dir = context.config_dir.empty() ? std::filesystem::temp_directory_path() / "agentctl"
-                                                            : std::filesystem::path(context.config_dir);
+                                                           : std::filesystem::path(context.config_dir);
     return dir / "incus" / "network.lock";
 }
 
@@ -121,8 +123,8 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         if (!m_api.preview()) lock.emplace(lock_path(m_context));
         if (acl_attached) {
             auto rules = plan_acl(spec.name, spec.network);
-            m_context.reporter.step(fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name),
-                                                rules.egress.size()));
+            m_context.reporter.step(
+                fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name), rules.egress.size()));
             m_api.create_acl(acl_payload(spec.name, rules));
         }
         subnet = choose_subnet();
@@ -162,15 +164,22 @@ int IncusProvider::remove_pieces(const std::string& name) {
     int found = 0;
     if (m_api.delete_instance(name)) ++found;
     const auto bridge = bridge_name(name);
-    if (auto network = m_api.network(bridge)) {
+    auto network = m_api.network(bridge);
+    // A create killed while Incus was still setting the bridge up leaves it
+    // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
+    for (int i = 0; i < 300 && network && network->value("status", "") == "Pending"; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        network = m_api.network(bridge);
+    }
+    if (network) {
         const auto owner = network->value("config", Json::object()).value(std::string(key::k_sandbox), "");
         if (owner == name) {
             m_context.reporter.step(fmt::format("deleting bridge {}", bridge));
             m_api.delete_network(bridge);
             ++found;
         } else {
-            m_context.reporter.warning(fmt::format("network {} belongs to \"{}\", not to {}; left alone", bridge,
-                                                   owner, name));
+            m_context.reporter.warning(
+                fmt::format("network {} belongs to \"{}\", not to {}; left alone", bridge, owner, name));
         }
     }
     if (auto acl = m_api.acl(acl_name(name))) {
@@ -180,14 +189,38 @@ int IncusProvider::remove_pieces(const std::string& name) {
             m_api.delete_acl(acl_name(name));
             ++found;
         } else {
-            m_context.reporter.warning(fmt::format("network ACL {} was not made by agentctl; left alone",
-                                                   acl_name(name)));
+            m_context.reporter.warning(
+                fmt::format("network ACL {} was not made by agentctl; left alone", acl_name(name)));
         }
     }
     return found;
 }
 
 void IncusProvider::remove(const std::string& name, bool force) {
+    // An agentctl killed mid-create leaves its operations running in the
+    // daemon, and while they run the instance is busy and its bridge in use:
+    // wait for them and retry, for a bounded time.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
+    for (;;) {
+        try {
+            if (m_api.wait_for_instance_operations(name, 120) > 0) {
+                m_context.reporter.step(fmt::format("waited for an unfinished operation on {}", name));
+            }
+            remove_once(name, force);
+            return;
+        } catch (const NotFound&) {
+            throw;
+        } catch (const Error& e) {
+            const std::string_view text = e.what();
+            const bool transient =
+                text.find("is busy") != std::string_view::npos || text.find("in use") != std::string_view::npos;
+            if (!transient || std::chrono::steady_clock::now() >= deadline) throw;
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+    }
+}
+
+void IncusProvider::remove_once(const std::string& name, bool force) {
     if (auto instance = m_api.instance(name)) {
         if (config_value(*instance, key::k_managed) != "true") {
             throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
@@ -239,6 +272,17 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                        {std::string(key::k_acl), network.enabled ? acl : ""},
                        {std::string(key::k_widenings), Json(widenings(view)).dump()},
                        {std::string(key::k_confinement), ""}});
+    if (running(instance) && !m_api.preview()) {
+        // The new policy is live: check it the way start does.
+        m_context.reporter.step(fmt::format("checking network confinement of {}", name));
+        const auto confinement = check_confinement(name, require_instance(name));
+        set_records(name, {{std::string(key::k_confinement), confinement}});
+        if (confinement == "verified") {
+            m_context.reporter.step("network confinement verified");
+        } else {
+            m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
+        }
+    }
 }
 
 }  // namespace agentctl::provider::incus

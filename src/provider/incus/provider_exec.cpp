@@ -97,8 +97,9 @@ int IncusProvider::shell(const std::string& name, bool root) {
 void IncusProvider::view(const std::string& name, bool read_only) {
     auto instance = require_instance(name);
     if (config_value(instance, key::k_isolation) != "vm" && instance.value("type", "") != "virtual-machine") {
-        throw Error(fmt::format("view is not available for {}: it is a container, which has no graphical console", name),
-                    "view needs a virtual machine sandbox (the default isolation); use `agentctl shell " + name + "`");
+        throw Error(
+            fmt::format("view is not available for {}: it is a container, which has no graphical console", name),
+            "view needs a virtual machine sandbox (the default isolation); use `agentctl shell " + name + "`");
     }
     if (read_only) {
         m_context.reporter.warning("incus console has no read-only mode; the console accepts input");

@@ -54,6 +54,7 @@ private:
     // Removes instance, bridge and ACL, each only if present and ours.
     // Returns how many pieces existed.
     int remove_pieces(const std::string& name);
+    void remove_once(const std::string& name, bool force);
 
     // provider_lifecycle.cpp
     // Everything after a boot: wait until ready, user bootstrap, confinement

@@ -62,7 +62,8 @@ private:
 
 std::vector<std::string> instance_ips(const Json& instance) {
     std::vector<std::string> ips;
-    const auto& state = instance.contains("state") && instance["state"].is_object() ? instance["state"] : Json::object();
+    const auto& state =
+        instance.contains("state") && instance["state"].is_object() ? instance["state"] : Json::object();
     const auto& network = state.contains("network") && state["network"].is_object() ? state["network"] : Json::object();
     for (const auto& [iface, info] : network.items()) {
         if (iface == "lo") continue;
@@ -87,10 +88,10 @@ void IncusProvider::wait_until_ready(const std::string& name, bool vm) {
             // The VM agent is not up yet.
         }
         if (std::chrono::steady_clock::now() >= deadline) {
-            throw Error(fmt::format("{} did not become ready within {} s", name, timeout),
-                        vm ? "the image must contain the Incus VM agent (incus-agent); check `incus console " + name +
-                                 "`"
-                           : "check `incus info " + name + " --show-log`");
+            throw Error(
+                fmt::format("{} did not become ready within {} s", name, timeout),
+                vm ? "the image must contain the Incus VM agent (incus-agent); check `incus console " + name + "`"
+                   : "check `incus info " + name + " --show-log`");
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(vm ? 1000 : 100));
     }
@@ -204,23 +205,29 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
     set_records(name, {{std::string(key::k_confinement), confinement}});
     if (confinement == "verified") {
         m_context.reporter.step("network confinement verified");
-    } else {
+    } else if (!m_api.preview()) {
         m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
     }
     if (fresh) {
-        auto packages = Json::parse(config_value(instance, key::k_packages).empty()
-                                        ? "[]"
-                                        : config_value(instance, key::k_packages));
+        auto packages = Json::parse(
+            config_value(instance, key::k_packages).empty() ? "[]" : config_value(instance, key::k_packages));
         install_packages(name, packages.get<std::vector<std::string>>());
     }
-    install_agent(name, instance);
+    try {
+        install_agent(name, instance);
+    } catch (const Error& e) {
+        if (!fresh) throw;
+        // The sandbox itself is fine: keep it, and let the next start retry.
+        m_context.reporter.warning(fmt::format("{} ({})", e.what(), e.hint()));
+    }
     report_mounts(parse_mounts_record(config_value(instance, key::k_mounts)));
 }
 
 void IncusProvider::replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts) {
     const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     Json devices = Json::object();
-    for (const auto& [device, value] : instance.value("devices", Json::object()).items()) {
+    const Json old_devices = instance.value("devices", Json::object());
+    for (const auto& [device, value] : old_devices.items()) {
         if (!is_mount_device(device)) devices[device] = value;
     }
     devices.update(mount_devices(mounts, isolation));
@@ -243,9 +250,9 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
             replace_mounts(name, instance, *request.mounts);
         }
     }
-    if (!running(instance)) {
-        auto ports = Json::parse(config_value(instance, key::k_ports).empty() ? "[]"
-                                                                               : config_value(instance, key::k_ports));
+    if (!running(instance) || m_api.preview()) {
+        auto ports =
+            Json::parse(config_value(instance, key::k_ports).empty() ? "[]" : config_value(instance, key::k_ports));
         for (const auto& p : ports) {
             check_host_port_free(PortForward{p.value("listen_address", "127.0.0.1"),
                                              p.value("host_port", std::uint16_t{0}),
@@ -302,7 +309,8 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
     }
     for (auto k : {key::k_bridge, key::k_acl, key::k_subnet, key::k_uid, key::k_agent, key::k_agent_installed}) {
         auto value = config_value(instance, k);
-        if (!value.empty()) info.extra.emplace_back(std::string(k.substr(std::string_view("user.agentctl.").size())), value);
+        if (!value.empty())
+            info.extra.emplace_back(std::string(k.substr(std::string_view("user.agentctl.").size())), value);
     }
     return info;
 }

@@ -11,7 +11,7 @@ std::string agent_install_command(const std::string& name) {
 }
 
 std::vector<std::string> guest_package_names(const std::vector<std::string>& neutral, const std::string& manager) {
-    const auto pm = manager == "dnf" ? policy::PackageManager::Dnf
+    const auto pm = manager == "dnf"   ? policy::PackageManager::Dnf
                     : manager == "apk" ? policy::PackageManager::Apk
                                        : policy::PackageManager::Apt;
     std::vector<std::string> names;

@@ -36,8 +36,7 @@ public:
         beast::error_code ec;
         stream.socket().connect(asio::local::stream_protocol::endpoint(m_path), ec);
         if (ec) {
-            throw Error(fmt::format("cannot reach the Incus daemon at {}: {}", m_path, ec.message()),
-                        connect_hint(ec));
+            throw Error(fmt::format("cannot reach the Incus daemon at {}: {}", m_path, ec.message()), connect_hint(ec));
         }
 
         http::request<http::string_body> request;
@@ -47,9 +46,9 @@ public:
         request.set(http::field::host, "incus");
         request.set(http::field::user_agent, "agentctl");
         if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
-            request.set(http::field::content_type,
-                        content_type.empty() ? beast::string_view("application/json")
-                                             : beast::string_view(content_type.data(), content_type.size()));
+            request.set(http::field::content_type, content_type.empty()
+                                                       ? beast::string_view("application/json")
+                                                       : beast::string_view(content_type.data(), content_type.size()));
             request.body() = std::string(body);
         }
         request.prepare_payload();
@@ -70,8 +69,8 @@ public:
         });
         io.run();
         if (!ok) {
-            throw Error(fmt::format("the Incus daemon at {} failed while {} {} {}: {}", m_path, phase, method,
-                                    target, ec == beast::error::timeout ? "timed out" : ec.message()),
+            throw Error(fmt::format("the Incus daemon at {} failed while {} {} {}: {}", m_path, phase, method, target,
+                                    ec == beast::error::timeout ? "timed out" : ec.message()),
                         "check that incusd is running and healthy (its log: /var/log/incus/)");
         }
         stream.socket().shutdown(Socket::shutdown_both, ec);

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# run.sh - agentctl on Incus against the raw incus client, in one run:
+#   1. create -> exec-ready: `agentctl create` + `agentctl exec -- true`
+#      vs `incus launch` (on a bridge of its own) + `incus exec -- true`, same image
+#   2. `agentctl status` and `agentctl list` latency
+# Containers (this kind of host cannot run VMs). Prints medians in ms.
+#
+# Usage: bench/incus/run.sh AGENTCTL_BINARY [ROUNDS (3)] [QUERIES (20)]
+set -uo pipefail
+AGENTCTL=${1:?usage: run.sh AGENTCTL_BINARY [ROUNDS] [QUERIES]}
+ROUNDS=${2:-3}
+QUERIES=${3:-20}
+IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
+RAW_BRIDGE=agcbenchraw0
+RAW_SUBNET=10.213.255.241/28   # the pool's last /28; agentctl takes the first free ones
+WORK=$(mktemp -d /tmp/agentctl-incus-bench.XXXXXX)
+export HOME=$WORK/home; mkdir -p "$HOME"
+incus admin waitready --timeout=3 >/dev/null 2>&1 || { echo "no Incus daemon (scripts/incus/up.sh)"; exit 1; }
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+p95() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.95+0.999); if (i<1) i=1; print a[i]}'; }
+cleanup() {
+  for i in $(seq "$ROUNDS"); do
+    incus delete -f "bench-raw-$i" >/dev/null 2>&1
+    "$AGENTCTL" --provider incus delete --force "bench-agc-$i" >/dev/null 2>&1
+  done
+  incus network delete "$RAW_BRIDGE" >/dev/null 2>&1
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+incus network create "$RAW_BRIDGE" ipv4.address=$RAW_SUBNET ipv4.nat=true ipv6.address=none >/dev/null
+
+# Warm the image's storage (the first launch of an image unpacks it once).
+incus launch "$IMAGE" bench-warm --network "$RAW_BRIDGE" -q && incus delete -f bench-warm >/dev/null
+
+raw=() agc=()
+for i in $(seq "$ROUNDS"); do
+  t=$(now_ms)
+  incus launch "$IMAGE" "bench-raw-$i" --network "$RAW_BRIDGE" -q && incus exec "bench-raw-$i" -- true
+  raw+=($(( $(now_ms) - t )))
+  t=$(now_ms)
+  "$AGENTCTL" --provider incus create "bench-agc-$i" --image "$IMAGE" --isolation container --mount-none \
+    >"$WORK/create.log" 2>&1 || { cat "$WORK/create.log"; exit 1; }
+  "$AGENTCTL" --provider incus exec "bench-agc-$i" -- true
+  agc+=($(( $(now_ms) - t )))
+done
+raw_med=$(printf '%s\n' "${raw[@]}" | median)
+agc_med=$(printf '%s\n' "${agc[@]}" | median)
+
+st=() ls=()
+for _ in $(seq "$QUERIES"); do
+  t=$(date +%s%N); "$AGENTCTL" --provider incus status bench-agc-1 >/dev/null; st+=($(( ($(date +%s%N) - t) / 1000 )))
+  t=$(date +%s%N); "$AGENTCTL" --provider incus list >/dev/null; ls+=($(( ($(date +%s%N) - t) / 1000 )))
+done
+us_to_ms() { awk '{printf "%.1f\n", $1 / 1000}'; }
+
+echo "host: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), incus $(incus version | awk '/Server/{print $3}')"
+echo "create->exec-ready, container, $ROUNDS rounds (ms): raw incus launch+exec ${raw[*]} | agentctl create+exec ${agc[*]}"
+echo "  median raw ${raw_med} ms, agentctl ${agc_med} ms, ratio $(awk -v a="$agc_med" -v r="$raw_med" 'BEGIN{printf "%.2f", a/r}')"
+echo "agentctl status, $QUERIES runs: median $(printf '%s\n' "${st[@]}" | median | us_to_ms) ms, p95 $(printf '%s\n' "${st[@]}" | p95 | us_to_ms) ms"
+echo "agentctl list,   $QUERIES runs: median $(printf '%s\n' "${ls[@]}" | median | us_to_ms) ms, p95 $(printf '%s\n' "${ls[@]}" | p95 | us_to_ms) ms"

@@ -1,0 +1,172 @@
+// The REST client layers: envelope parsing (samples as Incus 6.0.4 answered
+// them on this kind of machine), error hints, the preview client's lines, the
+// socket search order, and the Beast transport over a real unix socket.
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "agentctl/error.hpp"
+#include "provider/incus/client.hpp"
+
+using namespace agentctl::provider::incus;
+
+namespace {
+
+constexpr const char* k_async_exec =
+    R"({"type":"async","status":"Operation created","status_code":100,"operation":"/1.0/operations/7459ec5c-fc82-4e54-9fa9-d7de8c486631","error_code":0,"error":"","metadata":{"id":"7459ec5c-fc82-4e54-9fa9-d7de8c486631","class":"task","status":"Running","status_code":103}})";
+constexpr const char* k_error_404 =
+    R"({"type":"error","status":"","status_code":0,"operation":"","error_code":404,"error":"Instance not found","metadata":null})";
+
+// A one-shot HTTP server on a unix socket: records the request, sends `reply`.
+class OneShotServer {
+public:
+    OneShotServer(std::string path, std::string reply) : m_path(std::move(path)) {
+        m_fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", m_path.c_str());
+        ::unlink(m_path.c_str());
+        REQUIRE(::bind(m_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+        REQUIRE(::listen(m_fd, 1) == 0);
+        m_thread = std::thread([this, reply = std::move(reply)] {
+            const int client = ::accept(m_fd, nullptr, nullptr);
+            if (client < 0) return;
+            char buffer[8192];
+            std::string request;
+            // Read headers, then Content-Length bytes of body.
+            while (request.find("\r\n\r\n") == std::string::npos) {
+                auto n = ::read(client, buffer, sizeof buffer);
+                if (n <= 0) break;
+                request.append(buffer, static_cast<std::size_t>(n));
+            }
+            auto pos = request.find("Content-Length: ");
+            std::size_t length = pos == std::string::npos ? 0 : std::stoul(request.substr(pos + 16));
+            while (request.size() < request.find("\r\n\r\n") + 4 + length) {
+                auto n = ::read(client, buffer, sizeof buffer);
+                if (n <= 0) break;
+                request.append(buffer, static_cast<std::size_t>(n));
+            }
+            m_request = request;
+            auto response =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(reply.size()) +
+                "\r\n\r\n" + reply;
+            (void)::write(client, response.data(), response.size());
+            ::close(client);
+        });
+    }
+    ~OneShotServer() {
+        if (m_thread.joinable()) m_thread.join();
+        ::close(m_fd);
+        ::unlink(m_path.c_str());
+    }
+    std::string request() {
+        if (m_thread.joinable()) m_thread.join();
+        return m_request;
+    }
+
+private:
+    std::string m_path;
+    int m_fd = -1;
+    std::thread m_thread;
+    std::string m_request;
+};
+
+}  // namespace
+
+TEST_CASE("envelopes: sync, async, error", "[client]") {
+    auto async = parse_envelope(k_async_exec, 202);
+    CHECK(async.type == ResponseType::Async);
+    CHECK(async.operation == "/1.0/operations/7459ec5c-fc82-4e54-9fa9-d7de8c486631");
+    CHECK(async.metadata["status"] == "Running");
+    auto error = parse_envelope(k_error_404, 404);
+    CHECK(error.type == ResponseType::Error);
+    CHECK(error.error_code == 404);
+    CHECK(error.error == "Instance not found");
+    CHECK_THROWS_WITH(parse_envelope("<html>", 502), Catch::Contains("not an API envelope"));
+}
+
+TEST_CASE("Incus errors get hints that say what to do", "[client]") {
+    CHECK_THAT(hint_for_incus_error("Failed to start: vhost_vsock kernel module not loaded", 400),
+               Catch::Contains("--isolation container"));
+    CHECK_THAT(hint_for_incus_error("Error: Failed to receive fd from listener process", 400), Catch::Contains("port"));
+    CHECK_THAT(hint_for_incus_error("Instance not found", 404), Catch::Contains("agentctl list"));
+    CHECK(hint_for_incus_error("something else", 500).empty());
+}
+
+TEST_CASE("the preview client prints runnable incus query lines and sends nothing", "[client]") {
+    std::ostringstream out;
+    auto client = make_preview_client(out);
+    Json body{{"name", "it's"}, {"type", "bridge"}};
+    auto post = client->query("POST", "/1.0/networks", &body);
+    CHECK(post.type == ResponseType::Async);
+    CHECK(client->wait(post.operation, 10).is_object());
+    auto get = client->query("GET", "/1.0/instances/demo?recursion=1");
+    CHECK(get.metadata.is_null());
+    CHECK(out.str() ==
+          "incus query -X POST --data '{\"name\":\"it'\\''s\",\"type\":\"bridge\"}' /1.0/networks\n"
+          "incus query -X GET '/1.0/instances/demo?recursion=1'\n");
+    CHECK(client->preview());
+}
+
+TEST_CASE("the socket is found the way the incus client finds it", "[client]") {
+    std::map<std::string, std::string> env{{"INCUS_SOCKET", "/tmp/x.socket"}, {"INCUS_DIR", "/srv/incus"}};
+    CHECK(find_socket(&env).path == "/tmp/x.socket");
+    env.erase("INCUS_SOCKET");
+    CHECK(find_socket(&env).path == "/srv/incus/unix.socket");
+    env.clear();
+    auto fallback = find_socket(&env);
+    CHECK((fallback.path == "/run/incus/unix.socket" || fallback.path == "/var/lib/incus/unix.socket" ||
+           fallback.path.ends_with(".user")));
+}
+
+TEST_CASE("the real client speaks HTTP over a unix socket and parses the answer", "[client]") {
+    const auto path = (std::filesystem::temp_directory_path() / ("agc-client-" + std::to_string(::getpid()))).string();
+    OneShotServer server(path, k_async_exec);
+    auto client = make_client(make_unix_transport(path, 5), "user-1000");
+    Json body{{"command", {"true"}}};
+    auto response = client->query("POST", "/1.0/instances/c2/exec", &body);
+    CHECK(response.type == ResponseType::Async);
+    auto request = server.request();
+    CHECK_THAT(request, Catch::StartsWith("POST /1.0/instances/c2/exec?project=user-1000 HTTP/1.1\r\n"));
+    CHECK_THAT(request, Catch::Contains("Content-Type: application/json"));
+    CHECK_THAT(request, Catch::EndsWith(R"({"command":["true"]})"));
+}
+
+TEST_CASE("an error envelope becomes NotFound or Error with Incus's text", "[client]") {
+    const auto path =
+        (std::filesystem::temp_directory_path() / ("agc-client-e-" + std::to_string(::getpid()))).string();
+    {
+        OneShotServer server(path, k_error_404);
+        auto client = make_client(make_unix_transport(path, 5));
+        CHECK_THROWS_AS(client->query("GET", "/1.0/instances/nope"), NotFound);
+    }
+    {
+        OneShotServer server(path,
+                             R"({"type":"error","error_code":400,"error":"vhost_vsock kernel module not loaded"})");
+        auto client = make_client(make_unix_transport(path, 5));
+        try {
+            client->query("POST", "/1.0/instances");
+            FAIL("no error");
+        } catch (const agentctl::Error& e) {
+            CHECK_THAT(e.what(), Catch::Contains("POST /1.0/instances") && Catch::Contains("vhost_vsock"));
+            CHECK_THAT(e.hint(), Catch::Contains("--isolation container"));
+        }
+    }
+}
+
+TEST_CASE("no daemon: the error names the socket and how to start one", "[client]") {
+    auto client = make_client(make_unix_transport("/nonexistent/agentctl/unix.socket", 2));
+    try {
+        client->query("GET", "/1.0");
+        FAIL("no error");
+    } catch (const agentctl::Error& e) {
+        CHECK_THAT(e.what(), Catch::Contains("/nonexistent/agentctl/unix.socket"));
+        CHECK_THAT(e.hint(), Catch::Contains("up.sh"));
+    }
+}

@@ -1,0 +1,100 @@
+// --preview: the provider prints each API call as a runnable `incus query` line
+// (and the `incus exec` line for interactive ones) and changes nothing. The
+// lines come from the same code as the real calls: only the client differs.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "provider/incus/acl_rules.hpp"
+#include "provider/incus/client.hpp"
+#include "provider/incus/incus_provider.hpp"
+#include "provider/incus/naming.hpp"
+
+using namespace agentctl;
+using namespace agentctl::provider::incus;
+
+namespace {
+
+class RecordingReporter final : public Reporter {
+public:
+    void step(std::string_view m) override { lines.push_back("step: " + std::string(m)); }
+    void notice(std::string_view m) override { lines.push_back("notice: " + std::string(m)); }
+    void warning(std::string_view m) override { lines.push_back("warning: " + std::string(m)); }
+    std::vector<std::string> lines;
+};
+
+// Names resolve from a table: DNS of public names cannot run on this machine.
+class TableResolver final : public Resolver {
+public:
+    std::vector<policy::IpAddress> resolve(const std::string& host) override {
+        if (host == "api.example.com") return {*policy::parse_ip_literal("93.184.216.34")};
+        return {};
+    }
+};
+
+struct Fixture {
+    std::ostringstream out;
+    RecordingReporter reporter;
+    std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
+    std::unique_ptr<HostPlatform> platform = make_real_host_platform();
+    ProviderContext context{*runner, *platform, reporter, out, true, "", "agentctl", {}};
+    std::unique_ptr<Provider> provider =
+        make_provider(context, make_preview_client(out), std::make_unique<TableResolver>());
+};
+
+}  // namespace
+
+TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[preview]") {
+    Fixture f;
+    SandboxSpec spec;
+    spec.name = "demo";
+    spec.image = "agentctl-debian-12";
+    spec.isolation = Isolation::Container;
+    spec.network.allow.push_back(policy::parse_allow_entry("api.example.com:443", "--allow"));
+    f.provider->create(spec);
+    const auto text = f.out.str();
+    CHECK_THAT(text, Catch::Contains("incus query -X GET /1.0\n"));
+    CHECK_THAT(text, Catch::Contains("incus query -X POST --data '{\"config\":{\"user.agentctl.sandbox\":\"demo\"}"));
+    CHECK_THAT(text, Catch::Contains("\"destination\":\"93.184.216.34/32\",\"destination_port\":\"443\""));
+    CHECK_THAT(text, Catch::Contains("/1.0/network-acls\n"));
+    CHECK_THAT(text, Catch::Contains("\"name\":\"" + bridge_name("demo") + "\""));
+    CHECK_THAT(text, Catch::Contains("/1.0/networks\n"));
+    CHECK_THAT(text, Catch::Contains("\"type\":\"container\""));
+    CHECK_THAT(text, Catch::Contains("/1.0/instances\n"));
+    CHECK_THAT(text, Catch::Contains("/1.0/instances/demo/exec\n"));  // the user bootstrap
+    // Every line is a runnable incus command.
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) CHECK_THAT(line, Catch::StartsWith("incus query "));
+}
+
+TEST_CASE("preview shell prints the incus exec line with the user flags", "[preview]") {
+    Fixture f;
+    CHECK(f.provider->shell("demo", false) == 0);
+    CHECK_THAT(f.out.str(), Catch::EndsWith("incus exec demo --user 1500 --group 1500 --cwd /home/agent "
+                                            "--env HOME=/home/agent --env USER=agent -- /bin/bash -l\n"));
+    std::ostringstream().swap(f.out);
+    f.provider->shell("demo", true);
+    CHECK_THAT(f.out.str(), Catch::EndsWith("incus exec demo -- /bin/bash -l\n"));
+}
+
+TEST_CASE("preview exec -t and delete", "[preview]") {
+    Fixture f;
+    ExecRequest request;
+    request.argv = {"bash", "-c", "echo hi"};
+    request.tty = true;
+    CHECK(f.provider->exec("demo", request) == 0);
+    CHECK_THAT(f.out.str(), Catch::EndsWith("-- bash -c 'echo hi'\n"));
+    std::ostringstream().swap(f.out);
+    f.provider->remove("demo", true);
+    CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/demo\n"));
+}
+
+TEST_CASE("capabilities: everything but logs is supported", "[preview]") {
+    auto platform = make_real_host_platform();
+    auto matrix = capabilities(*platform);
+    for (auto feature : k_features) {
+        const bool logs = std::string_view(feature).starts_with("logs.");
+        CHECK(matrix.get(feature).status == (logs ? CapabilityStatus::UnderDevelopment : CapabilityStatus::Supported));
+    }
+}
