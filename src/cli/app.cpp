@@ -2,11 +2,151 @@
 
 #include <iostream>
 
-namespace agentctl::cli {
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
-int run(int, char**) {
-    std::cout << "agentctl " << AGENTCTL_VERSION << "\n";
-    return 0;
+#include "agentctl/error.hpp"
+#include "cli/command.hpp"
+#include "cli/reporter.hpp"
+#include "cli/suggest.hpp"
+
+namespace agentctl::cli {
+namespace {
+
+void print_error(std::string_view message, std::string_view hint) {
+    std::cerr << "agentctl: " << message << "\n";
+    if (!hint.empty()) std::cerr << "hint: " << hint << "\n";
+}
+
+void setup_logging(const GlobalOptions& globals) {
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>(use_color() ? spdlog::color_mode::automatic
+                                                                                  : spdlog::color_mode::never);
+    auto logger = std::make_shared<spdlog::logger>("agentctl", sink);
+    logger->set_pattern("agentctl [%l] %v");
+    auto level = spdlog::level::warn;
+    if (globals.verbose == 1) level = spdlog::level::info;
+    if (globals.verbose >= 2) level = spdlog::level::debug;
+    if (!globals.log_level.empty()) level = spdlog::level::from_str(globals.log_level);
+    logger->set_level(level);
+    spdlog::set_default_logger(logger);
+}
+
+// The deepest subcommand that was selected on the command line.
+const CLI::App* deepest_selected(const CLI::App& app) {
+    const CLI::App* current = &app;
+    for (;;) {
+        auto selected = current->get_subcommands();
+        if (selected.empty()) return current;
+        current = selected.front();
+    }
+}
+
+std::string suggestion_for(const CLI::App& app, const std::string& extra) {
+    const auto* where = deepest_selected(app);
+    std::vector<std::string> candidates;
+    if (!extra.empty() && extra.front() == '-') {
+        for (const auto* scope = where; scope != nullptr; scope = scope->get_parent()) {
+            for (const auto* option : scope->get_options()) {
+                for (const auto& name : option->get_lnames()) candidates.push_back("--" + name);
+            }
+        }
+        auto bare = extra.substr(0, extra.find('='));
+        if (auto match = closest_match(bare, candidates)) return fmt::format("did you mean '{}'?", *match);
+        return {};
+    }
+    for (const auto* sub : where->get_subcommands({})) {
+        if (!sub->get_group().empty()) candidates.push_back(sub->get_name());
+    }
+    if (auto match = closest_match(extra, candidates)) return fmt::format("did you mean '{}'?", *match);
+    return {};
+}
+
+std::string help_hint(const CLI::App& app) {
+    std::string path;
+    for (const auto* scope = deepest_selected(app); scope != nullptr && scope->get_parent() != nullptr;
+         scope = scope->get_parent()) {
+        path = scope->get_name() + (path.empty() ? "" : " " + path);
+    }
+    return fmt::format("run `agentctl {}{}--help` for usage", path, path.empty() ? "" : " ");
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+    GlobalOptions globals;
+    Action action;
+    CLI::App app{"agentctl runs AI coding agents inside virtual machines, with default-deny network egress.",
+                 "agentctl"};
+    app.set_version_flag("--version", std::string("agentctl ") + AGENTCTL_VERSION);
+    app.require_subcommand(1);
+    app.fallthrough();
+    app.add_option("--provider", globals.provider, "Backend to use: incus, lima or hyperv (default: config)")
+        ->check(CLI::IsMember({"incus", "lima", "hyperv"}));
+    app.add_option("--output,-o", globals.output, "Output format: table or json")
+        ->check(CLI::IsMember({"table", "json"}));
+    app.add_option("--profile-dir", globals.profile_dir, "Organisation profile directory (overrides profileDir)");
+    app.add_flag("--force-partial", globals.force_partial,
+                 "Proceed where a feature needs manual steps (ManualWorkaround)");
+    app.add_flag("--preview,--dry-run", globals.preview, "Print the backend commands that would run; change nothing");
+    app.add_option("--log-level", globals.log_level, "Log level: trace, debug, info, warn, error, off")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+    app.add_flag("-v,--verbose", globals.verbose, "More log output (repeat for debug)");
+    app.footer(
+        "\nExamples:\n"
+        "  agentctl config set provider=incus\n"
+        "  agentctl create demo --isolation container --allow api.github.com:443\n"
+        "  agentctl exec demo -- whoami\n"
+        "  agentctl status demo\n"
+        "  agentctl delete demo --force");
+
+    Session session(globals);
+    CommandEnv env{session, action};
+    for (const auto& entry : commands()) entry.add(app, env);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ExtrasError& e) {
+        const auto extras = app.remaining();
+        const auto* where = deepest_selected(app);
+        auto extras_of_where = where->remaining();
+        const std::string first = !extras_of_where.empty() ? extras_of_where.front()
+                                  : !extras.empty()        ? extras.front()
+                                                           : std::string();
+        const bool is_flag = !first.empty() && first.front() == '-';
+        auto suggestion = suggestion_for(app, first);
+        print_error(fmt::format("unknown {} '{}'", is_flag ? "flag" : "command or argument", first),
+                    suggestion.empty() ? help_hint(app) : suggestion);
+        return exit_code::k_error;
+    } catch (const CLI::ParseError& e) {
+        print_error(e.what(), help_hint(app));
+        return exit_code::k_error;
+    } catch (const Error& e) {
+        print_error(e.what(), e.hint());
+        return e.code();
+    }
+
+    setup_logging(globals);
+    if (!action) {
+        print_error("no command given", "run `agentctl --help` for the list of commands");
+        return exit_code::k_error;
+    }
+    try {
+        return action();
+    } catch (const Error& e) {
+        print_error(e.what(), e.hint());
+        return e.code();
+    } catch (const std::exception& e) {
+        print_error(fmt::format("internal error: {}", e.what()), "please report this with the command you ran");
+        return exit_code::k_error;
+    }
 }
 
 }  // namespace agentctl::cli

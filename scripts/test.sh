@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs agentctl's whole test suite: formatting, unit and CLI tests (ASan+UBSan),
+# short fuzzing runs, and the integration suites against a real Incus daemon
+# that this script brings up and tears down. Run as root on Debian 12.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+start=$(date +%s)
+phase() { printf '\n==> [%4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
+
+[ "$(id -u)" -eq 0 ] || { echo "agentctl: the tests need root (network namespaces, Incus): sudo $0" >&2; exit 1; }
+
+phase "dependencies"
+bash scripts/install-deps.sh
+
+phase "formatting (clang-format-14)"
+bash scripts/check-format.sh
+
+phase "build (Debug, warnings as errors, ASan+UBSan)"
+cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAGENTCTL_SANITIZE=ON -DAGENTCTL_WERROR=ON \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+cmake --build build/test
+
+phase "fuzzing (short runs)"
+if [ -x tests/fuzz/run.sh ]; then
+  AGENTCTL_FUZZ_SECONDS=${AGENTCTL_FUZZ_SECONDS:-60} bash tests/fuzz/run.sh
+fi
+
+phase "Incus daemon and test image"
+cleanup() { bash "$root/scripts/incus/down.sh" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+bash scripts/incus/up.sh
+
+phase "unit, CLI and integration tests"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir build/test --output-on-failure --timeout 600
+phase "done"

@@ -1,0 +1,109 @@
+// create NAME: everything that shapes a sandbox, then the provider builds it.
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "cli/commands_list.hpp"
+#include "cli/sandbox_options.hpp"
+
+namespace agentctl::cli {
+
+void add_mount_flags(CLI::App& command, MountOptions& options) {
+    command.add_option("--mount", options.mounts,
+                       "Share a host directory: HOST[:GUEST][:w|:ro] (read-only unless :w; repeatable)");
+    auto* only = command.add_flag("--mount-only", options.only, "Use only the --mount directories, not the profile's");
+    command.add_flag("--mount-none", options.none, "Share no host directory at all")->excludes(only);
+    command.add_flag("--mount-writable", options.writable, "Make every shared directory writable (visible warning)");
+}
+
+void add_create(CLI::App& app, CommandEnv& env) {
+    auto* cmd = app.add_subcommand("create", "Create a sandbox with a default-deny network policy");
+    auto o = std::make_shared<CreateOptions>();
+    auto cpu = std::make_shared<int>(0);
+    cmd->add_option("NAME", o->name, "Sandbox name")->required();
+    auto* image = cmd->add_option("--image", o->image, "Image to start from (provider-specific reference)");
+    auto* profile = cmd->add_option("--profile", o->profiles, "Profile to apply (repeatable, applied in order)");
+    cmd->add_option("--spec", o->spec_file, "A kind: Spec file (image, profiles, overrides)")
+        ->excludes(image)
+        ->excludes(profile);
+    cmd->add_option("--allow", o->allow, "Allow a destination: host, host:443, *.domain:80,443, IP, URL (repeatable)");
+    cmd->add_option("--allow-file", o->allow_files, "Read allow entries from a file, one per line (repeatable)");
+    cmd->add_option("--allow-preset", o->allow_presets, "Allow a named group of hosts: apt, pypi, npm, github, ...")
+        ->delimiter(',');
+    auto* deny_lan = cmd->add_flag("--deny-lan", o->deny_lan, "Refuse private and link-local ranges (the default)");
+    cmd->add_flag("--allow-lan", o->allow_lan, "Open every LAN address on any port (visible warning)")
+        ->excludes(deny_lan);
+    cmd->add_flag("--no-network-policy", o->no_network_policy, "Unrestricted egress (loud warning)");
+    cmd->add_option("--port", o->ports, "Publish a port: [ADDR:]HOST:GUEST[/tcp|udp] (repeatable)");
+    cmd->add_option("--cpu-cores", *cpu, "Number of CPU cores")->check(CLI::Range(1, 512));
+    cmd->add_option("--memory", o->memory, "Memory size, e.g. 4GiB");
+    cmd->add_option("--disk-size", o->disk_size, "Root disk size, e.g. 20GiB");
+    cmd->add_option("--agent", o->agent, "Install an agent: claude, codex, opencode, pi, gemini, cursor (implies start)");
+    cmd->add_option("--package", o->packages, "Install a package in the guest (repeatable)");
+    cmd->add_option("--isolation", o->isolation, "vm (default) or container (weaker, visible warning)")
+        ->check(CLI::IsMember({"vm", "container"}));
+    add_mount_flags(*cmd, o->mount);
+    set_examples(*cmd, {
+                           "agentctl create demo",
+                           "agentctl create demo --allow api.github.com:443 --allow-preset apt,pypi",
+                           "agentctl create work --agent claude --mount ~/src/app:/workspace:w",
+                           "agentctl create ci --profile strict --isolation container",
+                           "agentctl --preview create demo",
+                       });
+    cmd->callback([&env, o, cpu] {
+        env.action = [&env, o, cpu] {
+            validate_instance_name(o->name);
+            if (*cpu > 0) o->cpu_cores = *cpu;
+            auto& session = env.session;
+            session.gate("create");
+            const auto spec = build_sandbox_spec(session, *o);
+            if (!spec.mounts.empty()) session.gate("fs.mount");
+            if (!spec.ports.empty()) session.gate("network.port-publish");
+            if (!spec.packages.empty()) session.gate("provision.packages");
+            if (spec.network.enabled) {
+                session.gate("network.acl");
+                if (spec.network.deny_lan) session.gate("network.deny-lan");
+            }
+            for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
+            session.lock_instance(o->name);
+            session.provider().create(spec);
+            if (!session.globals().preview) session.reporter().notice(fmt::format("created sandbox {}", o->name));
+            return 0;
+        };
+    });
+}
+
+void add_start(CLI::App& app, CommandEnv& env) {
+    auto* cmd = app.add_subcommand("start", "Start a sandbox with its network policy in force");
+    auto name = std::make_shared<std::string>();
+    auto profiles = std::make_shared<std::vector<std::string>>();
+    auto mounts = std::make_shared<MountOptions>();
+    cmd->add_option("NAME", *name, "Sandbox name")->required();
+    cmd->add_option("--profile", *profiles, "Profile whose mountPolicy constrains the mount flags (repeatable)");
+    add_mount_flags(*cmd, *mounts);
+    set_examples(*cmd, {"agentctl start demo", "agentctl start demo --mount ~/src/app:/workspace:w",
+                        "agentctl start demo --mount-none", "agentctl --preview start demo"});
+    cmd->callback([&env, name, profiles, mounts] {
+        env.action = [&env, name, profiles, mounts] {
+            validate_instance_name(*name);
+            auto& session = env.session;
+            session.gate("start");
+            StartRequest request;
+            request.mounts = build_start_mounts(session, *name, *profiles, *mounts);
+            if (request.mounts && !request.mounts->empty()) session.gate("fs.mount");
+            if (request.mounts) {
+                for (const auto& m : *request.mounts) {
+                    if (m.writable) {
+                        session.reporter().warning(fmt::format(
+                            "writable mount: {} -> {} (the sandbox can change these host files)", m.host_path,
+                            m.guest_path));
+                    }
+                }
+            }
+            session.lock_instance(*name);
+            session.provider().start(*name, request);
+            return 0;
+        };
+    });
+}
+
+}  // namespace agentctl::cli

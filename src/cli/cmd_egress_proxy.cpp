@@ -1,0 +1,20 @@
+// The hidden `egress-proxy` verb: agentctl re-run as a sandbox's egress proxy.
+#include "cli/commands_list.hpp"
+#include "egress_proxy/egress_proxy.hpp"
+
+namespace agentctl::cli {
+
+void add_egress_proxy(CLI::App& app, CommandEnv& env) {
+    auto* cmd = app.add_subcommand("egress-proxy", "Run a sandbox's egress proxy in the foreground (internal)");
+    cmd->group("");  // hidden from help and completion
+    auto options = std::make_shared<egress_proxy::ProxyOptions>();
+    cmd->add_option("--listen", options->listen, "ADDRESS:PORT to listen on")->required();
+    cmd->add_option("--policy", options->policy_file, "The policy file to enforce")->required();
+    cmd->add_option("--pid-file", options->pid_file, "Write the process id here once listening");
+    cmd->add_option("--log", options->log_file, "Decision log (JSON Lines)");
+    cmd->add_option("--resolve-file", options->resolve_file, "Static name-to-address map, /etc/hosts format");
+    cmd->add_option("--sandbox", options->sandbox_name, "Sandbox name for refusal hints");
+    cmd->callback([&env, options] { env.action = [options] { return egress_proxy::run_egress_proxy(*options); }; });
+}
+
+}  // namespace agentctl::cli

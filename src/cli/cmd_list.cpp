@@ -1,0 +1,53 @@
+// list (alias ls) and status.
+#include <fmt/format.h>
+
+#include "cli/commands_list.hpp"
+#include "cli/output.hpp"
+
+namespace agentctl::cli {
+
+void add_list(CLI::App& app, CommandEnv& env) {
+    auto* cmd = app.add_subcommand("list", "List sandboxes");
+    cmd->alias("ls");
+    set_examples(*cmd, {"agentctl list", "agentctl ls --output json"});
+    cmd->callback([&env] {
+        env.action = [&env] {
+            env.session.gate("list");
+            const auto instances = env.session.provider().list();
+            if (env.session.json()) {
+                auto array = nlohmann::json::array();
+                for (const auto& info : instances) array.push_back(instance_json(info));
+                env.session.out() << array.dump(2) << "\n";
+                return 0;
+            }
+            std::vector<std::vector<std::string>> rows;
+            for (const auto& info : instances) {
+                rows.push_back({info.name, info.status, info.image, info.ips.empty() ? "-" : join(info.ips, ",")});
+            }
+            print_table(env.session.out(), {"NAME", "STATUS", "IMAGE", "IPS"}, rows);
+            return 0;
+        };
+    });
+}
+
+void add_status(CLI::App& app, CommandEnv& env) {
+    auto* cmd = app.add_subcommand("status", "Show a sandbox: state, mounts, network policy, confinement");
+    auto name = std::make_shared<std::string>();
+    cmd->add_option("NAME", *name, "Sandbox name")->required();
+    set_examples(*cmd, {"agentctl status demo", "agentctl status demo --output json"});
+    cmd->callback([&env, name] {
+        env.action = [&env, name] {
+            validate_instance_name(*name);
+            env.session.gate("status");
+            const auto info = env.session.provider().status(*name);
+            if (env.session.json()) {
+                env.session.out() << instance_json(info).dump(2) << "\n";
+            } else {
+                print_instance_status(env.session.out(), info);
+            }
+            return 0;
+        };
+    });
+}
+
+}  // namespace agentctl::cli

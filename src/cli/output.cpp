@@ -1,0 +1,116 @@
+#include "cli/output.hpp"
+
+#include <algorithm>
+#include <ostream>
+
+#include <fmt/format.h>
+
+namespace agentctl::cli {
+
+std::string join(const std::vector<std::string>& items, std::string_view separator) {
+    std::string text;
+    for (const auto& item : items) {
+        if (!text.empty()) text += separator;
+        text += item;
+    }
+    return text;
+}
+
+void print_table(std::ostream& out, const std::vector<std::string>& headers,
+                 const std::vector<std::vector<std::string>>& rows) {
+    std::vector<std::size_t> widths(headers.size());
+    for (std::size_t i = 0; i < headers.size(); ++i) widths[i] = headers[i].size();
+    for (const auto& row : rows) {
+        for (std::size_t i = 0; i < row.size() && i < widths.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    }
+    auto print_row = [&](const std::vector<std::string>& row) {
+        std::string line;
+        for (std::size_t i = 0; i < widths.size(); ++i) {
+            const std::string& cell = i < row.size() ? row[i] : std::string();
+            line += i + 1 < widths.size() ? fmt::format("{:<{}}  ", cell, widths[i]) : cell;
+        }
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        out << line << "\n";
+    };
+    print_row(headers);
+    for (const auto& row : rows) print_row(row);
+}
+
+void print_fields(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& fields) {
+    std::size_t width = 0;
+    for (const auto& [key, value] : fields) width = std::max(width, key.size() + 1);
+    for (const auto& [key, value] : fields) out << fmt::format("{:<{}} {}\n", key + ":", width, value);
+}
+
+std::vector<std::string> mount_lines(const std::vector<Mount>& mounts) {
+    std::vector<std::string> lines;
+    for (const auto& m : mounts) {
+        lines.push_back(fmt::format("  {} -> {} ({})", m.host_path, m.guest_path, m.writable ? "writable" : "read-only"));
+    }
+    return lines;
+}
+
+nlohmann::json instance_json(const InstanceInfo& info) {
+    nlohmann::json mounts = nlohmann::json::array();
+    for (const auto& m : info.mounts) {
+        mounts.push_back({{"host_path", m.host_path}, {"guest_path", m.guest_path}, {"writable", m.writable}});
+    }
+    nlohmann::json j = {{"name", info.name},         {"provider", info.provider}, {"status", info.status},
+                        {"image", info.image},       {"profiles", info.profiles}, {"created_at", info.created_at},
+                        {"ips", info.ips},           {"mounts", mounts},          {"isolation", info.isolation},
+                        {"user", info.user},         {"confinement", info.confinement},
+                        {"widenings", info.widenings}};
+    if (info.network) {
+        nlohmann::json allow = nlohmann::json::array();
+        for (const auto& rule : info.network->allow) allow.push_back({{"entry", rule.entry()}, {"origin", rule.origin}});
+        j["network"] = {{"enabled", info.network->enabled},
+                        {"denyLAN", info.network->deny_lan},
+                        {"allowLAN", info.network->allow_lan},
+                        {"allow", allow},
+                        {"dns",
+                         {{"servers", info.network->dns.servers}, {"disabled", info.network->dns.disabled}}}};
+    }
+    for (const auto& [key, value] : info.extra) j["extra"][key] = value;
+    return j;
+}
+
+void print_instance_status(std::ostream& out, const InstanceInfo& info) {
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {"Name", info.name},
+        {"Provider", info.provider},
+        {"Status", info.status},
+        {"Image", info.image},
+        {"Isolation", info.isolation},
+        {"User", info.user},
+        {"Profiles", join(info.profiles, ", ")},
+        {"IPs", info.ips.empty() ? "-" : join(info.ips, ", ")},
+        {"Created", info.created_at},
+    };
+    if (!info.confinement.empty()) fields.emplace_back("Confinement", info.confinement);
+    for (const auto& [key, value] : info.extra) fields.emplace_back(key, value);
+    print_fields(out, fields);
+
+    if (info.mounts.empty()) {
+        out << "Mounts:      none (no host directories are exposed to this sandbox)\n";
+    } else {
+        out << "Mounts:\n";
+        for (const auto& line : mount_lines(info.mounts)) out << line << "\n";
+    }
+    if (info.network) {
+        const auto& net = *info.network;
+        if (!net.enabled) {
+            out << "Network:     no policy: egress is unrestricted\n";
+        } else {
+            out << fmt::format("Network:     default deny; LAN {}; DNS {}\n",
+                               net.allow_lan ? "OPEN (--allow-lan)" : "blocked",
+                               net.dns.disabled        ? "disabled"
+                               : net.dns.servers.empty() ? "to any server"
+                                                         : "to " + join(net.dns.servers, ", "));
+            if (net.allow.empty()) out << "  (no destinations allowed)\n";
+            for (const auto& rule : net.allow) out << fmt::format("  allow {:<40} from {}\n", rule.entry(), rule.origin);
+        }
+    }
+    for (const auto& widening : info.widenings) out << "Warning:     " << widening << "\n";
+}
+
+}  // namespace agentctl::cli

@@ -1,0 +1,63 @@
+// The flags of create/start that shape a sandbox, as the user typed them.
+// spec_builder.cpp turns them (with profiles and config) into a SandboxSpec
+// through the policy layer.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "agentctl/sandbox.hpp"
+#include "cli/session.hpp"
+
+namespace agentctl::cli {
+
+struct MountOptions {
+    std::vector<std::string> mounts;  // --mount host[:guest][:w|:ro]
+    bool only = false;                // --mount-only
+    bool none = false;                // --mount-none
+    bool writable = false;            // --mount-writable
+};
+
+struct CreateOptions {
+    std::string name;
+    std::string image;
+    std::string spec_file;
+    std::vector<std::string> profiles;
+    std::vector<std::string> allow;
+    std::vector<std::string> allow_files;
+    std::vector<std::string> allow_presets;  // each may be "a,b"
+    bool deny_lan = false;
+    bool allow_lan = false;
+    bool no_network_policy = false;
+    std::vector<std::string> ports;
+    std::optional<int> cpu_cores;
+    std::string memory;
+    std::string disk_size;
+    std::string agent;
+    std::vector<std::string> packages;
+    std::string isolation;  // vm | container | empty (profile or default)
+    MountOptions mount;
+};
+
+// Adds --mount, --mount-only, --mount-none, --mount-writable to a command.
+void add_mount_flags(CLI::App& command, MountOptions& options);
+
+// Computes the effective spec: profiles (organisation floor first), flags,
+// presets, agent, mounts resolved and checked. Throws agentctl::Error (exit 1)
+// listing every problem; nothing is created then.
+[[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options);
+
+// The network policy of profiles plus --allow/--allow-lan, for `policy check`.
+[[nodiscard]] policy::NetworkPolicy build_network_policy(Session& session, const std::vector<std::string>& profiles,
+                                                         const std::vector<std::string>& allow, bool allow_lan);
+
+// For start: the mounts the flags ask for, checked against the mount policy of
+// the given profiles; nullopt when no mount flag was given (keep the sticky set).
+[[nodiscard]] std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,
+                                                                   const std::vector<std::string>& profiles,
+                                                                   const MountOptions& options);
+
+}  // namespace agentctl::cli

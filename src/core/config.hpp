@@ -1,0 +1,71 @@
+// agentctl's configuration: a few keys in YAML files, read from the
+// organisation's file first and the user's file second.
+//
+// Every key is declared once in a table with its validator and its per-source
+// policy: some keys, once the organisation's file sets them, cannot be changed
+// by the user (the organisation's profile directory, for one).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace agentctl::core {
+
+enum class KeyPolicy {
+    UserMayOverride,  // the user's file wins over the organisation's
+    OrgLocks,         // once the organisation's file sets it, the user's file may not
+    OrgOnly,          // only the organisation's file may set it
+};
+
+struct ConfigKey {
+    std::string_view name;
+    std::string_view description;
+    std::string_view default_value;  // empty: unset
+    KeyPolicy policy;
+    // Returns an error sentence for a bad value, or empty when the value is fine.
+    std::string (*validate)(std::string_view value);
+};
+
+[[nodiscard]] std::span<const ConfigKey> config_keys();
+[[nodiscard]] const ConfigKey* find_config_key(std::string_view name);
+
+struct ConfigPaths {
+    std::filesystem::path user_file;   // $AGENTCTL_CONFIG or $XDG_CONFIG_HOME/agentctl/config.yaml
+    std::filesystem::path org_file;    // /etc/agentctl/config.yaml ($AGENTCTL_ORG_DIR replaces /etc/agentctl)
+    std::filesystem::path config_dir;  // $XDG_CONFIG_HOME/agentctl: per-instance state, user profiles
+    std::filesystem::path org_dir;     // /etc/agentctl
+};
+
+// Resolves the paths from the environment (HOME, XDG_CONFIG_HOME, AGENTCTL_CONFIG, AGENTCTL_ORG_DIR).
+[[nodiscard]] ConfigPaths config_paths_from_environment();
+
+struct ConfigValue {
+    std::string value;
+    std::string source;  // "organisation (/etc/agentctl/config.yaml)", "user (...)", "default"
+};
+
+class Config {
+public:
+    // Loads both files. A malformed file or an unknown key is an error naming
+    // the file, line and key.
+    static Config load(const ConfigPaths& paths);
+
+    [[nodiscard]] std::optional<ConfigValue> get(std::string_view key) const;
+    [[nodiscard]] std::string value_or(std::string_view key, std::string fallback) const;
+    [[nodiscard]] const ConfigPaths& paths() const { return m_paths; }
+
+    // Validates `key=value` against the table and the organisation's locks,
+    // then rewrites the user's file atomically. On any error nothing changes.
+    void set(std::string_view key, std::string_view value);
+
+private:
+    ConfigPaths m_paths;
+    std::map<std::string, std::string, std::less<>> m_org;
+    std::map<std::string, std::string, std::less<>> m_user;
+};
+
+}  // namespace agentctl::core

@@ -1,0 +1,37 @@
+// Runs the built agentctl binary with an isolated HOME, config and
+// organisation directory, and returns what it printed and its exit code.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agentctl/process.hpp"
+
+namespace agentctl::test {
+
+class CliSandbox {
+public:
+    CliSandbox();
+    ~CliSandbox();
+    CliSandbox(const CliSandbox&) = delete;
+    CliSandbox& operator=(const CliSandbox&) = delete;
+
+    // Runs `agentctl ARGS...`; the environment is HOME, XDG_CONFIG_HOME and
+    // AGENTCTL_ORG_DIR inside this sandbox plus `extra_env`.
+    ProcessResult run(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {});
+
+    [[nodiscard]] const std::filesystem::path& home() const { return m_home; }
+    [[nodiscard]] std::filesystem::path config_file() const { return m_home / ".config/agentctl/config.yaml"; }
+    [[nodiscard]] std::filesystem::path org_dir() const { return m_root / "org"; }
+
+    void write(const std::filesystem::path& path, const std::string& content) const;
+
+private:
+    std::filesystem::path m_root;
+    std::filesystem::path m_home;
+    std::unique_ptr<ProcessRunner> m_runner;
+};
+
+}  // namespace agentctl::test

@@ -1,0 +1,123 @@
+// config set/get: round trip, every bad input, atomicity, the organisation's locks.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_runner.hpp"
+
+using agentctl::test::CliSandbox;
+
+namespace {
+std::string slurp(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+}  // namespace
+
+TEST_CASE("config set then get round-trips, and the file is written") {
+    CliSandbox cli;
+    auto r = cli.run({"config", "set", "provider=incus"});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.empty());
+    r = cli.run({"config", "get", "provider"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "incus\n");
+    CHECK(slurp(cli.config_file()) == "provider: \"incus\"\n");
+
+    r = cli.run({"config", "set", "defaultProfile=strict"});
+    REQUIRE(r.exit_code == 0);
+    CHECK(slurp(cli.config_file()) == "defaultProfile: \"strict\"\nprovider: \"incus\"\n");
+}
+
+TEST_CASE("config get lists every key with its source, as a table and as JSON") {
+    CliSandbox cli;
+    REQUIRE(cli.run({"config", "set", "provider=lima"}).exit_code == 0);
+    auto r = cli.run({"config", "get"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("KEY") == 0);
+    CHECK(r.out.find("provider           lima") != std::string::npos);
+    CHECK(r.out.find("defaultProfile     default                 default") != std::string::npos);
+
+    r = cli.run({"config", "get", "--output", "json"});
+    REQUIRE(r.exit_code == 0);
+    auto doc = nlohmann::json::parse(r.out);
+    CHECK(doc["provider"]["value"] == "lima");
+    CHECK(doc["provider"]["source"].get<std::string>().rfind("user (", 0) == 0);
+    CHECK(doc["profileDir"]["value"] == "/etc/agentctl/profiles");
+    CHECK(doc["baseProfile"]["value"].is_null());
+}
+
+TEST_CASE("bad config input is refused with a clear error and the file is unchanged") {
+    CliSandbox cli;
+    REQUIRE(cli.run({"config", "set", "provider=incus"}).exit_code == 0);
+    const auto before = slurp(cli.config_file());
+
+    auto r = cli.run({"config", "set", "provider=docker"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "agentctl: invalid value for provider: provider must be one of incus, lima, hyperv (got 'docker')\n");
+
+    r = cli.run({"config", "set", "colour=blue"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err ==
+          "agentctl: unknown configuration key 'colour'\nhint: known keys: provider, profileDir, defaultProfile, "
+          "baseProfile, incus.subnetPool, incus.imageRemote\n");
+
+    r = cli.run({"config", "set", "provider"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "agentctl: expected KEY=VALUE, got 'provider'\nhint: for example: agentctl config set provider=incus\n");
+
+    r = cli.run({"config", "set", "profileDir=relative/dir"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "agentctl: invalid value for profileDir: must be an absolute path (got 'relative/dir')\n");
+
+    r = cli.run({"config", "set", "incus.subnetPool=10.0.0.0/30"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err ==
+          "agentctl: invalid value for incus.subnetPool: must be an IPv4 CIDR with a prefix from /8 to /24 (got "
+          "'10.0.0.0/30')\n");
+
+    r = cli.run({"config", "set", "baseProfile=strict"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("agentctl: baseProfile may only be set by the organisation, in ") == 0);
+
+    CHECK(slurp(cli.config_file()) == before);
+}
+
+TEST_CASE("a malformed config file is reported with file, line and column") {
+    CliSandbox cli;
+    cli.write(cli.config_file(), "provider: incus\nbogus: 1\n");
+    auto r = cli.run({"config", "get"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "agentctl: " + cli.config_file().string() +
+                       ":2:1: unknown key 'bogus'\nhint: see `agentctl config get`\n");
+
+    cli.write(cli.config_file(), "provider: [incus\n");
+    r = cli.run({"config", "get", "provider"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("agentctl: " + cli.config_file().string() + ":") == 0);
+}
+
+TEST_CASE("the organisation's file is read first and its locked keys cannot be changed") {
+    CliSandbox cli;
+    cli.write(cli.org_dir() / "config.yaml", "provider: lima\nprofileDir: /srv/profiles\n");
+    auto r = cli.run({"config", "get", "provider"});
+    CHECK(r.out == "lima\n");
+    REQUIRE(cli.run({"config", "set", "provider=incus"}).exit_code == 0);
+    CHECK(cli.run({"config", "get", "provider"}).out == "incus\n");  // the user may choose the provider
+
+    r = cli.run({"config", "set", "profileDir=/tmp/mine"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("agentctl: profileDir is set by the organisation in ") == 0);
+    CHECK(cli.run({"config", "get", "profileDir"}).out == "/srv/profiles\n");
+}
+
+TEST_CASE("AGENTCTL_CONFIG points at another file") {
+    CliSandbox cli;
+    const auto other = cli.home() / "elsewhere.yaml";
+    REQUIRE(cli.run({"config", "set", "provider=hyperv"}, {{"AGENTCTL_CONFIG", other.string()}}).exit_code == 0);
+    CHECK(slurp(other) == "provider: \"hyperv\"\n");
+    CHECK(!std::filesystem::exists(cli.config_file()));
+}
