@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "egress_proxy/request_screen.hpp"
 #include "egress_proxy/resolve_file.hpp"
 
 namespace agentctl::egress_proxy {
@@ -142,8 +143,7 @@ asio::awaitable<void> Session::serve() {
         m_timed_out = false;
         set_deadline(m_context.limits.header_timeout);
         auto parser = std::make_unique<RequestParser>();
-        parser->header_limit(static_cast<std::uint32_t>(m_context.limits.max_header_bytes));
-        parser->body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares none as less than any length
+        configure_request_parser(*parser, m_context.limits.max_header_bytes);
         boost::system::error_code ec;
         co_await http::async_read_header(m_client, m_buffer, *parser, redirect_error(use_awaitable, ec));
         if (ec) {
