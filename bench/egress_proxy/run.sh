@@ -171,7 +171,10 @@ run_contender() {  # name via pid
     out=$(iperf3 -c 127.0.0.1 -p $P_BRIDGE -t 5 -J)
     kill $bridge; wait $bridge 2>/dev/null || true
   fi
-  R[$c,iperf]=$(python3 -c "import json,sys; print(round(json.loads(sys.argv[1])['end']['sum_received']['bits_per_second']/1e9, 2))" "$out")
+  R[$c,iperf]=$(python3 -c "import json,sys
+d = json.loads(sys.argv[1])
+print(round(d['end']['sum_received']['bits_per_second']/1e9, 2) if 'sum_received' in d.get('end', {}) else 'failed: ' + d.get('error', '?'))" "$out")
+  sleep 1  # let the iperf3 server finish the test before the next one
   # New connection + CONNECT + 1 KiB GET + close, 32 at a time.
   before=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
   out=$("$PB" rate --via "$via" --target "$ORIGIN:80" --path /1k --concurrency 32 --seconds "$SECONDS_RATE")
@@ -225,7 +228,7 @@ echo "|---|---|---|---|---|"
 row() { echo "| $1 | ${R[direct,$2]:--} | ${R[agentctl,$2]:--} | ${R[squid,$2]:--} | ${R[tinyproxy,$2]:--} |"; }
 for c in agentctl squid tinyproxy; do
   R[$c,dl_ratio]=$(ratio "${R[$c,dl]}" "${R[direct,dl]}")
-  R[$c,iperf_ratio]=$(ratio "${R[$c,iperf]}" "${R[direct,iperf]}")
+  R[$c,iperf_ratio]=$(ratio "${R[$c,iperf]}" "${R[direct,iperf]}" 2>/dev/null || echo -)
   R[$c,wrk_ratio]=$(ratio "${R[$c,wrk]}" "${R[direct,wrk]}")
   R[$c,added_ms]=$(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 3)
 done

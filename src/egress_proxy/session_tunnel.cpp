@@ -27,6 +27,7 @@ using asio::redirect_error;
 using asio::use_awaitable;
 
 constexpr std::size_t k_splice_chunk = 1 << 20;
+constexpr int k_pipe_bytes = 256 * 1024;
 
 // A pipe created on first use and closed with the relay.
 class Pipe {
@@ -36,7 +37,12 @@ public:
     Pipe(const Pipe&) = delete;
     Pipe& operator=(const Pipe&) = delete;
 
-    bool ensure() { return m_fds[0] >= 0 || ::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) == 0; }
+    bool ensure() {
+        if (m_fds[0] >= 0) return true;
+        if (::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
+        ::fcntl(m_fds[1], F_SETPIPE_SZ, k_pipe_bytes);  // best effort: fewer splice calls per MiB
+        return true;
+    }
     void release() {
         if (m_fds[0] < 0) return;
         ::close(m_fds[0]);
@@ -118,7 +124,9 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 source = p < 0 ? Source::Empty : Source::Ready;
             }
             if (source == Source::Empty) {
-                pipe.release();  // an idle direction holds no pipe
+                // Under descriptor pressure a waiting direction gives its pipe
+                // back; otherwise it keeps it for the next burst.
+                if (m_context.sessions.size() * 2 > m_context.limits.max_connections) pipe.release();
                 co_await from.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
                 if (ec || !from.is_open() || !to.is_open()) break;
                 source = Source::Ready;
