@@ -119,9 +119,9 @@ int run_egress_proxy(const ProxyOptions& options) {
 
         Server server(context, std::move(acceptor), options.policy_file, options.resolve_file);
         server.start();
+        if (!options.pid_file.empty()) core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
         std::printf("listening %s\n", endpoint_text(bound).c_str());
         std::fflush(stdout);
-        if (!options.pid_file.empty()) core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
 
         io.run();
 

@@ -13,10 +13,12 @@
 #include <boost/beast/http/read.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
+#include "egress_proxy/request_screen.hpp"
 #include "egress_proxy/resolve_file.hpp"
 
 namespace agentctl::egress_proxy {
@@ -141,8 +143,7 @@ asio::awaitable<void> Session::serve() {
         m_timed_out = false;
         set_deadline(m_context.limits.header_timeout);
         auto parser = std::make_unique<RequestParser>();
-        parser->header_limit(static_cast<std::uint32_t>(m_context.limits.max_header_bytes));
-        parser->body_limit(boost::none);
+        configure_request_parser(*parser, m_context.limits.max_header_bytes);
         boost::system::error_code ec;
         co_await http::async_read_header(m_client, m_buffer, *parser, redirect_error(use_awaitable, ec));
         if (ec) {
@@ -217,25 +218,29 @@ asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_
     clear_deadline();
 }
 
+asio::awaitable<bool> Session::refuse(nlohmann::json& entry, const Refusal& refusal, const RequestTarget& target) {
+    auto self = shared_from_this();
+    entry["decision"] = refusal.status == 403 ? "deny" : "error";
+    entry["status"] = refusal.status;
+    entry["reason"] = refusal.reason;
+    if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
+    m_context.access_log.write(entry);
+    co_await send_refusal(refusal, target.host, target.port);
+    co_return false;
+}
+
 asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const RequestTarget& target) {
     auto self = shared_from_this();
     auto snapshot = m_context.policy;  // this connection's decision stays with this snapshot
     auto started = Clock::now();
     nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id}, {"client", m_client_text},
                          {"method", method},        {"host", target.host},  {"port", target.port}};
-    auto refuse = [&](Refusal refusal) -> asio::awaitable<bool> {
-        entry["decision"] = refusal.status == 403 ? "deny" : "error";
-        entry["status"] = refusal.status;
-        entry["reason"] = refusal.reason;
-        if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
-        m_context.access_log.write(entry);
-        co_await send_refusal(refusal, target.host, target.port);
-        co_return false;
-    };
-
     if (!snapshot->usable) {
         entry["problem"] = snapshot->problem;
-        co_return co_await refuse({403, "policy-unavailable", "the proxy has no usable policy, so it refuses everything"});
+        {
+            const Refusal refusal{403, "policy-unavailable", "the proxy has no usable policy, so it refuses everything"};
+            co_return co_await refuse(entry, refusal, target);
+        }
     }
     const auto& own = snapshot->host_addresses;
     std::optional<policy::Decision> decision = policy::pre_decide(snapshot->policy, target.host, target.port, own);
@@ -250,7 +255,8 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
             boost::system::error_code ec;
             set_deadline(m_context.limits.connect_timeout);
             m_phase = Phase::Connecting;
-            auto results = co_await resolver.async_resolve(target.host, std::to_string(target.port),
+            const std::string service = std::to_string(target.port);  // no temporaries inside co_await (g++ 12)
+            auto results = co_await resolver.async_resolve(target.host, service,
                                                            tcp::resolver::numeric_service,
                                                            redirect_error(use_awaitable, ec));
             clear_deadline();
@@ -267,7 +273,10 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         entry["dns_ms"] = round_ms(ms_since(dns_start));
         if (!m_client.is_open()) co_return false;
         if (addresses.empty()) {
-            co_return co_await refuse({502, "name-not-resolved", "`" + target.host + "` has no address"});
+            {
+            const Refusal refusal{502, "name-not-resolved", "`" + target.host + "` has no address"};
+            co_return co_await refuse(entry, refusal, target);
+        }
         }
         decision = policy::decide(snapshot->policy, target.host, target.port, addresses, own);
     }
@@ -276,7 +285,10 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         entry["origin"] = decision->rule->origin;
     }
     if (!decision->allowed || !decision->address) {
-        co_return co_await refuse({403, decision->reason, decision->detail});
+        {
+            const Refusal refusal{403, decision->reason, decision->detail};
+            co_return co_await refuse(entry, refusal, target);
+        }
     }
     auto endpoint = to_endpoint(*decision->address, target.port);
     entry["address"] = decision->address->to_string();
@@ -305,14 +317,23 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         m_upstream.close(ignored);
         if (!m_client.is_open()) co_return false;
         if (m_timed_out) {
-            co_return co_await refuse({504, "connect-timeout",
+            {
+            const Refusal refusal{504, "connect-timeout",
                                        endpoint_text(endpoint) + " did not accept the connection within " +
-                                           std::to_string(m_context.limits.connect_timeout.count()) + " ms"});
+                                           std::to_string(m_context.limits.connect_timeout.count()) + " ms"};
+            co_return co_await refuse(entry, refusal, target);
+        }
         }
         if (ec == asio::error::connection_refused) {
-            co_return co_await refuse({502, "connection-refused", endpoint_text(endpoint) + " refused the connection"});
+            {
+            const Refusal refusal{502, "connection-refused", endpoint_text(endpoint) + " refused the connection"};
+            co_return co_await refuse(entry, refusal, target);
         }
-        co_return co_await refuse({502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()});
+        }
+        {
+            const Refusal refusal{502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()};
+            co_return co_await refuse(entry, refusal, target);
+        }
     }
     set_nodelay(m_upstream);
     entry["decision"] = "allow";

@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "egress_proxy/proxy_context.hpp"
 #include "egress_proxy/request_target.hpp"
 #include "egress_proxy/responses.hpp"
@@ -51,6 +53,8 @@ private:
     // connects m_upstream to the one allowed address. Writes the decision log line.
     // On refusal or failure returns false after answering the client.
     boost::asio::awaitable<bool> decide_and_connect(std::string_view method, const RequestTarget& target);
+    // Logs the refusal on `entry` and answers the client; always yields false.
+    boost::asio::awaitable<bool> refuse(nlohmann::json& entry, const Refusal& refusal, const RequestTarget& target);
     boost::asio::awaitable<void> send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port);
     void log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                               std::uint16_t port);

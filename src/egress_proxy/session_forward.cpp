@@ -13,6 +13,7 @@
 #include <boost/beast/http/write.hpp>
 
 #include <array>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -116,16 +117,16 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
     for (;;) {
         http::response_parser<http::buffer_body> response_parser;
         response_parser.header_limit(64 * 1024);
-        response_parser.body_limit(boost::none);
+        response_parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares none as less than any length
         if (head_request) response_parser.skip(true);
         co_await http::async_read_header(m_upstream, m_up_buffer, response_parser, redirect_error(use_awaitable, ec));
         if (ec) {
             bool answered_nothing = m_client.is_open();
             close_upstream("no response");
             if (answered_nothing && !m_timed_out) {
-                co_await send_refusal({502, "bad-upstream-response", "the destination closed the connection or sent "
-                                                                     "something that is not an HTTP response"},
-                                      target.host, target.port);
+                const Refusal refusal{502, "bad-upstream-response",
+                                      "the destination did not send an HTTP response: " + ec.message()};
+                co_await send_refusal(refusal, target.host, target.port);
             }
             co_return false;
         }

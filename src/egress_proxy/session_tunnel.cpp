@@ -27,19 +27,28 @@ using asio::redirect_error;
 using asio::use_awaitable;
 
 constexpr std::size_t k_splice_chunk = 1 << 20;
+constexpr int k_pipe_bytes = 256 * 1024;
 
 // A pipe created on first use and closed with the relay.
 class Pipe {
 public:
     Pipe() = default;
-    ~Pipe() {
-        if (m_fds[0] >= 0) ::close(m_fds[0]);
-        if (m_fds[1] >= 0) ::close(m_fds[1]);
-    }
+    ~Pipe() { release(); }
     Pipe(const Pipe&) = delete;
     Pipe& operator=(const Pipe&) = delete;
 
-    bool ensure() { return m_fds[0] >= 0 || ::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) == 0; }
+    bool ensure() {
+        if (m_fds[0] >= 0) return true;
+        if (::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
+        ::fcntl(m_fds[1], F_SETPIPE_SZ, k_pipe_bytes);  // best effort: fewer splice calls per MiB
+        return true;
+    }
+    void release() {
+        if (m_fds[0] < 0) return;
+        ::close(m_fds[0]);
+        ::close(m_fds[1]);
+        m_fds[0] = m_fds[1] = -1;
+    }
     [[nodiscard]] int read_end() const { return m_fds[0]; }
     [[nodiscard]] int write_end() const { return m_fds[1]; }
 
@@ -100,30 +109,45 @@ void Session::relay_finished() {
 asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
     Pipe pipe;
     std::size_t in_pipe = 0;
-    bool eof = false;
+    // Whether `from` has data: probed before the first wait, because a
+    // readiness edge that arrived before the wait was registered is not
+    // reported again (edge-triggered epoll), e.g. a server that speaks first.
+    enum class Source { Unknown, Empty, Ready } source = Source::Unknown;
     boost::system::error_code ec;
     for (;;) {
         if (!from.is_open() || !to.is_open()) break;
-        if (in_pipe == 0 && !eof) {
+        if (in_pipe == 0) {
+            if (source == Source::Unknown) {
+                char probe = 0;
+                ssize_t p = ::recv(from.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (p < 0 && errno != EAGAIN && errno != EINTR) break;
+                source = p < 0 ? Source::Empty : Source::Ready;
+            }
+            if (source == Source::Empty) {
+                // Under descriptor pressure a waiting direction gives its pipe
+                // back; otherwise it keeps it for the next burst.
+                if (m_context.sessions.size() * 2 > m_context.limits.max_connections) pipe.release();
+                co_await from.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
+                if (ec || !from.is_open() || !to.is_open()) break;
+                source = Source::Ready;
+            }
             if (!pipe.ensure()) break;
             ssize_t n = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, k_splice_chunk,
                                  k_splice_flags);
             if (n > 0) {
                 in_pipe = static_cast<std::size_t>(n);
             } else if (n == 0) {
-                eof = true;
-            } else if (errno == EAGAIN || errno == EINTR) {
-                co_await from.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
-                if (ec) break;
+                // Half-close: pass the FIN on and let the other direction finish.
+                to.shutdown(tcp::socket::shutdown_send, ec);
+                co_return;
+            } else if (errno == EAGAIN) {
+                source = Source::Empty;
+                continue;
+            } else if (errno == EINTR) {
                 continue;
             } else {
                 break;  // reset or other error: end both directions
             }
-        }
-        if (eof) {
-            // Half-close: pass the FIN on and let the other direction finish.
-            to.shutdown(tcp::socket::shutdown_send, ec);
-            co_return;
         }
         while (in_pipe > 0) {
             ssize_t m = ::splice(pipe.read_end(), nullptr, to.native_handle(), nullptr, in_pipe, k_splice_flags);
@@ -131,9 +155,11 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 in_pipe -= static_cast<std::size_t>(m);
                 counter += static_cast<std::uint64_t>(m);
                 m_deadline = Clock::now() + m_context.limits.idle_timeout;
-            } else if (m < 0 && (errno == EAGAIN || errno == EINTR)) {
+            } else if (m < 0 && errno == EAGAIN) {
                 co_await to.async_wait(tcp::socket::wait_write, redirect_error(use_awaitable, ec));
                 if (ec || !to.is_open()) break;
+            } else if (m < 0 && errno == EINTR) {
+                continue;
             } else {
                 break;
             }

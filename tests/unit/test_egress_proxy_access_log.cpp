@@ -104,7 +104,7 @@ TEST_CASE("print_network_log shows a table or the raw lines") {
     fs::remove_all(dir);
 }
 
-TEST_CASE("--follow keeps printing across rotation until SIGINT") {
+TEST_CASE("follow mode keeps printing across rotation until SIGINT") {
     auto dir = fresh_dir("follow");
     auto path = dir / "egress-proxy.log";
     AccessLog log(path.string(), 600);  // small cap: rotates every couple of lines

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# Benchmarks agentctl's egress proxy against direct access, squid and tinyproxy
+# in one run. All contenders get the same allowlist (the origin's address,
+# ports 80 and 5201) and talk to the same origin: nginx (keep-alive; a 1 KiB
+# and a 100 MiB file) and an iperf3 server in a network namespace this script
+# creates. The proxies listen on loopback. Prints a Markdown table.
+#
+#   sudo bench/egress_proxy/run.sh [BUILD_DIR]    (default: build-release, built if needed)
+#
+# The origin address is 192.0.3.2 on a veth pair: agentctl's policy refuses the
+# documentation ranges as never-routable, so the bench uses an ordinary
+# address, routed to the namespace for the run only. Nothing leaves the machine.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build-release}
+ORIGIN=192.0.3.2
+SECONDS_RATE=${SECONDS_RATE:-5}
+DOWNLOADS=${DOWNLOADS:-10}
+IDLE_TUNNELS=${IDLE_TUNNELS:-1000}
+
+[ "$(id -u)" = 0 ] || { echo "run.sh: needs root to create the origin's network namespace" >&2; exit 1; }
+
+missing=()
+for tool in squid tinyproxy nginx iperf3 wrk; do
+  command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("$tool")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: squid tinyproxy nginx-light iperf3 wrk" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends squid tinyproxy nginx-light iperf3 wrk >&2
+fi
+export PATH=$PATH:/usr/sbin
+
+if [ ! -x "$BUILD/src/agentctl" ] || [ ! -x "$BUILD/bench/proxy_bench" ]; then
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAGENTCTL_BENCH=ON -DAGENTCTL_TESTS=OFF \
+    -DAGENTCTL_WERROR=OFF >&2  # g++ 12 -O3 reports a false -Wrestrict in core/files.cpp
+  ninja -C "$BUILD" agentctl proxy_bench >&2
+fi
+AGENTCTL=$BUILD/src/agentctl
+PB=$BUILD/bench/proxy_bench
+
+WORK=$(mktemp -d /tmp/agentctl-bench.XXXXXX)
+chmod 755 "$WORK"
+NS=acpbench$$
+VETH=apb$$
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  sleep 0.3
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  ip netns pids "$NS" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+  ip netns del "$NS" 2>/dev/null || true
+  ip link del "${VETH}a" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# ---------------------------------------------------------------- origin
+ip netns add "$NS"
+ip link add "${VETH}a" type veth peer name "${VETH}b"
+ip link set "${VETH}b" netns "$NS"
+ip addr add 192.0.3.1/24 dev "${VETH}a"
+ip link set "${VETH}a" up
+ip netns exec "$NS" ip link set lo up
+ip netns exec "$NS" ip addr add "$ORIGIN/24" dev "${VETH}b"
+ip netns exec "$NS" ip link set "${VETH}b" up
+
+mkdir -p "$WORK/www"
+head -c 1024 /dev/urandom > "$WORK/www/1k"
+head -c $((100 * 1024 * 1024)) /dev/urandom > "$WORK/www/100m"
+chmod 644 "$WORK/www/"*
+chmod 755 "$WORK/www"
+cat > "$WORK/nginx.conf" <<NGINX
+worker_processes 1;
+pid $WORK/nginx.pid;
+error_log $WORK/nginx-error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on; tcp_nodelay on;
+  keepalive_requests 10000000; keepalive_timeout 600;
+  server { listen $ORIGIN:80 backlog=4096; root $WORK/www; location / { } }
+}
+NGINX
+ip netns exec "$NS" nginx -c "$WORK/nginx.conf" -g 'daemon off;' & PIDS+=($!)
+ip netns exec "$NS" iperf3 -s -B "$ORIGIN" -p 5201 >/dev/null 2>&1 & PIDS+=($!)
+
+# ---------------------------------------------------------------- contenders
+P_AGENTCTL=38101; P_SQUID=38102; P_TINY=38103; P_BRIDGE=38104
+mkdir -p "$WORK/bench1"
+cat > "$WORK/bench1/egress-policy.json" <<JSON
+{"version":1,"enabled":true,"denyLAN":true,"allowLAN":false,
+ "allow":[{"domain":"$ORIGIN","ports":[80,5201],"origin":"bench"}],"dns":{"servers":[],"disabled":false}}
+JSON
+
+squid_conf() {  # port file
+  cat > "$2" <<SQUID
+http_port 127.0.0.1:$1
+pid_filename $WORK/squid-$1.pid
+cache_log $WORK/squid-$1.log
+access_log none
+cache deny all
+cache_mem 8 MB
+acl dest dst $ORIGIN
+acl bench_ports port 80 5201
+http_access deny !bench_ports
+http_access allow dest
+http_access deny all
+coredump_dir $WORK
+shutdown_lifetime 0 seconds
+visible_hostname bench
+SQUID
+}
+tiny_conf() {  # port file
+  printf '^%s$\n' "${ORIGIN//./\\.}" > "$WORK/tinyproxy.filter"
+  cat > "$2" <<TINY
+User nobody
+Group nogroup
+Port $1
+Listen 127.0.0.1
+Timeout 600
+MaxClients 4000
+Allow 127.0.0.1
+ConnectPort 80
+ConnectPort 5201
+Filter "$WORK/tinyproxy.filter"
+FilterDefaultDeny Yes
+LogLevel Critical
+TINY
+}
+chmod 777 "$WORK"
+squid_conf $P_SQUID "$WORK/squid.conf"
+tiny_conf $P_TINY "$WORK/tinyproxy.conf"
+
+"$AGENTCTL" egress-proxy --listen 127.0.0.1:$P_AGENTCTL --policy "$WORK/bench1/egress-policy.json" \
+  --log "$WORK/agentctl.log" >/dev/null 2>"$WORK/agentctl.err" & PID_AGENTCTL=$!; PIDS+=($PID_AGENTCTL)
+squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID_SQUID=$!; PIDS+=($PID_SQUID)
+tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID_TINY=$!; PIDS+=($PID_TINY)
+
+wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
+wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY
+sleep 1
+
+HZ=$(getconf CLK_TCK)
+cpu_us() { awk -v hz="$HZ" '{print ($14+$15) * 1000000 / hz}' "/proc/$1/stat"; }
+rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+calc() { python3 -c "print(round($1, ${2:-2}))"; }
+
+declare -A R
+for c in agentctl squid tinyproxy; do
+  case $c in agentctl) pid=$PID_AGENTCTL;; squid) pid=$PID_SQUID;; tinyproxy) pid=$PID_TINY;; esac
+  R[$c,rss_idle]=$(rss_kib "$pid")
+done
+
+run_contender() {  # name via pid
+  local c=$1 via=$2 pid=$3 before after out
+  echo "== $c" >&2
+  # 100 MiB through CONNECT (direct: same GETs without a proxy), repeated.
+  before=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
+  out=$("$PB" download --via "$via" --target "$ORIGIN:80" --path /100m --repeat "$DOWNLOADS")
+  after=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
+  R[$c,dl]=$(json "$out" median_MBps)
+  R[$c,cpu_mb]=$(calc "($after - $before) / ($(json "$out" bytes) / 1048576)" 1)
+  # iperf3 through a CONNECT tunnel (a local bridge opens it).
+  if [ "$via" = direct ]; then
+    out=$(iperf3 -c "$ORIGIN" -p 5201 -t 5 -J)
+  else
+    "$PB" bridge --via "$via" --target "$ORIGIN:5201" --listen $P_BRIDGE >/dev/null & local bridge=$!
+    wait_port 127.0.0.1 $P_BRIDGE
+    out=$(iperf3 -c 127.0.0.1 -p $P_BRIDGE -t 5 -J)
+    kill $bridge; wait $bridge 2>/dev/null || true
+  fi
+  R[$c,iperf]=$(python3 -c "import json,sys
+d = json.loads(sys.argv[1])
+print(round(d['end']['sum_received']['bits_per_second']/1e9, 2) if 'sum_received' in d.get('end', {}) else 'failed: ' + d.get('error', '?'))" "$out")
+  sleep 1  # let the iperf3 server finish the test before the next one
+  # New connection + CONNECT + 1 KiB GET + close, 32 at a time.
+  before=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
+  out=$("$PB" rate --via "$via" --target "$ORIGIN:80" --path /1k --concurrency 32 --seconds "$SECONDS_RATE")
+  after=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
+  R[$c,rate32]=$(json "$out" rate); R[$c,p50_32]=$(json "$out" p50_us); R[$c,p99_32]=$(json "$out" p99_us)
+  R[$c,fail32]=$(json "$out" failures)
+  R[$c,cpu_conn]=$(calc "($after - $before) / max(1, $(json "$out" requests))" 1)
+  # The same, one at a time: added latency.
+  out=$("$PB" rate --via "$via" --target "$ORIGIN:80" --path /1k --concurrency 1 --seconds "$SECONDS_RATE")
+  R[$c,p50_1]=$(json "$out" p50_us); R[$c,p99_1]=$(json "$out" p99_us)
+  # Plain HTTP keep-alive through the proxy (absolute-form requests).
+  if [ "$via" = direct ]; then
+    out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" "http://$ORIGIN/1k")
+  else
+    printf 'wrk.path = "http://%s/1k"\nwrk.headers["Host"] = "%s"\n' "$ORIGIN" "$ORIGIN" > "$WORK/abs.lua"
+    out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" -s "$WORK/abs.lua" "http://$via")
+  fi
+  R[$c,wrk]=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  R[$c,wrk_err]=$(echo "$out" | awk '/Non-2xx|Socket errors/ {printf "%s ", $0}')
+  # Memory with idle tunnels.
+  if [ -n "$pid" ]; then
+    local before_rss; before_rss=$(rss_kib "$pid")
+    coproc IDLE { "$PB" idle --via "$via" --target "$ORIGIN:80" --count "$IDLE_TUNNELS"; }
+    read -r line <&"${IDLE[0]}"
+    sleep 0.5
+    R[$c,rss_tunnels]=$(rss_kib "$pid")
+    R[$c,rss_per]=$(calc "(${R[$c,rss_tunnels]} - $before_rss) / $IDLE_TUNNELS" 1)
+    eval "exec ${IDLE[1]}>&-"
+    wait "$IDLE_PID" 2>/dev/null || true
+  fi
+}
+
+run_contender direct direct ""
+run_contender agentctl 127.0.0.1:$P_AGENTCTL $PID_AGENTCTL
+run_contender squid 127.0.0.1:$P_SQUID $PID_SQUID
+run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
+
+# Spawn to listening, on fresh ports.
+squid_conf 38112 "$WORK/squid-spawn.conf"; tiny_conf 38113 "$WORK/tiny-spawn.conf"
+best_spawn() { local best=999999 v; for _ in 1 2 3 4 5; do v=$(json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms); best=$(calc "min($best, $v)"); sleep 0.3; done; echo "$best"; }
+R[agentctl,spawn]=$(best_spawn 38111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:38111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
+R[squid,spawn]=$(best_spawn 38112 squid -N -f "$WORK/squid-spawn.conf")
+R[tinyproxy,spawn]=$(best_spawn 38113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
+
+ratio() { calc "$1 / $2" 2; }
+echo
+echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r); $(squid -v | head -1); $(tinyproxy -v 2>&1 | head -1); run $(date -u +%Y-%m-%dT%H:%MZ)"
+echo
+echo "| figure | direct | agentctl | squid | tinyproxy |"
+echo "|---|---|---|---|---|"
+row() { echo "| $1 | ${R[direct,$2]:--} | ${R[agentctl,$2]:--} | ${R[squid,$2]:--} | ${R[tinyproxy,$2]:--} |"; }
+for c in agentctl squid tinyproxy; do
+  R[$c,dl_ratio]=$(ratio "${R[$c,dl]}" "${R[direct,dl]}")
+  R[$c,iperf_ratio]=$(ratio "${R[$c,iperf]}" "${R[direct,iperf]}" 2>/dev/null || echo -)
+  R[$c,wrk_ratio]=$(ratio "${R[$c,wrk]}" "${R[direct,wrk]}")
+  R[$c,added_ms]=$(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 3)
+done
+row "100 MiB download, MB/s (median of $DOWNLOADS)" dl
+row "  ratio to direct" dl_ratio
+row "proxy CPU per MiB moved, us" cpu_mb
+row "iperf3 through CONNECT, Gbit/s" iperf
+row "  ratio to direct" iperf_ratio
+row "connect+CONNECT+1 KiB GET+close, c=32, per s" rate32
+row "  p50 / p99 latency, us" p50_32
+row "  p99 latency, us" p99_32
+row "  failures" fail32
+row "proxy CPU per connection, us" cpu_conn
+row "c=1 p50 latency, us" p50_1
+row "  added latency vs direct, ms" added_ms
+row "plain HTTP keep-alive (wrk -c32), req/s" wrk
+row "  ratio to direct" wrk_ratio
+row "  wrk errors" wrk_err
+row "RSS idle, KiB" rss_idle
+row "RSS with $IDLE_TUNNELS idle tunnels, KiB" rss_tunnels
+row "  per idle tunnel, KiB" rss_per
+row "spawn to listening, ms (best of 5)" spawn

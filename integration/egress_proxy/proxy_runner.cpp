@@ -1,0 +1,35 @@
+// Runs run_egress_proxy with the limits exposed as flags, so the suite can use
+// short timeouts. Same flags as `agentctl egress-proxy`, plus:
+//   --connect-timeout-ms N --header-timeout-ms N --idle-timeout-ms N
+//   --max-connections N --log-max-bytes N
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "egress_proxy/egress_proxy.hpp"
+
+int main(int argc, char** argv) {
+    agentctl::egress_proxy::ProxyOptions options;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        std::string flag = argv[i];
+        std::string value = argv[i + 1];
+        auto ms = [&] { return std::chrono::milliseconds(std::stoll(value)); };
+        if (flag == "--listen") options.listen = value;
+        else if (flag == "--policy") options.policy_file = value;
+        else if (flag == "--pid-file") options.pid_file = value;
+        else if (flag == "--log") options.log_file = value;
+        else if (flag == "--resolve-file") options.resolve_file = value;
+        else if (flag == "--sandbox") options.sandbox_name = value;
+        else if (flag == "--connect-timeout-ms") options.limits.connect_timeout = ms();
+        else if (flag == "--header-timeout-ms") options.limits.header_timeout = ms();
+        else if (flag == "--idle-timeout-ms") options.limits.idle_timeout = ms();
+        else if (flag == "--max-connections") options.limits.max_connections = std::stoul(value);
+        else if (flag == "--log-max-bytes") options.limits.log_max_bytes = std::stoull(value);
+        else {
+            std::cerr << "egress_proxy_runner: unknown flag " << flag << "\n";
+            return 1;
+        }
+    }
+    return agentctl::egress_proxy::run_egress_proxy(options);
+}

@@ -1,0 +1,132 @@
+// Shared scaffolding for the egress proxy suite: a network namespace with the
+// test origins, the proxy process, and blocking client helpers. Everything the
+// suite talks to is on this machine: the proxy on loopback and the origins in
+// a namespace reached over a veth pair the suite creates: 192.0.3.0/24 stands
+// in for public hosts and 10.231.0.0/24 for the LAN. The documentation ranges
+// (192.0.2/24, 198.51.100/24, 203.0.113/24) cannot play the public hosts: the
+// policy refuses them as never-routable. 192.0.3.0/24 is routed to the veth
+// pair for the suite's lifetime only (a connected route, more specific than
+// any default route), so no packet of the suite leaves this machine.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agentctl/policy.hpp"
+
+namespace suite {
+
+// Why the suite cannot run here (not root, no `ip`, namespaces unavailable), or nullopt.
+std::optional<std::string> skip_reason();
+
+// A child process with its stdout on a pipe.
+class Child {
+public:
+    explicit Child(const std::vector<std::string>& argv);
+    ~Child();
+    Child(const Child&) = delete;
+    Child& operator=(const Child&) = delete;
+
+    // Reads stdout until a line starting with `prefix`; returns it ("" on timeout or EOF).
+    std::string wait_for_line(const std::string& prefix, std::chrono::milliseconds timeout);
+    void signal(int signal_number) const;
+    // Waits up to `timeout`; returns the exit code, or -1 when it did not exit (then kills it).
+    int wait_exit(std::chrono::milliseconds timeout);
+    [[nodiscard]] pid_t pid() const { return m_pid; }
+
+private:
+    pid_t m_pid = -1;
+    int m_stdout = -1;
+    std::string m_pending;
+    bool m_reaped = false;
+};
+
+// The namespace, its veth pair and the origin servers in it; removed on destruction.
+class Network {
+public:
+    Network();
+    ~Network();
+    Network(const Network&) = delete;
+    Network& operator=(const Network&) = delete;
+
+    static constexpr const char* k_host_side = "192.0.3.1";  // this machine's end of the veth pair
+    static constexpr const char* k_origin_a = "192.0.3.2";  // http :80, echo :7, backlog :81
+    static constexpr const char* k_origin_b = "192.0.3.3";  // http :80
+    static constexpr const char* k_lan_origin = "10.231.0.2";  // http :80
+    std::string name;
+
+private:
+    std::string m_veth;
+    std::optional<Child> m_upstream;
+};
+
+// A scratch directory with the policy, resolve file, log and pid file.
+struct ProxyFiles {
+    ProxyFiles();
+    ~ProxyFiles();
+    std::filesystem::path dir, policy, resolve, log, pid;
+    void write_policy(const agentctl::policy::NetworkPolicy& policy) const;
+    void write_resolve(const std::string& hosts_text) const;
+    [[nodiscard]] std::vector<nlohmann::json> log_lines() const;
+};
+
+// The proxy under test. `binary` empty: the suite's runner (accepts limit flags).
+class Proxy {
+public:
+    Proxy(const ProxyFiles& files, std::vector<std::string> extra_flags = {}, const std::string& binary = {});
+    std::uint16_t port = 0;
+    Child& process() { return *m_child; }
+
+private:
+    std::optional<Child> m_child;
+};
+
+[[nodiscard]] agentctl::policy::NetworkPolicy policy_allowing(const std::vector<std::string>& entries,
+                                                              bool allow_lan = false);
+
+// Blocking client socket to the proxy with a receive timeout.
+class Client {
+public:
+    explicit Client(std::uint16_t proxy_port, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+    ~Client();
+    Client(Client&& other) noexcept;
+    Client(const Client&) = delete;
+    Client& operator=(const Client&) = delete;
+
+    void send(const std::string& bytes) const;
+    // Reads one response head (up to CRLFCRLF) and, with Content-Length, its body.
+    struct Response {
+        int status = 0;
+        std::string head;
+        std::string body;
+        [[nodiscard]] std::string header(const std::string& name) const;
+    };
+    Response read_response();
+    // Reads exactly n bytes (fewer on EOF/timeout).
+    std::string read_exact(std::size_t n);
+    // True when the proxy closed the connection (EOF or reset) within the timeout.
+    bool closed_by_peer();
+    [[nodiscard]] int fd() const { return m_fd; }
+
+private:
+    int m_fd = -1;
+    std::string m_buffer;
+    bool fill();
+};
+
+// CONNECT host:port; returns the response (status 200 leaves the tunnel open on `client`).
+Client::Response connect_through(Client& client, const std::string& authority);
+
+// Descriptors and resident memory of a process.
+std::size_t open_fds(pid_t pid);
+std::size_t rss_kib(pid_t pid);
+
+}  // namespace suite
