@@ -14,10 +14,10 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 \
   -DAGENTCTL_FUZZ=ON -DAGENTCTL_SANITIZE=ON -DAGENTCTL_TESTS=OFF >/dev/null
-ninja -C "$build" -j "$jobs" fuzz_allow_entry fuzz_profile_loader
+ninja -C "$build" -j "$jobs" fuzz_allow_entry fuzz_profile_loader fuzz_proxy_request
 
 status=0
-for target in allow_entry profile_loader; do
+for target in allow_entry profile_loader proxy_request; do
   corpus="$build/corpus-$target"
   mkdir -p "$corpus" "$build/artifacts-$target"
   echo "== fuzz_$target for ${seconds}s"
