@@ -66,6 +66,20 @@ std::string validate_remote(std::string_view value) {
     return {};
 }
 
+std::string validate_prefix(std::string_view value) {
+    int bits = value.empty() || value.size() > 2 ? -1 : 0;
+    for (char c : value) bits = (bits >= 0 && c >= '0' && c <= '9') ? bits * 10 + (c - '0') : -1;
+    if (bits >= 16 && bits <= 29) return {};
+    return fmt::format("must be a prefix length from 16 to 29 (got '{}')", value);
+}
+
+std::string validate_pool_name(std::string_view value) {
+    const bool ok = !value.empty() && std::all_of(value.begin(), value.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+    });
+    return ok ? std::string() : fmt::format("must be an Incus storage pool name (got '{}')", value);
+}
+
 constexpr std::array k_keys{
     ConfigKey{"provider", "the backend used when --provider is not given (incus, lima, hyperv)", "",
               KeyPolicy::UserMayOverride, &validate_provider},
@@ -77,6 +91,10 @@ constexpr std::array k_keys{
               KeyPolicy::OrgOnly, &validate_profile_name},
     ConfigKey{"incus.subnetPool", "the IPv4 range sandbox bridges take their subnets from", "10.213.0.0/16",
               KeyPolicy::UserMayOverride, &validate_cidr},
+    ConfigKey{"incus.subnetPrefix", "the prefix length of each sandbox bridge's subnet", "28",
+              KeyPolicy::UserMayOverride, &validate_prefix},
+    ConfigKey{"incus.storagePool", "the Incus storage pool sandboxes' root disks live in", "default",
+              KeyPolicy::UserMayOverride, &validate_pool_name},
     ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
               &validate_remote},
 };

@@ -64,7 +64,7 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     CHECK(r.exit_code == 1);
     CHECK(r.err ==
           "agentctl: unknown configuration key 'colour'\nhint: known keys: provider, profileDir, defaultProfile, "
-          "baseProfile, incus.subnetPool, incus.imageRemote\n");
+          "baseProfile, incus.subnetPool, incus.subnetPrefix, incus.storagePool, incus.imageRemote\n");
 
     r = cli.run({"config", "set", "provider"});
     CHECK(r.exit_code == 1);
@@ -80,6 +80,10 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     CHECK(r.err ==
           "agentctl: invalid value for incus.subnetPool: must be an IPv4 CIDR with a prefix from /8 to /24 (got "
           "'10.0.0.0/30')\n");
+
+    r = cli.run({"config", "set", "incus.subnetPrefix=30"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "agentctl: invalid value for incus.subnetPrefix: must be a prefix length from 16 to 29 (got '30')\n");
 
     r = cli.run({"config", "set", "baseProfile=strict"});
     CHECK(r.exit_code == 1);
