@@ -180,6 +180,7 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     provider->create(demo_spec(world));
     world.clear_output();
     provider->start("demo", {});
+    const std::string first_report = world.out.str();
 
     auto state = world.state("demo");
     const std::uint16_t proxy_port = state["proxyPort"];
@@ -195,6 +196,15 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
               .find(" 403 ") != std::string::npos);
     auto log = core::read_file(provider::lima::egress_log_path(world.config_dir(), "demo"));
     CHECK(log.find("www.wikipedia.org") != std::string::npos);
+    // ... and `agentctl logs demo --network` reads that log
+    world.clear_output();
+    LogRequest logs;
+    logs.json = true;
+    CHECK(provider->logs("demo", logs) == 0);
+    CHECK(world.out.str().find("www.wikipedia.org") != std::string::npos);
+    world.clear_output();
+    provider->start("demo", {});  // already running: a no-op report
+    world.clear_output();
 
     // limactl start ran under sandbox-exec with the generated profile, which
     // allows exactly the SSH and proxy ports
@@ -212,8 +222,8 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
           std::string::npos);
     CHECK(profile.find("(remote unix-socket (subpath \"" + world.lima_home().string() + "\"))") != std::string::npos);
 
-    // the report: mounts first, then confinement
-    auto out = world.out.str();
+    // the report (of the first start): mounts first, then confinement
+    auto out = first_report;
     CHECK(out.find("agentctl: host directories exposed to this sandbox:\n  " + world.workspace().string() +
                    " -> /workspace (writable)\n") == 0);
     CHECK(out.find("agentctl: network confinement verified: a direct connection from the guest to 192.168.5.2:") !=

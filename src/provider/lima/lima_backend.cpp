@@ -14,6 +14,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "egress_proxy/egress_proxy.hpp"
 #include "provider/lima/lima_paths.hpp"
 
 namespace agentctl::provider::lima {
@@ -293,9 +294,8 @@ int LimaBackend::logs(const std::string& name, const LogRequest& request) {
         throw Error("logs --exec is not available on the lima provider yet", "use `agentctl logs " + name + " --network`",
                     exit_code::k_not_available);
     }
-    auto text = core::read_file_if_exists(egress_log_path(m_ctx.config_dir, name));
-    if (text) m_ctx.out << *text;
-    return 0;
+    return egress_proxy::print_network_log(egress_log_path(m_ctx.config_dir, name).string(), request.follow,
+                                           request.json, m_ctx.out);
 }
 
 void LimaBackend::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {

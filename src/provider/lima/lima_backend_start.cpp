@@ -129,7 +129,7 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     options.proxy_port = state.proxy_port;
     options.lima_home = m_lima_home;
     options.host_resolver = !state.dns_disabled;
-    const auto profile = sandbox_profile::generate_sbpl(options);
+    const auto profile = sandbox_profile::compact_sbpl(sandbox_profile::generate_sbpl(options));
     const auto boot = sandboxed(m_ctx.platform.sandbox_exec_path(), profile, limactl_start(state.name));
     // Lima's own downloads during start (the base image on first boot) go
     // through the egress proxy too: nothing else can leave the sandbox.
