@@ -72,6 +72,19 @@ std::string help_hint(const CLI::App& app) {
     return fmt::format("run `agentctl {}{}--help` for usage", path, path.empty() ? "" : " ");
 }
 
+// An unknown word or flag: say which, and suggest the closest real one.
+int report_unknown(const CLI::App& app) {
+    const auto* where = deepest_selected(app);
+    auto extras = where->remaining();
+    if (extras.empty()) extras = app.remaining();
+    const std::string first = extras.empty() ? std::string() : extras.front();
+    const bool is_flag = !first.empty() && first.front() == '-';
+    auto suggestion = suggestion_for(app, first);
+    print_error(fmt::format("unknown {} '{}'", is_flag ? "flag" : "command or argument", first),
+                suggestion.empty() ? help_hint(app) : suggestion);
+    return exit_code::k_error;
+}
+
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -113,19 +126,11 @@ int run(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
-    } catch (const CLI::ExtrasError& e) {
-        const auto extras = app.remaining();
-        const auto* where = deepest_selected(app);
-        auto extras_of_where = where->remaining();
-        const std::string first = !extras_of_where.empty() ? extras_of_where.front()
-                                  : !extras.empty()        ? extras.front()
-                                                           : std::string();
-        const bool is_flag = !first.empty() && first.front() == '-';
-        auto suggestion = suggestion_for(app, first);
-        print_error(fmt::format("unknown {} '{}'", is_flag ? "flag" : "command or argument", first),
-                    suggestion.empty() ? help_hint(app) : suggestion);
-        return exit_code::k_error;
+    } catch (const CLI::ExtrasError&) {
+        return report_unknown(app);
     } catch (const CLI::ParseError& e) {
+        // "A subcommand is required" with words left over means the word was not a command.
+        if (!deepest_selected(app)->remaining().empty() || !app.remaining().empty()) return report_unknown(app);
         print_error(e.what(), help_hint(app));
         return exit_code::k_error;
     } catch (const Error& e) {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands_list.hpp"
+#include "policy/catalog.hpp"
 
 namespace agentctl::cli {
 
@@ -30,18 +31,11 @@ void add_image(CLI::App& app, CommandEnv& env) {
     auto* build = group->add_subcommand("build", "Build a local image from a base image plus packages");
     build->add_option("OUT", args->output, "Name (alias) of the image to create")->required();
     build->add_option("--base", args->base, "The image to start from")->required();
-    build->add_option("--package", args->packages, "A package to install (repeatable)")
-        ->check(CLI::Validator(
-            [](std::string& value) -> std::string {
-                const bool ok = !value.empty() && std::isalnum(static_cast<unsigned char>(value.front())) &&
-                                value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                        "0123456789._+-") == std::string::npos;
-                return ok ? std::string() : "invalid package name '" + value + "'";
-            },
-            "PACKAGE"));
+    build->add_option("--package", args->packages, "A package to install (repeatable)");
     set_examples(*build, {"agentctl image build dev-image --base agentctl-debian-12 --package git --package make"});
     build->callback([&env, args] {
         env.action = [&env, args] {
+            for (const auto& package : args->packages) policy::check_package_name(package);
             env.session.gate("image.build");
             env.session.provider().image_build(args->output, args->base, args->packages);
             return 0;

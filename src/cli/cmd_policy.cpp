@@ -1,19 +1,139 @@
-// policy check|add|remove
+// policy check|add|remove: ask what the egress policy would do, and change a
+// sandbox's allowlist while it runs.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "agentctl/error.hpp"
 #include "cli/commands_list.hpp"
+#include "cli/sandbox_options.hpp"
+#include "policy/check.hpp"
 
 namespace agentctl::cli {
+namespace {
+
+struct CheckArgs {
+    std::vector<std::string> positional;  // [NAME] HOST[:PORT]
+    std::vector<std::string> profiles;
+    std::vector<std::string> allow;
+    bool allow_lan = false;
+};
+
+int run_check(Session& session, const CheckArgs& args) {
+    policy::NetworkPolicy network;
+    std::string destination;
+    if (args.positional.size() == 2) {
+        if (!args.profiles.empty() || !args.allow.empty() || args.allow_lan) {
+            throw Error("give either a sandbox NAME or --profile/--allow/--allow-lan, not both",
+                        "agentctl policy check demo example.com:443");
+        }
+        validate_instance_name(args.positional[0]);
+        session.gate("status");
+        auto info = session.provider().status(args.positional[0]);
+        if (!info.network) throw Error(fmt::format("the network policy of {} is not known", args.positional[0]));
+        network = *info.network;
+        destination = args.positional[1];
+    } else if (args.positional.size() == 1) {
+        network = build_network_policy(session, args.profiles, args.allow, args.allow_lan);
+        destination = args.positional[0];
+    } else {
+        throw Error("expected [NAME] HOST[:PORT]", "agentctl policy check --allow example.com example.com:443");
+    }
+    auto resolver = policy::make_system_resolver();
+    const auto own = policy::host_own_addresses();
+    const auto result = policy::check_destination(network, destination, *resolver, own);
+    if (session.json()) {
+        session.out() << policy::check_to_json(result).dump(2) << "\n";
+    } else {
+        session.out() << policy::render_check_table(result);
+    }
+    return policy::check_exit_code(result);
+}
+
+struct ChangeArgs {
+    std::string name;
+    std::vector<std::string> entries;
+};
+
+// Adds or removes entries, then hands the whole new policy to the provider.
+int run_change(Session& session, const ChangeArgs& args, bool add) {
+    validate_instance_name(args.name);
+    std::vector<policy::AllowRule> rules;
+    for (const auto& entry : args.entries) rules.push_back(policy::parse_allow_entry(entry, "policy add"));
+    session.gate("network.acl");
+    session.lock_instance(args.name);
+    auto& provider = session.provider();
+    policy::NetworkPolicy network;
+    if (session.globals().preview) {
+        network.allow = {};
+    } else {
+        auto info = provider.status(args.name);
+        if (!info.network) throw Error(fmt::format("the network policy of {} is not known", args.name));
+        network = *info.network;
+    }
+    if (!network.enabled) {
+        throw Error(fmt::format("{} was created with --no-network-policy: it has no allowlist to change", args.name),
+                    "recreate it without --no-network-policy");
+    }
+    auto same = [](const policy::AllowRule& a, const policy::AllowRule& b) { return a.entry() == b.entry(); };
+    for (const auto& rule : rules) {
+        auto it = std::find_if(network.allow.begin(), network.allow.end(), [&](const auto& r) { return same(r, rule); });
+        if (add) {
+            if (it == network.allow.end()) {
+                network.allow.push_back(rule);
+            } else {
+                session.reporter().notice(fmt::format("{} is already allowed (from {})", rule.entry(), it->origin));
+            }
+        } else if (it == network.allow.end()) {
+            throw Error(fmt::format("{} is not on the allowlist of {}", rule.entry(), args.name),
+                        fmt::format("`agentctl status {}` lists the allow entries", args.name));
+        } else {
+            network.allow.erase(it);
+        }
+    }
+    provider.apply_network_policy(args.name, network);
+    if (!session.globals().preview) {
+        for (const auto& rule : rules) {
+            session.reporter().notice(fmt::format("{} {} {}", add ? "allowed" : "removed", rule.entry(),
+                                                  add ? "in " + args.name : "from " + args.name));
+        }
+    }
+    return 0;
+}
+
+}  // namespace
 
 void add_policy(CLI::App& app, CommandEnv& env) {
     auto* group = app.add_subcommand("policy", "Check and change what a sandbox may reach");
     group->require_subcommand(1);
+
+    auto check_args = std::make_shared<CheckArgs>();
     auto* check = group->add_subcommand("check", "Would the egress policy allow HOST[:PORT], and why");
-    auto* add = group->add_subcommand("add", "Allow more destinations in a running sandbox (no restart)");
-    auto* remove = group->add_subcommand("remove", "Remove allow entries from a running sandbox (no restart)");
-    (void)env;
-    (void)check;
-    (void)add;
-    (void)remove;
+    check->add_option("ARGS", check_args->positional, "[NAME] HOST[:PORT] (port 443 unless given)")->required();
+    check->add_option("--profile", check_args->profiles, "Check against these profiles (repeatable)");
+    check->add_option("--allow", check_args->allow, "Add an allow entry to check against (repeatable)");
+    check->add_flag("--allow-lan", check_args->allow_lan, "Check as if --allow-lan were given");
+    check->footer(
+        "\nExit status: 0 allowed, 4 refused, 1 bad input.\n\nExamples:\n"
+        "  agentctl policy check demo api.github.com:443\n"
+        "  agentctl policy check --profile strict --allow '*.example.com' www.example.com\n"
+        "  agentctl policy check --allow 10.0.0.5 10.0.0.5:22 --output json");
+    check->callback([&env, check_args] { env.action = [&env, check_args] { return run_check(env.session, *check_args); }; });
+
+    for (bool is_add : {true, false}) {
+        auto args = std::make_shared<ChangeArgs>();
+        auto* cmd = group->add_subcommand(is_add ? "add" : "remove",
+                                          is_add ? "Allow more destinations in a sandbox, live (no restart)"
+                                                 : "Remove allow entries from a sandbox, live (no restart)");
+        cmd->add_option("NAME", args->name, "Sandbox name")->required();
+        cmd->add_option("ENTRY", args->entries, "Allow entries: host, host:443, *.domain:80,443, IP, URL")->required();
+        set_examples(*cmd, {is_add ? "agentctl policy add demo pypi.org:443 files.pythonhosted.org:443"
+                                   : "agentctl policy remove demo pypi.org:443"});
+        cmd->callback([&env, args, is_add] {
+            env.action = [&env, args, is_add] { return run_change(env.session, *args, is_add); };
+        });
+    }
 }
 
 }  // namespace agentctl::cli

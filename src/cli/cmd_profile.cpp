@@ -1,13 +1,99 @@
 // profile list|show|set|presets|packages
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "agentctl/error.hpp"
 #include "cli/commands_list.hpp"
+#include "policy/profile_store.hpp"
 
 namespace agentctl::cli {
+namespace {
+
+policy::Environment environment(Session& session) {
+    std::string profile_dir = session.globals().profile_dir;
+    if (profile_dir.empty()) {
+        if (auto value = session.config().get("profileDir"); value && value->source != "default") {
+            profile_dir = value->value;
+        }
+    }
+    return policy::environment_from_process(profile_dir, session.config().value_or("defaultProfile", "default"));
+}
+
+}  // namespace
 
 void add_profile(CLI::App& app, CommandEnv& env) {
     auto* group = app.add_subcommand("profile", "Inspect profiles, presets and the package catalog");
     group->require_subcommand(1);
-    (void)env;
+
+    auto* list = group->add_subcommand("list", "List every profile, in search order, with where it comes from");
+    set_examples(*list, {"agentctl profile list", "agentctl profile list --output json"});
+    list->callback([&env] {
+        env.action = [&env] {
+            auto profiles = policy::list_profiles(environment(env.session));
+            if (env.session.json()) {
+                env.session.out() << policy::profile_list_to_json(profiles).dump(2) << "\n";
+            } else {
+                env.session.out() << policy::render_profile_list(profiles);
+            }
+            return 0;
+        };
+    });
+
+    auto name = std::make_shared<std::string>();
+    auto* show = group->add_subcommand("show", "Show a profile as it applies, its allow file merged in");
+    show->add_option("NAME", *name, "Profile name")->required();
+    set_examples(*show, {"agentctl profile show default", "agentctl profile show strict --output json"});
+    show->callback([&env, name] {
+        env.action = [&env, name] {
+            const auto profile = policy::load_profile(*name, environment(env.session));
+            if (env.session.json()) {
+                env.session.out() << policy::profile_to_json(profile).dump(2) << "\n";
+            } else {
+                env.session.out() << policy::profile_to_yaml(profile);
+            }
+            return 0;
+        };
+    });
+
+    auto set_name = std::make_shared<std::string>();
+    auto* set = group->add_subcommand("set", "Make a profile the default for create (writes defaultProfile)");
+    set->add_option("NAME", *set_name, "Profile name")->required();
+    set_examples(*set, {"agentctl profile set strict"});
+    set->callback([&env, set_name] {
+        env.action = [&env, set_name] {
+            // Loading it first means a typo or an invalid profile never becomes the default.
+            (void)policy::load_profile(*set_name, environment(env.session));
+            env.session.config().set("defaultProfile", *set_name);
+            env.session.reporter().notice(fmt::format("default profile is now {}", *set_name));
+            return 0;
+        };
+    });
+
+    auto* presets = group->add_subcommand("presets", "Show what every allow preset expands to");
+    set_examples(*presets, {"agentctl profile presets", "agentctl profile presets --output json"});
+    presets->callback([&env] {
+        env.action = [&env] {
+            if (env.session.json()) {
+                env.session.out() << policy::presets_to_json().dump(2) << "\n";
+            } else {
+                env.session.out() << policy::render_presets_table();
+            }
+            return 0;
+        };
+    });
+
+    auto* packages = group->add_subcommand("packages", "Show the package catalog (neutral name to apt/dnf/apk)");
+    set_examples(*packages, {"agentctl profile packages", "agentctl profile packages --output json"});
+    packages->callback([&env] {
+        env.action = [&env] {
+            if (env.session.json()) {
+                env.session.out() << policy::packages_to_json().dump(2) << "\n";
+            } else {
+                env.session.out() << policy::render_packages_table();
+            }
+            return 0;
+        };
+    });
 }
 
 }  // namespace agentctl::cli

@@ -50,6 +50,10 @@ void add_mount_flags(CLI::App& command, MountOptions& options);
 // listing every problem; nothing is created then.
 [[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options);
 
+// The network policy of profiles plus --allow/--allow-lan, for `policy check`.
+[[nodiscard]] policy::NetworkPolicy build_network_policy(Session& session, const std::vector<std::string>& profiles,
+                                                         const std::vector<std::string>& allow, bool allow_lan);
+
 // For start: the mounts the flags ask for, checked against the mount policy of
 // the given profiles; nullopt when no mount flag was given (keep the sticky set).
 [[nodiscard]] std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,

@@ -7,6 +7,7 @@
 
 #include "agentctl/error.hpp"
 #include "agentctl/sandbox.hpp"
+#include "policy/paths.hpp"
 #include "policy/profile.hpp"
 
 namespace agentctl::policy {
@@ -42,8 +43,5 @@ struct MountContext {
 // Collects every problem and throws agentctl::Error listing them all; creates
 // directories only after every request passed its checks.
 [[nodiscard]] std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, const MountContext& context);
-
-// True when `path` is `root` or below it, by whole path segments.
-[[nodiscard]] bool path_is_under(const std::string& path, const std::string& root);
 
 }  // namespace agentctl::policy

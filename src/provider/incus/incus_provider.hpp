@@ -1,4 +1,16 @@
-// The incus provider's factory; the provider class itself stays in the .cpp.
+// The incus provider's factory; the provider class itself stays in
+// provider_impl.hpp (private to this module).
+//
+// The provider talks to the Incus REST API over its unix socket (client.hpp),
+// gives every sandbox its own managed bridge, subnet and network ACL, and runs
+// only interactive `shell` / `exec -t` / `view` through the `incus` client.
+// With ProviderContext::preview it prints `incus query ...` lines instead.
+//
+// Settings read from ProviderContext::settings:
+//   incus.subnetPool     IPv4 pool the sandbox bridges are carved from (10.213.0.0/16)
+//   incus.subnetPrefix   size of each sandbox subnet (28)
+//   incus.storagePool    storage pool of the root disk (default)
+//   incus.imageRemote    simplestreams server for `image pull` (https://images.linuxcontainers.org)
 #pragma once
 
 #include <memory>
@@ -7,7 +19,14 @@
 
 namespace agentctl::provider::incus {
 
+class Client;
+class Resolver;
+
 [[nodiscard]] CapabilityMatrix capabilities(const HostPlatform& platform);
 [[nodiscard]] std::unique_ptr<Provider> create(ProviderContext& context);
+
+// For tests: a provider over a given client and resolver.
+[[nodiscard]] std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
+                                                      std::unique_ptr<Resolver> resolver);
 
 }  // namespace agentctl::provider::incus

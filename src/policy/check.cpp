@@ -1,0 +1,203 @@
+// `policy check`: one destination through pre_decide()/decide(), every address
+// with its own verdict, rendered as a table or JSON.
+#include "policy/check.hpp"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "agentctl/error.hpp"
+#include "policy/addresses.hpp"
+
+namespace agentctl::policy {
+namespace {
+
+std::optional<IpAddress> from_sockaddr(const sockaddr* address) {
+    if (address == nullptr) return std::nullopt;
+    IpAddress out;
+    if (address->sa_family == AF_INET) {
+        const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+        std::memcpy(out.bytes.data(), &v4->sin_addr, 4);
+        return out;
+    }
+    if (address->sa_family == AF_INET6) {
+        const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
+        out.v6 = true;
+        std::memcpy(out.bytes.data(), &v6->sin6_addr, 16);
+        return out;
+    }
+    return std::nullopt;
+}
+
+class SystemResolver : public Resolver {
+public:
+    std::vector<IpAddress> resolve(const std::string& host) override {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* result = nullptr;
+        std::vector<IpAddress> out;
+        if (::getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return out;
+        for (auto* item = result; item != nullptr; item = item->ai_next) {
+            auto address = from_sockaddr(item->ai_addr);
+            if (address && std::find(out.begin(), out.end(), *address) == out.end()) out.push_back(*address);
+        }
+        ::freeaddrinfo(result);
+        return out;
+    }
+};
+
+[[noreturn]] void bad_destination(std::string_view text, std::string_view what) {
+    throw Error(fmt::format("invalid destination \"{}\": {}", text, what),
+                "write HOST, HOST:PORT or [IPv6]:PORT, e.g. api.example.com:443");
+}
+
+std::uint16_t parse_port(std::string_view text, std::string_view whole) {
+    unsigned value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 65535) {
+        bad_destination(whole, fmt::format("port \"{}\" is not a number from 1 to 65535", text));
+    }
+    return static_cast<std::uint16_t>(value);
+}
+
+}  // namespace
+
+std::unique_ptr<Resolver> make_system_resolver() { return std::make_unique<SystemResolver>(); }
+
+std::vector<IpAddress> host_own_addresses() {
+    std::vector<IpAddress> out;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return out;
+    for (auto* item = list; item != nullptr; item = item->ifa_next) {
+        auto address = from_sockaddr(item->ifa_addr);
+        if (address && std::find(out.begin(), out.end(), *address) == out.end()) out.push_back(*address);
+    }
+    ::freeifaddrs(list);
+    return out;
+}
+
+Destination parse_destination(std::string_view text) {
+    Destination out;
+    std::string_view rest = text;
+    if (rest.empty()) bad_destination(text, "it is empty");
+    if (auto scheme = rest.find("://"); scheme != std::string_view::npos) {
+        auto name = rest.substr(0, scheme);
+        if (name == "http") {
+            out.port = 80;
+        } else if (name != "https") {
+            bad_destination(text, "only http:// and https:// URLs are understood");
+        }
+        rest = rest.substr(scheme + 3);
+        if (auto slash = rest.find_first_of("/?#"); slash != std::string_view::npos) {
+            if (rest.substr(slash) != "/") bad_destination(text, "a path plays no part in the decision; give the host");
+            rest = rest.substr(0, slash);
+        }
+    }
+    if (rest.starts_with("[")) {
+        auto close = rest.find(']');
+        if (close == std::string_view::npos) bad_destination(text, "'[' is not closed");
+        out.host = std::string(rest.substr(1, close - 1));
+        auto after = rest.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':') bad_destination(text, "unexpected text after ']'");
+            out.port = parse_port(after.substr(1), text);
+        }
+    } else if (std::count(rest.begin(), rest.end(), ':') > 1) {
+        out.host = std::string(rest);  // a bare IPv6 address
+    } else if (auto colon = rest.find(':'); colon != std::string_view::npos) {
+        out.host = std::string(rest.substr(0, colon));
+        out.port = parse_port(rest.substr(colon + 1), text);
+    } else {
+        out.host = std::string(rest);
+    }
+    if (out.host.empty()) bad_destination(text, "the host is empty");
+    return out;
+}
+
+CheckResult check_destination(const NetworkPolicy& policy, std::string_view text, Resolver& resolver,
+                              std::span<const IpAddress> host_own) {
+    auto destination = parse_destination(text);
+    CheckResult result;
+    result.host = destination.host;
+    result.port = destination.port;
+    auto finish = [&](const Decision& decision) {
+        result.allowed = decision.allowed;
+        result.reason = decision.reason;
+        result.detail = decision.detail;
+        result.rule = decision.rule;
+        result.address = decision.address;
+        return result;
+    };
+    if (auto early = pre_decide(policy, destination.host, destination.port, host_own)) {
+        if (auto ip = parse_ip_literal(normalise_host(destination.host))) {
+            result.addresses.push_back({*ip, early->allowed, early->reason, early->detail});
+        }
+        return finish(*early);
+    }
+    result.resolved = true;
+    auto addresses = resolver.resolve(normalise_host(destination.host));
+    for (const auto& address : addresses) {
+        auto one = decide(policy, destination.host, destination.port, std::span<const IpAddress>(&address, 1), host_own);
+        result.addresses.push_back({address, one.allowed, one.reason, one.detail});
+    }
+    return finish(decide(policy, destination.host, destination.port, addresses, host_own));
+}
+
+std::string render_check_table(const CheckResult& result) {
+    std::string text = fmt::format("Destination: {}:{}\n", result.host, result.port);
+    text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", result.reason);
+    text += fmt::format("Why:         {}\n", result.detail);
+    if (result.rule) {
+        text += fmt::format("Rule:        {} (from {})\n", result.rule->entry(),
+                            result.rule->origin.empty() ? "unknown" : result.rule->origin);
+    }
+    if (result.address) text += fmt::format("Dial:        {}\n", result.address->to_string());
+    if (!result.addresses.empty()) {
+        std::size_t width = 7;
+        for (const auto& verdict : result.addresses) width = std::max(width, verdict.address.to_string().size());
+        text += fmt::format("\n{:<{}}  {:<7}  REASON\n", "ADDRESS", width, "VERDICT");
+        for (const auto& verdict : result.addresses) {
+            text += fmt::format("{:<{}}  {:<7}  {}\n", verdict.address.to_string(), width,
+                                verdict.allowed ? "allowed" : "refused", verdict.reason);
+        }
+    } else if (result.resolved) {
+        text += "\n(the name did not resolve)\n";
+    }
+    return text;
+}
+
+nlohmann::json check_to_json(const CheckResult& result) {
+    nlohmann::json addresses = nlohmann::json::array();
+    for (const auto& verdict : result.addresses) {
+        addresses.push_back({{"address", verdict.address.to_string()},
+                             {"allowed", verdict.allowed},
+                             {"reason", verdict.reason},
+                             {"detail", verdict.detail}});
+    }
+    nlohmann::json rule = nullptr;
+    if (result.rule) rule = {{"entry", result.rule->entry()}, {"origin", result.rule->origin}};
+    return {{"host", result.host},
+            {"port", result.port},
+            {"allowed", result.allowed},
+            {"reason", result.reason},
+            {"detail", result.detail},
+            {"rule", rule},
+            {"address", result.address ? nlohmann::json(result.address->to_string()) : nlohmann::json(nullptr)},
+            {"addresses", addresses}};
+}
+
+int check_exit_code(const CheckResult& result) {
+    return result.allowed ? exit_code::k_ok : exit_code::k_policy_refused;
+}
+
+}  // namespace agentctl::policy

@@ -1,0 +1,252 @@
+// Mount resolution: expand, clean, check, create, resolve symlinks, check again.
+#include "policy/mounts.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+namespace agentctl::policy {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view k_system_guest_paths[] = {"/",     "/etc",  "/usr", "/bin", "/sbin", "/lib", "/lib64",
+                                                     "/boot", "/dev",  "/proc", "/sys", "/var",  "/root", "/run"};
+
+constexpr std::string_view k_home_denied[] = {".ssh", ".gnupg", ".aws", ".config/gcloud", ".kube", ".docker", ".lima",
+                                              ".local/share/incus", ".config/incus", ".config/agentctl",
+                                              ".local/state/agentctl"};
+
+constexpr std::string_view k_incus_state[] = {"/var/lib/incus", "/var/cache/incus", "/var/log/incus", "/run/incus"};
+
+// Symlinks resolved for the part that exists; the rest cleaned lexically.
+std::string canonical_prefix(const std::string& path) {
+    std::error_code ec;
+    auto resolved = fs::weakly_canonical(path, ec);
+    if (ec) return path;
+    return clean_path(resolved.string(), "/");
+}
+
+bool valid_instance_name(std::string_view name) {
+    if (name.empty() || name.size() > 63) return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+    });
+}
+
+std::string replace_all(std::string text, std::string_view from, std::string_view to) {
+    for (auto at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+        text.replace(at, from.size(), to);
+    }
+    return text;
+}
+
+// Every form of a denied directory that a canonical path could take: as
+// written, and with symlinks resolved.
+struct Checker {
+    const MountContext& context;
+    std::string home;
+    std::vector<std::pair<std::string, std::string>> denied;  // (path, what it is)
+    std::optional<std::vector<std::string>> roots;
+
+    explicit Checker(const MountContext& c) : context(c), home(canonical_prefix(clean_path(c.home, "/"))) {
+        auto add = [&](const std::string& path, const std::string& why) {
+            denied.emplace_back(clean_path(path, "/"), why);
+            auto canonical = canonical_prefix(clean_path(path, "/"));
+            if (canonical != clean_path(path, "/")) denied.emplace_back(canonical, why);
+        };
+        for (const auto& path : builtin_denied_paths(c.home, c.config_dir)) add(path, "credentials or backend state");
+        for (const auto& path : c.policy.deny_paths) add(path, "listed in mountPolicy.denyPaths");
+        if (c.policy.allowed_roots) {
+            roots.emplace();
+            for (const auto& root : *c.policy.allowed_roots) roots->push_back(canonical_prefix(clean_path(root, "/")));
+        }
+    }
+
+    // What is wrong with mounting `path` (canonical), or an empty string.
+    std::string problem(const std::string& path) const {
+        if (path == "/") return "the root directory / cannot be mounted";
+        if (path == home && !context.policy.allow_home.value_or(false)) {
+            return "$HOME itself cannot be mounted (mountPolicy.allowHome is not set); mount a directory below it";
+        }
+        for (const auto& [denied_path, why] : denied) {
+            if (path_is_under(path, denied_path)) return fmt::format("{} is refused ({})", denied_path, why);
+            if (path_is_under(denied_path, path)) {
+                return fmt::format("it contains {}, which is refused ({})", denied_path, why);
+            }
+        }
+        if (roots) {
+            bool inside = std::any_of(roots->begin(), roots->end(), [&](const std::string& root) { return path_is_under(path, root); });
+            if (!inside) {
+                std::string list;
+                for (const auto& root : *roots) list += (list.empty() ? "" : ", ") + root;
+                return fmt::format("it is not under an allowed root (mountPolicy.allowedRoots: {})",
+                                   list.empty() ? "none" : list);
+            }
+        }
+        return {};
+    }
+};
+
+struct Pending {
+    const MountRequest* request;
+    std::string host;   // expanded and cleaned, symlinks not yet resolved
+    std::string guest;
+    bool create = false;
+};
+
+std::string describe(const MountRequest& request) {
+    return fmt::format("mount {} ({})", request.host_path, request.origin.empty() ? "--mount" : request.origin);
+}
+
+void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& problems) {
+    for (std::size_t i = 0; i < mounts.size(); ++i) {
+        for (std::size_t j = i + 1; j < mounts.size(); ++j) {
+            const auto& a = mounts[i];
+            const auto& b = mounts[j];
+            if (path_is_under(a.host_path, b.host_path) || path_is_under(b.host_path, a.host_path)) {
+                problems.push_back(fmt::format("mounts {} ({}) and {} ({}) overlap on the host", a.host_path, a.origin,
+                                               b.host_path, b.origin));
+            }
+            if (path_is_under(a.guest_path, b.guest_path) || path_is_under(b.guest_path, a.guest_path)) {
+                problems.push_back(fmt::format("mounts {} ({}) and {} ({}) overlap in the guest", a.guest_path, a.origin,
+                                               b.guest_path, b.origin));
+            }
+        }
+    }
+}
+
+[[noreturn]] void fail(const std::vector<std::string>& problems) {
+    std::string message = problems.size() == 1 ? "a mount was refused:" : fmt::format("{} mounts were refused:", problems.size());
+    for (const auto& problem : problems) message += "\n  " + problem;
+    throw Error(message, "nothing was mounted or created; change the mount or the profile's mountPolicy");
+}
+
+}  // namespace
+
+std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir) {
+    std::vector<std::string> out;
+    for (auto relative : k_home_denied) out.push_back(clean_path(home + "/" + std::string(relative), "/"));
+    for (auto path : k_incus_state) out.emplace_back(path);
+    if (!config_dir.empty()) {
+        auto clean = clean_path(config_dir, "/");
+        if (std::find(out.begin(), out.end(), clean) == out.end()) out.push_back(clean);
+    }
+    return out;
+}
+
+MountRequest parse_mount_flag(std::string_view text) {
+    std::vector<std::string_view> parts;
+    std::string_view rest = text;
+    while (true) {
+        auto colon = rest.find(':');
+        parts.push_back(rest.substr(0, colon));
+        if (colon == std::string_view::npos) break;
+        rest.remove_prefix(colon + 1);
+    }
+    auto bad = [&](std::string_view what) -> MountRequest {
+        throw Error(fmt::format("invalid --mount \"{}\": {}", text, what),
+                    "write --mount HOST_PATH[:GUEST_PATH][:w|:ro], e.g. --mount ~/src/app:/workspace/app:w");
+    };
+    MountRequest request;
+    request.origin = "--mount";
+    if (parts.size() >= 2 && (parts.back() == "w" || parts.back() == "ro")) {
+        request.writable = parts.back() == "w";
+        parts.pop_back();
+    }
+    if (parts.size() > 2) return bad("too many ':' (host paths containing ':' are not supported)");
+    if (parts[0].empty()) return bad("the host path is empty");
+    request.host_path = std::string(parts[0]);
+    if (parts.size() == 2) {
+        if (!parts[1].starts_with("/")) return bad(fmt::format("the guest path \"{}\" is not absolute", parts[1]));
+        request.guest_path = std::string(parts[1]);
+    }
+    return request;
+}
+
+std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, const MountContext& context) {
+    Checker checker(context);
+    std::vector<std::string> problems;
+    std::vector<Pending> pending;
+    for (const auto& request : requests) {
+        std::string host = request.host_path;
+        std::string guest = request.guest_path;
+        if (host.find("{{.Name}}") != std::string::npos || guest.find("{{.Name}}") != std::string::npos) {
+            if (!valid_instance_name(context.name)) {
+                problems.push_back(fmt::format("{}: the sandbox name \"{}\" cannot be put into a path", describe(request),
+                                               context.name));
+                continue;
+            }
+            host = replace_all(host, "{{.Name}}", context.name);
+            guest = replace_all(guest, "{{.Name}}", context.name);
+        }
+        auto expanded = expand_tilde(host, context.home);
+        if (!expanded) {
+            problems.push_back(fmt::format("{}: only ~ and ~/ are expanded, not ~user", describe(request)));
+            continue;
+        }
+        Pending item{&request, clean_path(*expanded, context.cwd), {}, false};
+        item.guest = guest.empty() ? item.host : guest;
+        if (!item.guest.starts_with("/")) {
+            problems.push_back(fmt::format("{}: the guest path \"{}\" is not absolute", describe(request), item.guest));
+            continue;
+        }
+        item.guest = clean_path(item.guest, "/");
+        if (std::find(std::begin(k_system_guest_paths), std::end(k_system_guest_paths), item.guest) !=
+            std::end(k_system_guest_paths)) {
+            problems.push_back(fmt::format("{}: the guest path {} is a system directory of the guest", describe(request),
+                                           item.guest));
+            continue;
+        }
+        // Check what exists now, before anything is created.
+        if (auto problem = checker.problem(canonical_prefix(item.host)); !problem.empty()) {
+            problems.push_back(fmt::format("{}: {}", describe(request), problem));
+            continue;
+        }
+        std::error_code ec;
+        auto status = fs::status(item.host, ec);
+        if (!fs::exists(status)) {
+            if (!context.policy.create_missing.value_or(false)) {
+                problems.push_back(fmt::format("{}: {} does not exist (create it, or set mountPolicy.createMissing)",
+                                               describe(request), item.host));
+                continue;
+            }
+            item.create = true;
+        } else if (!fs::is_directory(status)) {
+            problems.push_back(fmt::format("{}: {} is not a directory", describe(request), item.host));
+            continue;
+        }
+        pending.push_back(std::move(item));
+    }
+    if (!problems.empty()) fail(problems);
+    for (const auto& item : pending) {
+        if (!item.create) continue;
+        std::error_code ec;
+        fs::create_directories(item.host, ec);
+        if (ec) problems.push_back(fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
+    }
+    if (!problems.empty()) fail(problems);
+    std::vector<Mount> mounts;
+    for (const auto& item : pending) {
+        std::error_code ec;
+        auto canonical = fs::canonical(item.host, ec);
+        if (ec) {
+            problems.push_back(fmt::format("{}: cannot resolve {}: {}", describe(*item.request), item.host, ec.message()));
+            continue;
+        }
+        std::string path = clean_path(canonical.string(), "/");
+        if (auto problem = checker.problem(path); !problem.empty()) {
+            problems.push_back(fmt::format("{}: {}", describe(*item.request), problem));
+            continue;
+        }
+        mounts.push_back(Mount{path, item.guest, item.request->writable, item.request->origin});
+    }
+    check_overlaps(mounts, problems);
+    if (!problems.empty()) fail(problems);
+    return mounts;
+}
+
+}  // namespace agentctl::policy

@@ -1,0 +1,204 @@
+#include "provider/incus/api.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+
+namespace agentctl::provider::incus {
+
+const std::vector<RequiredExtension>& required_extensions() {
+    static const std::vector<RequiredExtension> extensions{
+        {"instances", "the /1.0/instances API"},
+        {"network_acl", "network ACLs (the sandbox's egress policy)"},
+        {"network_bridge_acl", "ACLs on a managed bridge"},
+        {"container_exec_recording", "non-interactive exec with recorded output"},
+        {"container_exec_user_group_cwd", "exec as the sandbox user in its home"},
+        {"instance_create_start", "creating and starting an instance in one call"},
+        {"operation_wait", "waiting on operations"},
+    };
+    return extensions;
+}
+
+const Json& Api::server() {
+    if (!m_server) m_server = m_client.query("GET", "/1.0").metadata;
+    return *m_server;
+}
+
+void Api::require_extensions() {
+    const auto& info = server();
+    if (!info.is_object()) return;  // preview
+    const auto& present = info.value("api_extensions", Json::array());
+    std::string missing;
+    for (const auto& ext : required_extensions()) {
+        if (std::find(present.begin(), present.end(), ext.name) == present.end()) {
+            missing += fmt::format("{}{} (for {})", missing.empty() ? "" : ", ", ext.name, ext.used_for);
+        }
+    }
+    if (!missing.empty()) {
+        throw Error(fmt::format("the Incus daemon ({} {}) lacks API extensions agentctl needs: {}",
+                                info.value("environment", Json::object()).value("server", "incus"),
+                                info.value("environment", Json::object()).value("server_version", "?"), missing),
+                    "upgrade Incus to 6.0 LTS or newer (Debian 12: bookworm-backports)");
+    }
+}
+
+bool Api::supports_vms() {
+    const auto& info = server();
+    if (!info.is_object()) return true;
+    const auto driver = info.value("environment", Json::object()).value("driver", std::string());
+    return driver.find("qemu") != std::string::npos;
+}
+
+std::optional<Json> Api::get_optional(const std::string& path) {
+    try {
+        auto metadata = m_client.query("GET", path).metadata;
+        if (metadata.is_null()) return std::nullopt;  // preview
+        return metadata;
+    } catch (const NotFound&) {
+        return std::nullopt;
+    }
+}
+
+bool Api::delete_optional(const std::string& path) {
+    try {
+        auto response = m_client.query("DELETE", path);
+        if (response.type == ResponseType::Async) wait(response.operation, 120);
+        return true;
+    } catch (const NotFound&) {
+        return false;
+    }
+}
+
+void Api::run(std::string_view method, const std::string& path, const Json* body, int timeout_seconds) {
+    auto response = m_client.query(method, path, body);
+    if (response.type == ResponseType::Async) wait(response.operation, timeout_seconds);
+}
+
+Json Api::wait(const std::string& operation, int timeout_seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
+        const int slice = static_cast<int>(std::clamp<long>(left.count(), 1, 30));
+        auto op = m_client.wait(operation, slice);
+        const auto status = op.value("status", std::string("Success"));
+        if (status != "Running" && status != "Pending") return op;
+        if (std::chrono::steady_clock::now() >= deadline) {
+            throw Error(fmt::format("Incus operation \"{}\" did not finish within {} s",
+                                    op.value("description", operation), timeout_seconds),
+                        "the daemon may be overloaded; `incus operation list` shows what it is doing");
+        }
+    }
+}
+
+std::optional<Json> Api::instance(const std::string& name) {
+    return get_optional(fmt::format("/1.0/instances/{}?recursion=1", name));
+}
+
+Json Api::instances() {
+    auto metadata = m_client.query("GET", "/1.0/instances?recursion=2").metadata;
+    return metadata.is_array() ? metadata : Json::array();
+}
+
+Json Api::instance_state(const std::string& name) {
+    auto metadata = m_client.query("GET", fmt::format("/1.0/instances/{}/state", name)).metadata;
+    return metadata.is_object() ? metadata : Json::object();
+}
+
+void Api::create_instance(const Json& payload, int timeout_seconds) {
+    run("POST", "/1.0/instances", &payload, timeout_seconds);
+}
+
+void Api::change_state(const std::string& name, const Json& payload, int timeout_seconds) {
+    run("PUT", fmt::format("/1.0/instances/{}/state", name), &payload, timeout_seconds);
+}
+
+void Api::put_instance(const std::string& name, const Json& instance, int timeout_seconds) {
+    Json body = Json::object();
+    for (const char* field : {"architecture", "config", "devices", "ephemeral", "profiles", "stateful", "description"}) {
+        if (instance.contains(field)) body[field] = instance[field];
+    }
+    run("PUT", fmt::format("/1.0/instances/{}", name), &body, timeout_seconds);
+}
+
+void Api::patch_instance_config(const std::string& name, const Json& config) {
+    Json body{{"config", config}};
+    run("PATCH", fmt::format("/1.0/instances/{}", name), &body, 60);
+}
+
+bool Api::delete_instance(const std::string& name) { return delete_optional(fmt::format("/1.0/instances/{}", name)); }
+
+ExecResult Api::exec(const std::string& name, const Json& payload, int timeout_seconds) {
+    auto response = m_client.query("POST", fmt::format("/1.0/instances/{}/exec", name), &payload);
+    ExecResult result;
+    if (preview()) return result;
+    auto op = wait(response.operation, timeout_seconds);
+    const auto& metadata = op.value("metadata", Json::object());
+    result.exit_code = metadata.value("return", -1);
+    const auto output = metadata.value("output", Json::object());
+    auto fetch = [&](const char* fd, std::string& into) {
+        if (!output.contains(fd) || !output[fd].is_string()) return;
+        const auto path = output[fd].get<std::string>();
+        into = m_client.get_raw(path);
+        try {
+            m_client.query("DELETE", path);
+        } catch (const std::exception&) {
+            // The log is only clutter; never fail a command over it.
+        }
+    };
+    fetch("1", result.out);
+    fetch("2", result.err);
+    return result;
+}
+
+std::optional<Json> Api::network(const std::string& name) { return get_optional(fmt::format("/1.0/networks/{}", name)); }
+
+Json Api::networks() {
+    auto metadata = m_client.query("GET", "/1.0/networks?recursion=1").metadata;
+    return metadata.is_array() ? metadata : Json::array();
+}
+
+void Api::create_network(const Json& payload) { run("POST", "/1.0/networks", &payload, 120); }
+
+void Api::patch_network_config(const std::string& name, const Json& config) {
+    Json body{{"config", config}};
+    run("PATCH", fmt::format("/1.0/networks/{}", name), &body, 120);
+}
+
+bool Api::delete_network(const std::string& name) { return delete_optional(fmt::format("/1.0/networks/{}", name)); }
+
+std::optional<Json> Api::acl(const std::string& name) { return get_optional(fmt::format("/1.0/network-acls/{}", name)); }
+
+void Api::create_acl(const Json& payload) { run("POST", "/1.0/network-acls", &payload, 60); }
+
+void Api::put_acl(const std::string& name, const Json& payload) {
+    Json body = payload;
+    body.erase("name");
+    run("PUT", fmt::format("/1.0/network-acls/{}", name), &body, 60);
+}
+
+bool Api::delete_acl(const std::string& name) { return delete_optional(fmt::format("/1.0/network-acls/{}", name)); }
+
+void Api::create_snapshot(const std::string& name, const std::string& snapshot) {
+    Json body{{"name", snapshot}, {"stateful", false}};
+    run("POST", fmt::format("/1.0/instances/{}/snapshots", name), &body, 600);
+}
+
+Json Api::snapshots(const std::string& name) {
+    auto metadata = m_client.query("GET", fmt::format("/1.0/instances/{}/snapshots?recursion=1", name)).metadata;
+    return metadata.is_array() ? metadata : Json::array();
+}
+
+void Api::restore_snapshot(const std::string& name, const std::string& snapshot) {
+    Json body{{"restore", snapshot}};
+    run("PUT", fmt::format("/1.0/instances/{}", name), &body, 600);
+}
+
+void Api::delete_snapshot(const std::string& name, const std::string& snapshot) {
+    run("DELETE", fmt::format("/1.0/instances/{}/snapshots/{}", name, snapshot), nullptr, 600);
+}
+
+void Api::create_image(const Json& payload, int timeout_seconds) { run("POST", "/1.0/images", &payload, timeout_seconds); }
+
+}  // namespace agentctl::provider::incus

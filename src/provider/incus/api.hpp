@@ -1,0 +1,94 @@
+// Typed helpers over the Client: one function per Incus API call agentctl
+// makes. They build the path and body, wait on operations, and turn the
+// answers into the shapes the provider needs. With the preview client every
+// GET answers "nothing there" and every change succeeds without effect.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "provider/incus/client.hpp"
+
+namespace agentctl::provider::incus {
+
+struct ExecResult {
+    int exit_code = 0;
+    std::string out;
+    std::string err;
+};
+
+// The Incus API extensions agentctl depends on, with the feature each enables.
+struct RequiredExtension {
+    std::string_view name;
+    std::string_view used_for;
+};
+[[nodiscard]] const std::vector<RequiredExtension>& required_extensions();
+
+class Api {
+public:
+    explicit Api(Client& client) : m_client(client) {}
+
+    [[nodiscard]] Client& client() { return m_client; }
+    [[nodiscard]] bool preview() const { return m_client.preview(); }
+
+    // GET /1.0 (cached). Null in preview.
+    const Json& server();
+    // Throws agentctl::Error naming every missing extension and what needs it.
+    void require_extensions();
+    // Whether the daemon can run virtual machines (environment.driver lists qemu).
+    // True in preview.
+    bool supports_vms();
+
+    // GET /1.0/instances/NAME?recursion=1 (config, devices, state); nullopt when absent.
+    std::optional<Json> instance(const std::string& name);
+    // GET /1.0/instances?recursion=2: every instance with its state.
+    Json instances();
+    // GET /1.0/instances/NAME/state.
+    Json instance_state(const std::string& name);
+    // POST /1.0/instances, waited on.
+    void create_instance(const Json& payload, int timeout_seconds);
+    // PUT /1.0/instances/NAME/state, waited on.
+    void change_state(const std::string& name, const Json& payload, int timeout_seconds);
+    // PUT /1.0/instances/NAME with the writable fields of `instance`, waited on.
+    void put_instance(const std::string& name, const Json& instance, int timeout_seconds);
+    // PATCH /1.0/instances/NAME {config: {...}} (keys merged; "" removes one).
+    void patch_instance_config(const std::string& name, const Json& config);
+    // DELETE /1.0/instances/NAME; false when it did not exist.
+    bool delete_instance(const std::string& name);
+
+    // POST /1.0/instances/NAME/exec (recorded output), waits, fetches and then
+    // deletes the output logs. In preview: exit code 0, no output.
+    ExecResult exec(const std::string& name, const Json& payload, int timeout_seconds);
+
+    std::optional<Json> network(const std::string& name);
+    Json networks();  // recursion=1
+    void create_network(const Json& payload);
+    void patch_network_config(const std::string& name, const Json& config);
+    bool delete_network(const std::string& name);
+
+    std::optional<Json> acl(const std::string& name);
+    void create_acl(const Json& payload);
+    void put_acl(const std::string& name, const Json& payload);  // `name` dropped from the body
+    bool delete_acl(const std::string& name);
+
+    void create_snapshot(const std::string& name, const std::string& snapshot);
+    Json snapshots(const std::string& name);  // recursion=1
+    void restore_snapshot(const std::string& name, const std::string& snapshot);
+    void delete_snapshot(const std::string& name, const std::string& snapshot);
+
+    void create_image(const Json& payload, int timeout_seconds);
+
+    // Waits for an operation in slices until it is done or `timeout_seconds` passed.
+    Json wait(const std::string& operation, int timeout_seconds);
+
+private:
+    void run(std::string_view method, const std::string& path, const Json* body, int timeout_seconds);
+    std::optional<Json> get_optional(const std::string& path);
+    bool delete_optional(const std::string& path);
+
+    Client& m_client;
+    std::optional<Json> m_server;
+};
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,198 @@
+// The Client layer: envelope parsing, Incus errors with hints, operation waits,
+// and the preview client that prints `incus query` lines instead of sending.
+#include "provider/incus/client.hpp"
+
+#include <ostream>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "agentctl/process.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
+
+std::string with_project(std::string_view path, std::string_view project) {
+    std::string target(path);
+    if (!project.empty()) {
+        target += (target.find('?') == std::string::npos ? '?' : '&');
+        target += "project=";
+        target += project;
+    }
+    return target;
+}
+
+std::string operation_id(std::string_view operation) {
+    auto slash = operation.rfind('/');
+    return std::string(slash == std::string_view::npos ? operation : operation.substr(slash + 1));
+}
+
+class RealClient final : public Client {
+public:
+    RealClient(std::unique_ptr<Transport> transport, std::string project)
+        : m_transport(std::move(transport)), m_project(std::move(project)) {}
+
+    Response query(std::string_view method, std::string_view path, const Json* body) override {
+        const std::string payload = body == nullptr ? std::string() : body->dump();
+        auto raw = m_transport->send(method, with_project(path, m_project), payload, "application/json");
+        auto response = parse_envelope(raw.body, raw.status);
+        if (response.type == ResponseType::Error) {
+            const int code = response.error_code != 0 ? response.error_code : raw.status;
+            auto message = fmt::format("Incus refused {} {}: {}", method, path, response.error);
+            if (code == 404) throw NotFound(message, hint_for_incus_error(response.error, code));
+            throw Error(message, hint_for_incus_error(response.error, code));
+        }
+        return response;
+    }
+
+    Json wait(std::string_view operation, int timeout_seconds) override {
+        const auto path = fmt::format("/1.0/operations/{}/wait?timeout={}", operation_id(operation), timeout_seconds);
+        auto response = query("GET", path, nullptr);
+        const Json& op = response.metadata;
+        const auto status = op.value("status", std::string());
+        if (status == "Success") return op;
+        if (status == "Running" || status == "Pending") return op;
+        const auto err = op.value("err", std::string());
+        throw Error(fmt::format("Incus operation \"{}\" failed: {}", op.value("description", std::string("?")),
+                                err.empty() ? status : err),
+                    hint_for_incus_error(err, op.value("status_code", 0)));
+    }
+
+    std::string get_raw(std::string_view path) override {
+        auto raw = m_transport->send("GET", with_project(path, m_project), {}, {});
+        if (raw.status == 404) throw NotFound(fmt::format("Incus has no {}", path));
+        if (raw.status >= 400) {
+            std::string text = raw.body;
+            try {
+                text = parse_envelope(raw.body, raw.status).error;
+            } catch (const Error&) {
+            }
+            throw Error(fmt::format("Incus refused GET {}: {}", path, text), hint_for_incus_error(text, raw.status));
+        }
+        return std::move(raw.body);
+    }
+
+    [[nodiscard]] bool preview() const override { return false; }
+
+private:
+    std::unique_ptr<Transport> m_transport;
+    std::string m_project;
+};
+
+class PreviewClient final : public Client {
+public:
+    PreviewClient(std::ostream& out, std::string project) : m_out(out), m_project(std::move(project)) {}
+
+    Response query(std::string_view method, std::string_view path, const Json* body) override {
+        m_out << shell_join(query_argv(method, path, body, m_project)) << '\n';
+        Response response;
+        if (method == "GET") {
+            response.status_code = 200;
+            response.metadata = nullptr;
+        } else {
+            // `incus query` waits for operations itself: nothing more is printed.
+            response.type = ResponseType::Async;
+            response.status_code = 100;
+            response.operation = "/1.0/operations/preview";
+        }
+        return response;
+    }
+
+    Json wait(std::string_view, int) override { return Json::object(); }
+
+    std::string get_raw(std::string_view path) override {
+        m_out << shell_join(query_argv("GET", path, nullptr, m_project)) << '\n';
+        return {};
+    }
+
+    [[nodiscard]] bool preview() const override { return true; }
+
+private:
+    std::ostream& m_out;
+    std::string m_project;
+};
+
+}  // namespace
+
+Response parse_envelope(std::string_view body, int http_status) {
+    Json document = Json::parse(body, nullptr, false);
+    if (document.is_discarded() || !document.is_object() || !document.contains("type")) {
+        throw Error(fmt::format("the Incus daemon sent an answer that is not an API envelope (HTTP {}): {}",
+                                http_status, std::string(body.substr(0, 200))),
+                    "is the socket really an Incus daemon? Check $INCUS_SOCKET");
+    }
+    Response response;
+    const auto type = document.value("type", std::string());
+    if (type == "sync") {
+        response.type = ResponseType::Sync;
+    } else if (type == "async") {
+        response.type = ResponseType::Async;
+    } else if (type == "error") {
+        response.type = ResponseType::Error;
+    } else {
+        throw Error(fmt::format("the Incus daemon sent an envelope of unknown type \"{}\"", type));
+    }
+    response.status_code = document.value("status_code", 0);
+    response.error_code = document.value("error_code", 0);
+    response.error = document.value("error", std::string());
+    response.operation = document.value("operation", std::string());
+    if (auto it = document.find("metadata"); it != document.end()) response.metadata = std::move(*it);
+    return response;
+}
+
+std::string hint_for_incus_error(std::string_view error, int code) {
+    if (contains(error, "vhost_vsock") || contains(error, "KVM") || contains(error, "virtual-machine") ||
+        contains(error, "QEMU")) {
+        return "this host cannot run Incus virtual machines; use a container instead: "
+               "--isolation container (or spec.isolation: container in a profile), which is a weaker boundary";
+    }
+    if (contains(error, "Failed to receive fd from listener") || contains(error, "address already in use")) {
+        return "a published host port is already in use; pick another --port host:guest";
+    }
+    if (contains(error, "already exists")) {
+        return "pick another name, or delete the old one first (agentctl delete NAME)";
+    }
+    if (contains(error, "Image not found") || contains(error, "Failed to find image") ||
+        contains(error, "image not found")) {
+        return "list the local images with `incus image list`; fetch one with `agentctl image pull REF`";
+    }
+    if (contains(error, "is running") || contains(error, "must be stopped")) {
+        return "stop it first (agentctl stop NAME) or pass --force";
+    }
+    if (code == 403 || contains(error, "not authorized") || contains(error, "Forbidden")) {
+        return "your user may not do this in Incus: join the incus-admin group or run as root";
+    }
+    if (code == 404) {
+        return "`agentctl list` shows the sandboxes that exist";
+    }
+    return {};
+}
+
+std::vector<std::string> query_argv(std::string_view method, std::string_view path, const Json* body,
+                                    std::string_view project) {
+    std::vector<std::string> argv{"incus", "query"};
+    if (!project.empty()) {
+        argv.emplace_back("--project");
+        argv.emplace_back(project);
+    }
+    argv.emplace_back("-X");
+    argv.emplace_back(method);
+    if (body != nullptr) {
+        argv.emplace_back("--data");
+        argv.emplace_back(body->dump());
+    }
+    argv.emplace_back(path);
+    return argv;
+}
+
+std::unique_ptr<Client> make_client(std::unique_ptr<Transport> transport, std::string project) {
+    return std::make_unique<RealClient>(std::move(transport), std::move(project));
+}
+
+std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project) {
+    return std::make_unique<PreviewClient>(out, std::move(project));
+}
+
+}  // namespace agentctl::provider::incus

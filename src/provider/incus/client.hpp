@@ -1,0 +1,136 @@
+// Talking to the Incus daemon: the REST API over its unix socket.
+//
+// Layered like Incus's own Go client:
+//   Transport      one raw HTTP request/response over the socket (unix_transport.cpp)
+//   Client         one API call: sends, parses the envelope
+//                  {type: sync|async|error, status_code, error_code, error, operation, metadata},
+//                  turns an error envelope into agentctl::Error with Incus's text and a hint,
+//                  and waits on operations (GET /1.0/operations/ID/wait?timeout=N)
+//   api.hpp        typed helpers (instances, networks, ACLs, exec, ...)
+//
+// Two Client implementations: the real one (make_client) and the preview one
+// (make_preview_client), which prints every call as a runnable
+// `incus query -X METHOD --data '<json>' /1.0/...` line instead of sending it.
+// Everything above the Client builds the same calls in both modes.
+#pragma once
+
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agentctl/error.hpp"
+
+namespace agentctl::provider::incus {
+
+using Json = nlohmann::json;
+
+// One raw HTTP exchange.
+struct HttpResponse {
+    int status = 0;
+    std::string content_type;
+    std::string body;
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    // Sends one request and returns the whole response. `target` is the path
+    // and query (`/1.0/instances?recursion=1`). Throws agentctl::Error naming the
+    // socket when it cannot connect or the connection breaks.
+    virtual HttpResponse send(std::string_view method, std::string_view target, std::string_view body,
+                              std::string_view content_type) = 0;
+    // Where requests go, for messages (`/var/lib/incus/unix.socket`).
+    [[nodiscard]] virtual std::string endpoint() const = 0;
+};
+
+// How the socket was found, and the project to use (the per-user socket
+// restricts a user to the `user-<uid>` project).
+struct SocketLocation {
+    std::string path;
+    std::string project;  // empty: the daemon's default project
+    std::string source;   // "$INCUS_SOCKET", "$INCUS_DIR", "/var/lib/incus", ... for messages
+};
+
+// Finds the daemon's socket the way the `incus` client does: $INCUS_SOCKET;
+// $INCUS_DIR/unix.socket; /run/incus/unix.socket if it exists;
+// /var/lib/incus/unix.socket. When that socket exists but is not writable and
+// its sibling `unix.socket.user` is (the incus-user daemon), the user socket is
+// used with project `user-<uid>`. `env` maps variable names to values
+// (nullptr = read the process environment).
+[[nodiscard]] SocketLocation find_socket(const std::map<std::string, std::string>* env = nullptr);
+
+// The real transport: HTTP/1.1 over the unix socket (Boost.Beast), one
+// connection per request. `timeout` bounds connect + request + response.
+[[nodiscard]] std::unique_ptr<Transport> make_unix_transport(std::string socket_path, int timeout_seconds = 120);
+
+enum class ResponseType { Sync, Async, Error };
+
+// The envelope every Incus API response is wrapped in.
+struct Response {
+    ResponseType type = ResponseType::Sync;
+    int status_code = 0;
+    int error_code = 0;
+    std::string error;
+    std::string operation;  // for async: /1.0/operations/ID
+    Json metadata;
+};
+
+// Parses an envelope; throws agentctl::Error when the body is not one.
+[[nodiscard]] Response parse_envelope(std::string_view body, int http_status);
+
+// The hint shown under an Incus error, chosen from its text and code
+// (instance not found, port in use, VMs not supported here, permission, ...).
+// Empty when nothing useful can be said.
+[[nodiscard]] std::string hint_for_incus_error(std::string_view error, int code);
+
+class Client {
+public:
+    virtual ~Client() = default;
+
+    // One API call. `body` null = no body. Returns the envelope of a sync or
+    // async response; an error envelope throws agentctl::Error carrying
+    // Incus's text, the call (`POST /1.0/instances`) and a hint.
+    // A 404 throws NotFound so callers can tolerate an absent object.
+    virtual Response query(std::string_view method, std::string_view path, const Json* body = nullptr) = 0;
+
+    // Waits up to `timeout_seconds` for an operation (`/1.0/operations/ID` or its
+    // ID) and returns the operation object: status "Success" (its `metadata`
+    // holds the result, e.g. `return` and `output` of an exec) or still
+    // "Running"/"Pending" when the time ran out. Throws agentctl::Error with the
+    // operation's `err` when it failed or was cancelled.
+    virtual Json wait(std::string_view operation, int timeout_seconds) = 0;
+
+    // GET of a non-JSON resource (exec output logs, files). Throws like query().
+    virtual std::string get_raw(std::string_view path) = 0;
+
+    // True for the preview client: nothing is sent, GETs return empty results.
+    [[nodiscard]] virtual bool preview() const = 0;
+};
+
+// Thrown by Client::query for a 404, so that delete can tolerate absent pieces.
+// It is an agentctl::Error, so an uncaught one still reads well.
+class NotFound : public Error {
+public:
+    using Error::Error;
+};
+
+// The real client over a transport. `project` is appended as ?project=P when set.
+[[nodiscard]] std::unique_ptr<Client> make_client(std::unique_ptr<Transport> transport, std::string project = {});
+
+// The preview client: prints `incus query -X METHOD [--data JSON] PATH` lines to `out`
+// (built with agentctl::shell_join) and returns empty results: sync, metadata
+// null for GETs, and an async envelope whose wait() returns an empty object.
+[[nodiscard]] std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project = {});
+
+// The `incus query` argv for one call, exactly as preview prints it.
+[[nodiscard]] std::vector<std::string> query_argv(std::string_view method, std::string_view path, const Json* body,
+                                                  std::string_view project);
+
+}  // namespace agentctl::provider::incus

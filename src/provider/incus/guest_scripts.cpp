@@ -1,0 +1,135 @@
+#include "provider/incus/guest_scripts.hpp"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "agentctl/process.hpp"
+
+namespace agentctl::provider::incus {
+
+std::string bootstrap_user_script(const std::string& user, int preferred_uid) {
+    // `user` is validated by the caller ([a-z_][a-z0-9_-]*), and quoted anyway.
+    return fmt::format(R"SH(set -eu
+u={user}
+pref={uid}
+if ! id -u "$u" >/dev/null 2>&1; then
+  sh_path=/bin/sh
+  [ -x /bin/bash ] && sh_path=/bin/bash
+  uid=$pref
+  while grep -q "^[^:]*:[^:]*:$uid:" /etc/passwd || grep -q "^[^:]*:[^:]*:$uid:" /etc/group; do uid=$((uid+1)); done
+  if command -v useradd >/dev/null 2>&1; then
+    groupadd -g "$uid" "$u" 2>/dev/null || groupadd "$u"
+    useradd -m -u "$uid" -g "$u" -s "$sh_path" "$u"
+  else
+    addgroup -g "$uid" "$u" 2>/dev/null || addgroup "$u"
+    adduser -D -u "$uid" -G "$u" -s "$sh_path" "$u"
+  fi
+fi
+mkdir -p /etc/sudoers.d
+printf '%s ALL=(ALL) NOPASSWD:ALL\n' "$u" >/etc/sudoers.d/90-agentctl-"$u".tmp
+chmod 0440 /etc/sudoers.d/90-agentctl-"$u".tmp
+mv /etc/sudoers.d/90-agentctl-"$u".tmp /etc/sudoers.d/90-agentctl-"$u"
+line=$(grep "^$u:" /etc/passwd)
+home=$(echo "$line" | cut -d: -f6)
+mkdir -p "$home"
+chown "$(id -u "$u"):$(id -g "$u")" "$home"
+echo "agentctl-user $u $(id -u "$u") $(id -g "$u") $home $(echo "$line" | cut -d: -f7)"
+)SH",
+                       fmt::arg("user", shell_quote(user)), fmt::arg("uid", preferred_uid));
+}
+
+std::optional<GuestUser> parse_bootstrap_output(const std::string& output) {
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream fields(line);
+        std::string tag;
+        GuestUser user;
+        if (fields >> tag && tag == "agentctl-user" && fields >> user.name >> user.uid >> user.gid >> user.home) {
+            if (!(fields >> user.shell)) user.shell = "/bin/sh";
+            return user;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string detect_package_manager_script() {
+    return "for m in apt-get dnf apk; do if command -v $m >/dev/null 2>&1; then "
+           "[ $m = apt-get ] && echo apt || echo $m; exit 0; fi; done; echo none";
+}
+
+std::vector<std::string> package_install_argv(const std::string& manager, const std::vector<std::string>& packages) {
+    std::string list;
+    for (const auto& p : packages) list += " " + shell_quote(p);
+    std::string script;
+    if (manager == "apt") {
+        script = "export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q "
+                 "--no-install-recommends" + list;
+    } else if (manager == "dnf") {
+        script = "dnf install -y" + list;
+    } else if (manager == "apk") {
+        script = "apk add --no-cache" + list;
+    }
+    return {"/bin/sh", "-c", script};
+}
+
+std::string probe_script(const std::string& ip, unsigned port, int timeout_seconds) {
+    return fmt::format(R"SH(ip={ip}; port={port}; t={t}
+if command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then
+  err=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$ip" "$port" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then echo "agentctl-probe connected"
+  elif [ $rc -eq 124 ]; then echo "agentctl-probe timeout"
+  else case "$err" in
+    *refused*) echo "agentctl-probe refused" ;;
+    *unreachable*|*"No route"*) echo "agentctl-probe unreachable" ;;
+    *) echo "agentctl-probe refused" ;;
+  esac; fi
+elif command -v python3 >/dev/null 2>&1; then
+  python3 - "$ip" "$port" "$t" <<'PY'
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3])).close()
+    print("agentctl-probe connected")
+except ConnectionRefusedError:
+    print("agentctl-probe refused")
+except socket.timeout:
+    print("agentctl-probe timeout")
+except OSError:
+    print("agentctl-probe unreachable")
+PY
+elif command -v curl >/dev/null 2>&1; then
+  curl -s -o /dev/null --max-time "$t" "telnet://$ip:$port" </dev/null; rc=$?
+  case $rc in 0) echo "agentctl-probe connected" ;; 7) echo "agentctl-probe refused" ;;
+    28) echo "agentctl-probe timeout" ;; *) echo "agentctl-probe unreachable" ;; esac
+else
+  echo "agentctl-probe no-tool"
+fi
+)SH",
+                       fmt::arg("ip", shell_quote(ip)), fmt::arg("port", port), fmt::arg("t", timeout_seconds));
+}
+
+std::string parse_probe_output(const std::string& output) {
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream fields(line);
+        std::string tag, word;
+        if (fields >> tag >> word && tag == "agentctl-probe") return word;
+    }
+    return {};
+}
+
+std::string wait_for_address_script(int timeout_seconds) {
+    return fmt::format(R"SH(i=0
+while [ $i -lt {n} ]; do
+  a=$(ip -4 -o addr show dev eth0 2>/dev/null | awk '{{print $4}}' | cut -d/ -f1 | head -n1)
+  [ -n "$a" ] && {{ echo "agentctl-ip $a"; exit 0; }}
+  sleep 0.1; i=$((i+1))
+done
+echo "agentctl-ip none"
+)SH",
+                       fmt::arg("n", timeout_seconds * 10));
+}
+
+}  // namespace agentctl::provider::incus

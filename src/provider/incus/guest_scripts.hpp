@@ -1,0 +1,39 @@
+// Shell scripts agentctl runs inside a guest (as root, through the exec API).
+// Each is POSIX sh, idempotent, and prints one machine-readable result line
+// that the parse_* functions read back.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "provider/incus/payloads.hpp"
+
+namespace agentctl::provider::incus {
+
+// Creates the non-root user if missing (uid `preferred_uid` when free, else the
+// next free one), gives it passwordless sudo through /etc/sudoers.d/, and prints
+// `agentctl-user NAME UID GID HOME SHELL`. Works with useradd (Debian, Fedora)
+// and busybox adduser (Alpine).
+[[nodiscard]] std::string bootstrap_user_script(const std::string& user, int preferred_uid);
+[[nodiscard]] std::optional<GuestUser> parse_bootstrap_output(const std::string& output);
+
+// Prints the guest's package manager: apt | dnf | apk | none.
+[[nodiscard]] std::string detect_package_manager_script();
+
+// Installs `packages` (already in the manager's own names) non-interactively.
+[[nodiscard]] std::vector<std::string> package_install_argv(const std::string& manager,
+                                                            const std::vector<std::string>& packages);
+
+// Connects to IP:PORT with whatever the guest has (bash /dev/tcp, python3,
+// curl) within `timeout_seconds` and prints exactly one of
+// `agentctl-probe connected|refused|timeout|unreachable|no-tool`.
+[[nodiscard]] std::string probe_script(const std::string& ip, unsigned port, int timeout_seconds);
+// The word after `agentctl-probe`, or "" when the output has no result line.
+[[nodiscard]] std::string parse_probe_output(const std::string& output);
+
+// Blocks until the guest has an IPv4 address on eth0 or `timeout_seconds` pass;
+// prints `agentctl-ip ADDRESS` or `agentctl-ip none`.
+[[nodiscard]] std::string wait_for_address_script(int timeout_seconds);
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,53 @@
+// Deterministic names of everything agentctl makes in Incus for one sandbox,
+// and the instance config keys it records. Everything is derived from the
+// sandbox name alone, so delete can find and remove each piece even when
+// create was interrupted before it recorded anything.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace agentctl::provider::incus {
+
+// `agc-` + 11 hex digits of a 64-bit FNV-1a hash of the sandbox name: 15
+// characters, the Linux interface name limit.
+[[nodiscard]] std::string bridge_name(std::string_view sandbox);
+// `agentctl-NAME`.
+[[nodiscard]] std::string acl_name(std::string_view sandbox);
+// Disk device name for the Nth mount, proxy device name for a published port.
+[[nodiscard]] std::string mount_device_name(std::size_t index);
+[[nodiscard]] std::string port_device_name(std::string_view protocol, unsigned host_port);
+[[nodiscard]] bool is_mount_device(std::string_view device);
+[[nodiscard]] bool is_port_device(std::string_view device);
+
+// Refuses a sandbox name Incus would refuse (1-63 of [a-z0-9-], starting with a
+// letter, not ending in '-'), before anything is made. Throws agentctl::Error.
+void check_sandbox_name(std::string_view sandbox);
+
+// Instance config keys (all under user.agentctl.).
+namespace key {
+inline constexpr std::string_view k_managed = "user.agentctl.managed";
+inline constexpr std::string_view k_user = "user.agentctl.user";
+inline constexpr std::string_view k_uid = "user.agentctl.uid";
+inline constexpr std::string_view k_gid = "user.agentctl.gid";
+inline constexpr std::string_view k_home = "user.agentctl.home";
+inline constexpr std::string_view k_shell = "user.agentctl.shell";
+inline constexpr std::string_view k_isolation = "user.agentctl.isolation";
+inline constexpr std::string_view k_image = "user.agentctl.image";
+inline constexpr std::string_view k_profiles = "user.agentctl.profiles";
+inline constexpr std::string_view k_network = "user.agentctl.network";
+inline constexpr std::string_view k_mounts = "user.agentctl.mounts";
+inline constexpr std::string_view k_ports = "user.agentctl.ports";
+inline constexpr std::string_view k_packages = "user.agentctl.packages";
+inline constexpr std::string_view k_widenings = "user.agentctl.widenings";
+inline constexpr std::string_view k_agent = "user.agentctl.agent";
+inline constexpr std::string_view k_agent_installed = "user.agentctl.agent.installed";
+inline constexpr std::string_view k_confinement = "user.agentctl.confinement";
+inline constexpr std::string_view k_bridge = "user.agentctl.bridge";
+inline constexpr std::string_view k_acl = "user.agentctl.acl";
+inline constexpr std::string_view k_subnet = "user.agentctl.subnet";
+// On the bridge and the ACL: which sandbox they belong to (delete checks it).
+inline constexpr std::string_view k_sandbox = "user.agentctl.sandbox";
+}  // namespace key
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,244 @@
+// create, delete and the network policy: the bridge, its subnet and the ACL.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "core/files.hpp"
+#include "provider/incus/guest_scripts.hpp"
+#include "provider/incus/host_ports.hpp"
+#include "provider/incus/naming.hpp"
+#include "provider/incus/provider_impl.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+std::string setting(const ProviderContext& context, const std::string& key, std::string fallback) {
+    auto it = context.settings.find(key);
+    return it == context.settings.end() || it->second.empty() ? std::move(fallback) : it->second;
+}
+
+// The uid the sandbox user gets: the owner of the first writable mount when
+// that is an ordinary user (so files written inside belong to the host user),
+// else 1500.
+int preferred_uid(const SandboxSpec& spec) {
+    for (const auto& mount : spec.mounts) {
+        struct stat st {};
+        if (mount.writable && ::stat(mount.host_path.c_str(), &st) == 0 && st.st_uid >= 1000 && st.st_uid < 60000) {
+            return static_cast<int>(st.st_uid);
+        }
+    }
+    return k_preferred_uid;
+}
+
+std::filesystem::path lock_path(const ProviderContext& context) {
+    std::filesystem::path dir = context.config_dir.empty() ? std::filesystem::temp_directory_path() / "agentctl"
+                                                            : std::filesystem::path(context.config_dir);
+    return dir / "incus" / "network.lock";
+}
+
+}  // namespace
+
+Ipv4Net IncusProvider::choose_subnet() {
+    const auto pool_text = setting(m_context, "incus.subnetPool", std::string(k_default_pool));
+    auto pool = parse_ipv4_net(pool_text);
+    if (!pool) {
+        throw Error(fmt::format("setting incus.subnetPool: \"{}\" is not an IPv4 network", pool_text),
+                    "use CIDR notation, e.g. agentctl config set incus.subnetPool=10.213.0.0/16");
+    }
+    const auto prefix_text = setting(m_context, "incus.subnetPrefix", std::to_string(k_default_subnet_prefix));
+    int prefix = 0;
+    try {
+        prefix = std::stoi(prefix_text);
+    } catch (const std::exception&) {
+        throw Error(fmt::format("setting incus.subnetPrefix: \"{}\" is not a number", prefix_text),
+                    "use a prefix length such as 28");
+    }
+    auto used = host_ipv4_networks();
+    for (const auto& network : m_api.networks()) {
+        const auto& config = network.value("config", Json::object());
+        auto address = config.value("ipv4.address", std::string());
+        if (auto net = parse_ipv4_net(address)) used.push_back(*net);
+    }
+    return pick_subnet(*pool, prefix, used);
+}
+
+AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network) {
+    auto resolved = resolve_allow_names(network, *m_resolver);
+    auto rules = build_acl_rules(network, resolved);
+    for (const auto& note : rules.notes) m_context.reporter.warning(fmt::format("{}: {}", sandbox, note));
+    return rules;
+}
+
+void IncusProvider::create(const SandboxSpec& spec) {
+    check_sandbox_name(spec.name);
+    m_api.require_extensions();
+    if (spec.isolation == Isolation::Vm && !m_api.supports_vms()) {
+        throw Error(fmt::format("this host cannot run Incus virtual machines (the daemon's drivers: {})",
+                                m_api.server().value("environment", Json::object()).value("driver", "?")),
+                    "run the sandbox as a container instead: --isolation container "
+                    "(or spec.isolation: container in a profile); it shares the host kernel");
+    }
+    if (m_api.instance(spec.name)) {
+        throw Error(fmt::format("a sandbox named \"{}\" already exists", spec.name),
+                    "pick another name, or remove it first: agentctl delete " + spec.name);
+    }
+    for (const auto& port : spec.ports) check_host_port_free(port);
+
+    // Leftovers of an interrupted create (no instance, but our bridge or ACL).
+    if (!m_api.preview() && remove_pieces(spec.name) > 0) {
+        m_context.reporter.step(fmt::format("removed leftovers of an earlier, unfinished create of {}", spec.name));
+    }
+    try {
+        create_pieces(spec);
+    } catch (...) {
+        if (!m_api.preview()) {
+            m_context.reporter.step(fmt::format("create failed; removing what was made for {}", spec.name));
+            try {
+                remove_pieces(spec.name);
+            } catch (const std::exception& cleanup) {
+                m_context.reporter.warning(fmt::format("cleanup of {} failed: {} (run agentctl delete {})", spec.name,
+                                                       cleanup.what(), spec.name));
+            }
+        }
+        throw;
+    }
+}
+
+void IncusProvider::create_pieces(const SandboxSpec& spec) {
+    const auto bridge = bridge_name(spec.name);
+    const bool acl_attached = spec.network.enabled;
+    Ipv4Net subnet;
+    {
+        // Serialise subnet choice and bridge creation between agentctl processes.
+        std::optional<core::FileLock> lock;
+        if (!m_api.preview()) lock.emplace(lock_path(m_context));
+        if (acl_attached) {
+            auto rules = plan_acl(spec.name, spec.network);
+            m_context.reporter.step(fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name),
+                                                rules.egress.size()));
+            m_api.create_acl(acl_payload(spec.name, rules));
+        }
+        subnet = choose_subnet();
+        m_context.reporter.step(fmt::format("creating bridge {} ({})", bridge, subnet.host(1).to_string()));
+        m_api.create_network(network_payload(spec.name, bridge, subnet, acl_attached ? acl_name(spec.name) : ""));
+    }
+
+    auto config = instance_config(spec, bridge, subnet, acl_attached);
+    const auto pool = setting(m_context, "incus.storagePool", "default");
+    auto payload = instance_payload(spec, config, instance_devices(spec, bridge, pool), true);
+    m_context.reporter.step(fmt::format("creating {} {} from image {}",
+                                        spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,
+                                        spec.image));
+    m_api.create_instance(payload, k_create_timeout);
+
+    // The user: bootstrap right away, so everything later runs as it.
+    wait_until_ready(spec.name, spec.isolation == Isolation::Vm);
+    m_context.reporter.step(fmt::format("creating user {}", spec.user));
+    auto result = run_as_root(spec.name, bootstrap_user_script(spec.user, preferred_uid(spec)), 120);
+    auto user = parse_bootstrap_output(result.out);
+    if (!user) {
+        if (!m_api.preview()) {
+            throw Error(fmt::format("creating user {} in {} failed (exit {}): {}", spec.user, spec.name,
+                                    result.exit_code, result.err.empty() ? result.out : result.err),
+                        "the image needs useradd or busybox adduser; try another --image");
+        }
+        user = GuestUser{spec.user, k_preferred_uid, k_preferred_uid, "/home/" + spec.user, "/bin/bash"};
+    }
+    set_records(spec.name, {{std::string(key::k_uid), std::to_string(user->uid)},
+                            {std::string(key::k_gid), std::to_string(user->gid)},
+                            {std::string(key::k_home), user->home},
+                            {std::string(key::k_shell), user->shell}});
+    after_boot(spec.name, true);
+}
+
+int IncusProvider::remove_pieces(const std::string& name) {
+    int found = 0;
+    if (m_api.delete_instance(name)) ++found;
+    const auto bridge = bridge_name(name);
+    if (auto network = m_api.network(bridge)) {
+        const auto owner = network->value("config", Json::object()).value(std::string(key::k_sandbox), "");
+        if (owner == name) {
+            m_context.reporter.step(fmt::format("deleting bridge {}", bridge));
+            m_api.delete_network(bridge);
+            ++found;
+        } else {
+            m_context.reporter.warning(fmt::format("network {} belongs to \"{}\", not to {}; left alone", bridge,
+                                                   owner, name));
+        }
+    }
+    if (auto acl = m_api.acl(acl_name(name))) {
+        const auto owner = acl->value("config", Json::object()).value(std::string(key::k_sandbox), "");
+        if (owner == name) {
+            m_context.reporter.step(fmt::format("deleting network ACL {}", acl_name(name)));
+            m_api.delete_acl(acl_name(name));
+            ++found;
+        } else {
+            m_context.reporter.warning(fmt::format("network ACL {} was not made by agentctl; left alone",
+                                                   acl_name(name)));
+        }
+    }
+    return found;
+}
+
+void IncusProvider::remove(const std::string& name, bool force) {
+    if (auto instance = m_api.instance(name)) {
+        if (config_value(*instance, key::k_managed) != "true") {
+            throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
+                        "agentctl only deletes its own sandboxes; use `incus delete` for others");
+        }
+        if (running(*instance)) {
+            if (!force) {
+                throw Error(fmt::format("sandbox {} is running", name),
+                            "stop it first (agentctl stop " + name + ") or pass --force");
+            }
+            m_context.reporter.step(fmt::format("stopping {}", name));
+            m_api.change_state(name, state_payload("stop", true, -1), 120);
+        }
+        m_context.reporter.step(fmt::format("deleting instance {}", name));
+    }
+    if (remove_pieces(name) == 0 && !m_api.preview()) {
+        throw Error(fmt::format("no sandbox named \"{}\" in Incus (no instance, bridge or ACL)", name),
+                    "`agentctl list` shows the sandboxes");
+    }
+}
+
+void IncusProvider::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {
+    auto instance = require_instance(name);
+    const auto bridge = bridge_name(name);
+    const auto acl = acl_name(name);
+    if (network.enabled) {
+        auto payload = acl_payload(name, plan_acl(name, network));
+        if (m_api.acl(acl)) {
+            m_context.reporter.step(fmt::format("updating network ACL {} ({} rules)", acl, payload["egress"].size()));
+            m_api.put_acl(acl, payload);
+        } else {
+            m_context.reporter.step(fmt::format("creating network ACL {}", acl));
+            m_api.create_acl(payload);
+        }
+        m_api.patch_network_config(bridge, Json{{"security.acls", acl},
+                                                {"security.acls.default.egress.action", "reject"},
+                                                {"security.acls.default.ingress.action", "reject"}});
+    } else {
+        m_context.reporter.step(fmt::format("detaching network ACL {}: egress is now unrestricted", acl));
+        m_api.patch_network_config(bridge, Json{{"security.acls", ""}});
+        m_api.delete_acl(acl);
+    }
+    // The recorded widenings follow the new policy.
+    SandboxSpec view;
+    view.network = network;
+    view.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
+    view.isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+    set_records(name, {{std::string(key::k_network), policy::to_policy_file(network).dump()},
+                       {std::string(key::k_acl), network.enabled ? acl : ""},
+                       {std::string(key::k_widenings), Json(widenings(view)).dump()},
+                       {std::string(key::k_confinement), ""}});
+}
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,106 @@
+// Snapshots and images.
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "provider/incus/naming.hpp"
+#include "provider/incus/provider_impl.hpp"
+#include "provider/incus/provisioning.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+void check_snapshot_name(const std::string& snapshot) {
+    const bool ok = !snapshot.empty() && snapshot.size() <= 63 &&
+                    snapshot.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") ==
+                        std::string::npos;
+    if (!ok) {
+        throw Error(fmt::format("invalid snapshot name \"{}\"", snapshot),
+                    "use letters, digits, '-', '_' and '.', e.g. before-upgrade");
+    }
+}
+
+}  // namespace
+
+void IncusProvider::snapshot_create(const std::string& name, const std::string& snapshot) {
+    check_snapshot_name(snapshot);
+    require_instance(name);
+    m_context.reporter.step(fmt::format("snapshotting {} as {}", name, snapshot));
+    m_api.create_snapshot(name, snapshot);
+}
+
+std::vector<SnapshotInfo> IncusProvider::snapshot_list(const std::string& name) {
+    require_instance(name);
+    std::vector<SnapshotInfo> list;
+    for (const auto& snap : m_api.snapshots(name)) {
+        auto full = snap.value("name", "");
+        list.push_back({full.substr(full.rfind('/') == std::string::npos ? 0 : full.rfind('/') + 1),
+                        snap.value("created_at", ""), snap.value("stateful", false)});
+    }
+    return list;
+}
+
+void IncusProvider::snapshot_restore(const std::string& name, const std::string& snapshot) {
+    check_snapshot_name(snapshot);
+    auto instance = require_instance(name);
+    m_context.reporter.step(fmt::format("restoring {} to snapshot {}", name, snapshot));
+    m_api.restore_snapshot(name, snapshot);
+    // The ACL on the bridge is not part of the snapshot and stays in force; keep
+    // the records that describe it current, not as they were at snapshot time.
+    std::map<std::string, std::string> keep;
+    for (auto k : {key::k_network, key::k_acl, key::k_widenings}) {
+        keep[std::string(k)] = config_value(instance, k);
+    }
+    keep[std::string(key::k_confinement)] = "";
+    set_records(name, keep);
+}
+
+void IncusProvider::snapshot_delete(const std::string& name, const std::string& snapshot) {
+    check_snapshot_name(snapshot);
+    require_instance(name);
+    m_context.reporter.step(fmt::format("deleting snapshot {} of {}", snapshot, name));
+    m_api.delete_snapshot(name, snapshot);
+}
+
+void IncusProvider::image_pull(const std::string& ref) {
+    auto it = m_context.settings.find("incus.imageRemote");
+    std::string remote = it == m_context.settings.end() || it->second.empty() ? "images" : it->second;
+    // `images` is the name the incus client gives the community image server.
+    if (remote == "images") remote = "https://images.linuxcontainers.org";
+    if (remote.find("://") == std::string::npos) {
+        throw Error(fmt::format("setting incus.imageRemote: \"{}\" is neither `images` nor a URL", remote),
+                    "set the simplestreams server's URL: agentctl config set incus.imageRemote=https://HOST");
+    }
+    m_context.reporter.step(fmt::format("pulling image {} from {}", ref, remote));
+    m_api.create_image(image_pull_payload(remote, ref), k_install_timeout);
+}
+
+void IncusProvider::image_build(const std::string& output, const std::string& base,
+                                const std::vector<std::string>& packages) {
+    SandboxSpec spec;
+    spec.name = fmt::format("agentctl-build-{}", ::getpid());
+    spec.image = base;
+    spec.packages = packages;
+    spec.isolation = m_api.supports_vms() ? Isolation::Vm : Isolation::Container;
+    if (spec.isolation == Isolation::Container) {
+        m_context.reporter.notice("this host cannot run virtual machines: building a container image");
+    }
+    for (const auto& entry : package_source_entries()) {
+        spec.network.allow.push_back(policy::parse_allow_entry(entry, "image build package sources"));
+    }
+    m_context.reporter.step(fmt::format("building image {} from {}", output, base));
+    create(spec);
+    try {
+        m_context.reporter.step(fmt::format("stopping {}", spec.name));
+        m_api.change_state(spec.name, state_payload("stop", false, 60), 180);
+        m_context.reporter.step(fmt::format("publishing {} as image {}", spec.name, output));
+        m_api.create_image(image_publish_payload(spec.name, output), k_install_timeout);
+    } catch (...) {
+        remove_pieces(spec.name);
+        throw;
+    }
+    remove_pieces(spec.name);
+}
+
+}  // namespace agentctl::provider::incus

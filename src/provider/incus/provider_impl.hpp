@@ -1,0 +1,91 @@
+// The Incus provider class, shared by the provider_*.cpp files (one per group
+// of verbs). Only the factory in incus_provider.hpp is public.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agentctl/provider.hpp"
+#include "provider/incus/acl_rules.hpp"
+#include "provider/incus/api.hpp"
+#include "provider/incus/payloads.hpp"
+
+namespace agentctl::provider::incus {
+
+// Timeouts (seconds) of the long steps.
+inline constexpr int k_create_timeout = 600;
+inline constexpr int k_boot_timeout_container = 60;
+inline constexpr int k_boot_timeout_vm = 300;
+inline constexpr int k_install_timeout = 1800;
+inline constexpr int k_preferred_uid = 1500;
+
+class IncusProvider final : public Provider {
+public:
+    IncusProvider(ProviderContext& context, std::unique_ptr<Client> client, std::unique_ptr<Resolver> resolver,
+                  std::string project);
+
+    [[nodiscard]] std::string_view name() const override { return "incus"; }
+
+    void create(const SandboxSpec& spec) override;
+    void start(const std::string& name, const StartRequest& request) override;
+    void stop(const std::string& name, const StopRequest& request) override;
+    void remove(const std::string& name, bool force) override;
+    [[nodiscard]] std::vector<InstanceInfo> list() override;
+    [[nodiscard]] InstanceInfo status(const std::string& name) override;
+    int exec(const std::string& name, const ExecRequest& request) override;
+    int shell(const std::string& name, bool root) override;
+    void view(const std::string& name, bool read_only) override;
+    int logs(const std::string& name, const LogRequest& request) override;
+    void snapshot_create(const std::string& name, const std::string& snapshot) override;
+    [[nodiscard]] std::vector<SnapshotInfo> snapshot_list(const std::string& name) override;
+    void snapshot_restore(const std::string& name, const std::string& snapshot) override;
+    void snapshot_delete(const std::string& name, const std::string& snapshot) override;
+    void image_pull(const std::string& ref) override;
+    void image_build(const std::string& output, const std::string& base,
+                     const std::vector<std::string>& packages) override;
+    void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
+
+private:
+    // provider_create.cpp
+    void create_pieces(const SandboxSpec& spec);
+    Ipv4Net choose_subnet();
+    AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network);
+    // Removes instance, bridge and ACL, each only if present and ours.
+    // Returns how many pieces existed.
+    int remove_pieces(const std::string& name);
+
+    // provider_lifecycle.cpp
+    // Everything after a boot: wait until ready, user bootstrap, confinement
+    // check, packages, agent, mount report. `fresh` = right after create.
+    void after_boot(const std::string& name, bool fresh);
+    void wait_until_ready(const std::string& name, bool vm);
+    std::string wait_for_address(const std::string& name, int timeout_seconds);
+    std::string check_confinement(const std::string& name, const Json& instance);
+    void install_packages(const std::string& name, const std::vector<std::string>& packages);
+    void install_agent(const std::string& name, const Json& instance);
+    void report_mounts(const std::vector<Mount>& mounts);
+    void replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts);
+
+    // provider_exec.cpp
+    ExecResult run_as_root(const std::string& name, const std::string& script, int timeout_seconds);
+    std::vector<std::string> incus_exec_argv(const std::string& name, const Json& instance, bool root,
+                                             const std::map<std::string, std::string>& env,
+                                             const std::vector<std::string>& command) const;
+
+    // Shared helpers.
+    Json require_instance(const std::string& name);  // GET; clear error if absent or not ours
+    [[nodiscard]] static bool running(const Json& instance);
+    [[nodiscard]] static std::string config_value(const Json& instance, std::string_view key);
+    [[nodiscard]] static std::optional<GuestUser> recorded_user(const Json& instance);
+    InstanceInfo to_info(const Json& instance) const;
+    void set_records(const std::string& name, const std::map<std::string, std::string>& records);
+
+    ProviderContext& m_context;
+    std::unique_ptr<Client> m_client;
+    std::unique_ptr<Resolver> m_resolver;
+    Api m_api;
+    std::string m_project;
+};
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,320 @@
+// start, stop, list, status, and what happens after every boot: readiness,
+// the confinement check, packages, the agent, and the mount report.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "provider/incus/guest_scripts.hpp"
+#include "provider/incus/host_ports.hpp"
+#include "provider/incus/naming.hpp"
+#include "provider/incus/provider_impl.hpp"
+#include "provider/incus/provisioning.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+// A TCP listener on the bridge's host address, on a port the kernel picks (so
+// no policy rule names it). Connections are never answered, only counted.
+class ProbeListener {
+public:
+    explicit ProbeListener(const std::string& address) {
+        m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        if (m_fd < 0 || ::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1 ||
+            ::bind(m_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(m_fd, 4) != 0) {
+            m_error = std::strerror(errno);
+            return;
+        }
+        socklen_t len = sizeof addr;
+        ::getsockname(m_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+        m_port = ntohs(addr.sin_port);
+    }
+    ~ProbeListener() {
+        if (m_fd >= 0) ::close(m_fd);
+    }
+    ProbeListener(const ProbeListener&) = delete;
+    ProbeListener& operator=(const ProbeListener&) = delete;
+
+    [[nodiscard]] unsigned port() const { return m_port; }
+    [[nodiscard]] const std::string& error() const { return m_error; }
+    // True when a connection reached the listener.
+    bool reached() {
+        const int client = ::accept4(m_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (client < 0) return false;
+        ::close(client);
+        return true;
+    }
+
+private:
+    int m_fd = -1;
+    unsigned m_port = 0;
+    std::string m_error;
+};
+
+std::vector<std::string> instance_ips(const Json& instance) {
+    std::vector<std::string> ips;
+    const auto& state = instance.contains("state") && instance["state"].is_object() ? instance["state"] : Json::object();
+    const auto& network = state.contains("network") && state["network"].is_object() ? state["network"] : Json::object();
+    for (const auto& [iface, info] : network.items()) {
+        if (iface == "lo") continue;
+        for (const auto& address : info.value("addresses", Json::array())) {
+            if (address.value("scope", "") == "global") ips.push_back(address.value("address", ""));
+        }
+    }
+    return ips;
+}
+
+}  // namespace
+
+void IncusProvider::wait_until_ready(const std::string& name, bool vm) {
+    if (m_api.preview()) return;
+    const int timeout = vm ? k_boot_timeout_vm : k_boot_timeout_container;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
+    if (vm) m_context.reporter.step(fmt::format("waiting for the Incus agent in {}", name));
+    for (;;) {
+        try {
+            if (run_as_root(name, "true", 30).exit_code == 0) return;
+        } catch (const Error&) {
+            // The VM agent is not up yet.
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            throw Error(fmt::format("{} did not become ready within {} s", name, timeout),
+                        vm ? "the image must contain the Incus VM agent (incus-agent); check `incus console " + name +
+                                 "`"
+                           : "check `incus info " + name + " --show-log`");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(vm ? 1000 : 100));
+    }
+}
+
+std::string IncusProvider::wait_for_address(const std::string& name, int timeout_seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
+    for (;;) {
+        auto state = m_api.instance_state(name);
+        const auto& eth0 = state.value("network", Json::object()).value("eth0", Json::object());
+        for (const auto& address : eth0.value("addresses", Json::array())) {
+            if (address.value("family", "") == "inet") return address.value("address", "");
+        }
+        if (m_api.preview() || std::chrono::steady_clock::now() >= deadline) return {};
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
+std::string IncusProvider::check_confinement(const std::string& name, const Json& instance) {
+    if (m_api.preview()) return "not verified: preview";
+    auto network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
+    if (!network.enabled) return "not verified: the sandbox has no network policy (--no-network-policy)";
+    if (network.allow_lan) {
+        return "not verified: --allow-lan opens the private ranges the probe would use";
+    }
+    const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!bridge_address) return "not verified: the bridge address is not recorded";
+    const auto gateway = bridge_address->address_text();
+    const bool vm = config_value(instance, key::k_isolation) == "vm";
+    if (wait_for_address(name, vm ? 120 : 30).empty()) {
+        return "not verified: the sandbox got no IPv4 address on eth0";
+    }
+    ProbeListener listener(gateway);
+    if (!listener.error().empty()) {
+        return fmt::format("not verified: cannot listen on {}: {}", gateway, listener.error());
+    }
+    auto result = run_as_root(name, probe_script(gateway, listener.port(), 3), 30);
+    const auto outcome = parse_probe_output(result.out);
+    if (outcome == "connected" || listener.reached()) {
+        m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
+        m_api.change_state(name, state_payload("stop", true, -1), 120);
+        throw Error(fmt::format("network confinement of {} FAILED: a direct connection from the sandbox to {}:{} "
+                                "(a port its policy does not allow) got through; the sandbox was stopped",
+                                name, gateway, listener.port()),
+                    "check the bridge's ACL: incus network show " + bridge_name(name));
+    }
+    if (outcome == "refused" || outcome == "timeout" || outcome == "unreachable") return "verified";
+    if (outcome == "no-tool") return "not verified: the guest has none of bash, python3 or curl to probe with";
+    return fmt::format("not verified: the probe gave no result (exit {}): {}", result.exit_code, result.err);
+}
+
+void IncusProvider::install_packages(const std::string& name, const std::vector<std::string>& packages) {
+    if (packages.empty()) return;
+    auto manager = run_as_root(name, detect_package_manager_script(), 30).out;
+    while (!manager.empty() && (manager.back() == '\n' || manager.back() == ' ')) manager.pop_back();
+    if (m_api.preview()) manager = "apt";
+    if (manager != "apt" && manager != "dnf" && manager != "apk") {
+        throw Error(fmt::format("cannot install packages in {}: no apt-get, dnf or apk found", name),
+                    "use an image with one of those package managers");
+    }
+    auto names = guest_package_names(packages, manager);
+    m_context.reporter.step(fmt::format("installing packages with {}: {}", manager, fmt::join(names, " ")));
+    auto argv = package_install_argv(manager, names);
+    auto result = m_api.exec(name, exec_payload(argv, {}, nullptr), k_install_timeout);
+    if (result.exit_code != 0) {
+        throw Error(fmt::format("installing packages in {} failed (exit {}): {}", name, result.exit_code,
+                                result.err.substr(result.err.size() > 2000 ? result.err.size() - 2000 : 0)),
+                    "the package sources must be allowed, e.g. --allow-preset apt");
+    }
+}
+
+void IncusProvider::install_agent(const std::string& name, const Json& instance) {
+    const auto agent = config_value(instance, key::k_agent);
+    if (agent.empty() || config_value(instance, key::k_agent_installed) == "true") return;
+    auto user = recorded_user(instance);
+    if (!user) throw Error(fmt::format("{} has no sandbox user recorded; recreate it", name));
+    m_context.reporter.step(fmt::format("installing agent {} as {}", agent, user->name));
+    auto payload = exec_payload({"/bin/sh", "-c", agent_install_command(agent)}, {}, &*user);
+    auto result = m_api.exec(name, payload, k_install_timeout);
+    if (result.exit_code != 0) {
+        // Left recorded as not installed: the next start retries.
+        throw Error(fmt::format("installing agent {} in {} failed (exit {}): {}", agent, name, result.exit_code,
+                                result.err.substr(result.err.size() > 2000 ? result.err.size() - 2000 : 0)),
+                    "the next `agentctl start " + name + "` retries the install");
+    }
+    set_records(name, {{std::string(key::k_agent_installed), "true"}});
+}
+
+void IncusProvider::report_mounts(const std::vector<Mount>& mounts) {
+    if (mounts.empty()) {
+        m_context.reporter.notice("no host directories are exposed to this sandbox.");
+        return;
+    }
+    std::string text = "host directories exposed to this sandbox:";
+    for (const auto& m : mounts) {
+        text += fmt::format("\n  {} -> {} ({})", m.host_path, m.guest_path, m.writable ? "writable" : "read-only");
+    }
+    m_context.reporter.notice(text);
+}
+
+void IncusProvider::after_boot(const std::string& name, bool fresh) {
+    auto instance = require_instance(name);
+    const bool vm = config_value(instance, key::k_isolation) == "vm";
+    wait_until_ready(name, vm);
+    if (!fresh && !recorded_user(instance) && !m_api.preview()) {
+        throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
+                    "delete and recreate it: agentctl delete " + name);
+    }
+    m_context.reporter.step(fmt::format("checking network confinement of {}", name));
+    const auto confinement = check_confinement(name, instance);
+    set_records(name, {{std::string(key::k_confinement), confinement}});
+    if (confinement == "verified") {
+        m_context.reporter.step("network confinement verified");
+    } else {
+        m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
+    }
+    if (fresh) {
+        auto packages = Json::parse(config_value(instance, key::k_packages).empty()
+                                        ? "[]"
+                                        : config_value(instance, key::k_packages));
+        install_packages(name, packages.get<std::vector<std::string>>());
+    }
+    install_agent(name, instance);
+    report_mounts(parse_mounts_record(config_value(instance, key::k_mounts)));
+}
+
+void IncusProvider::replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts) {
+    const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+    Json devices = Json::object();
+    for (const auto& [device, value] : instance.value("devices", Json::object()).items()) {
+        if (!is_mount_device(device)) devices[device] = value;
+    }
+    devices.update(mount_devices(mounts, isolation));
+    instance["devices"] = devices;
+    instance["config"][std::string(key::k_mounts)] = mounts_record(mounts);
+    SandboxSpec view;
+    view.network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
+    view.mounts = mounts;
+    view.isolation = isolation;
+    instance["config"][std::string(key::k_widenings)] = Json(widenings(view)).dump();
+    // PUT drops the volatile state Incus wants to keep only when asked; keep config as read.
+    m_api.put_instance(name, instance, 120);
+}
+
+void IncusProvider::start(const std::string& name, const StartRequest& request) {
+    auto instance = require_instance(name);
+    if (request.mounts) {
+        if (parse_mounts_record(config_value(instance, key::k_mounts)) != *request.mounts) {
+            m_context.reporter.step(fmt::format("updating the mounts of {}", name));
+            replace_mounts(name, instance, *request.mounts);
+        }
+    }
+    if (!running(instance)) {
+        auto ports = Json::parse(config_value(instance, key::k_ports).empty() ? "[]"
+                                                                               : config_value(instance, key::k_ports));
+        for (const auto& p : ports) {
+            check_host_port_free(PortForward{p.value("listen_address", "127.0.0.1"),
+                                             p.value("host_port", std::uint16_t{0}),
+                                             p.value("guest_port", std::uint16_t{0}), p.value("protocol", "tcp")});
+        }
+        m_context.reporter.step(fmt::format("starting {}", name));
+        m_api.change_state(name, state_payload("start", false, -1), k_create_timeout);
+    }
+    after_boot(name, false);
+}
+
+void IncusProvider::stop(const std::string& name, const StopRequest& request) {
+    auto instance = require_instance(name);
+    if (!running(instance) && !m_api.preview()) {
+        m_context.reporter.step(fmt::format("{} is already stopped", name));
+        return;
+    }
+    m_context.reporter.step(fmt::format("stopping {}", name));
+    const int timeout = request.timeout_seconds.value_or(request.force ? -1 : 30);
+    m_api.change_state(name, state_payload("stop", request.force, timeout), (timeout > 0 ? timeout : 30) + 60);
+}
+
+InstanceInfo IncusProvider::to_info(const Json& instance) const {
+    InstanceInfo info;
+    info.name = instance.value("name", "");
+    info.provider = "incus";
+    info.status = instance.value("status", "");
+    info.image = config_value(instance, key::k_image);
+    auto profiles = Json::parse(config_value(instance, key::k_profiles), nullptr, false);
+    if (profiles.is_array()) {
+        for (const auto& p : profiles) {
+            if (p.is_string()) info.profiles.push_back(p.get<std::string>());
+        }
+    }
+    info.created_at = instance.value("created_at", "");
+    info.ips = instance_ips(instance);
+    info.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
+    info.isolation = config_value(instance, key::k_isolation);
+    info.user = config_value(instance, key::k_user);
+    auto network = Json::parse(config_value(instance, key::k_network), nullptr, false);
+    if (network.is_object()) {
+        try {
+            info.network = policy::from_policy_file(network);
+        } catch (const Error&) {
+            info.network.reset();
+        }
+    }
+    info.confinement = config_value(instance, key::k_confinement);
+    auto widened = Json::parse(config_value(instance, key::k_widenings), nullptr, false);
+    if (widened.is_array()) {
+        for (const auto& w : widened) {
+            if (w.is_string()) info.widenings.push_back(w.get<std::string>());
+        }
+    }
+    for (auto k : {key::k_bridge, key::k_acl, key::k_subnet, key::k_uid, key::k_agent, key::k_agent_installed}) {
+        auto value = config_value(instance, k);
+        if (!value.empty()) info.extra.emplace_back(std::string(k.substr(std::string_view("user.agentctl.").size())), value);
+    }
+    return info;
+}
+
+std::vector<InstanceInfo> IncusProvider::list() {
+    std::vector<InstanceInfo> infos;
+    for (const auto& instance : m_api.instances()) {
+        if (config_value(instance, key::k_managed) == "true") infos.push_back(to_info(instance));
+    }
+    return infos;
+}
+
+InstanceInfo IncusProvider::status(const std::string& name) { return to_info(require_instance(name)); }
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,108 @@
+// The real Transport: HTTP/1.1 over the Incus unix socket with Boost.Beast.
+// One connection per request (the daemon closes idle ones anyway); the whole
+// exchange is bounded by a deadline so a hung daemon cannot hang agentctl.
+#include <utility>  // must precede Asio (std::exchange in awaitable.hpp on g++ 12)
+
+#include <chrono>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "provider/incus/client.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using Socket = asio::local::stream_protocol::socket;
+
+class UnixTransport final : public Transport {
+public:
+    UnixTransport(std::string path, int timeout_seconds) : m_path(std::move(path)), m_timeout(timeout_seconds) {}
+
+    HttpResponse send(std::string_view method, std::string_view target, std::string_view body,
+                      std::string_view content_type) override {
+        asio::io_context io;
+        beast::basic_stream<asio::local::stream_protocol> stream(io);
+        stream.expires_after(std::chrono::seconds(m_timeout));
+
+        beast::error_code ec;
+        stream.socket().connect(asio::local::stream_protocol::endpoint(m_path), ec);
+        if (ec) {
+            throw Error(fmt::format("cannot reach the Incus daemon at {}: {}", m_path, ec.message()),
+                        connect_hint(ec));
+        }
+
+        http::request<http::string_body> request;
+        request.method(http::string_to_verb(beast::string_view(method.data(), method.size())));
+        request.target(beast::string_view(target.data(), target.size()));
+        request.version(11);
+        request.set(http::field::host, "incus");
+        request.set(http::field::user_agent, "agentctl");
+        if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
+            request.set(http::field::content_type,
+                        content_type.empty() ? beast::string_view("application/json")
+                                             : beast::string_view(content_type.data(), content_type.size()));
+            request.body() = std::string(body);
+        }
+        request.prepare_payload();
+
+        bool ok = true;
+        std::string phase;
+        http::response_parser<http::string_body> parser;
+        parser.body_limit(std::uint64_t{1} << 31);  // exec logs and files can be large
+        beast::flat_buffer buffer;
+        http::async_write(stream, request, [&](beast::error_code e, std::size_t) {
+            if (e) {
+                ok = false, ec = e, phase = "sending";
+                return;
+            }
+            http::async_read(stream, buffer, parser, [&](beast::error_code e2, std::size_t) {
+                if (e2) ok = false, ec = e2, phase = "reading the answer to";
+            });
+        });
+        io.run();
+        if (!ok) {
+            throw Error(fmt::format("the Incus daemon at {} failed while {} {} {}: {}", m_path, phase, method,
+                                    target, ec == beast::error::timeout ? "timed out" : ec.message()),
+                        "check that incusd is running and healthy (its log: /var/log/incus/)");
+        }
+        stream.socket().shutdown(Socket::shutdown_both, ec);
+
+        auto response = parser.release();
+        HttpResponse result;
+        result.status = static_cast<int>(response.result_int());
+        result.content_type = std::string(response[http::field::content_type]);
+        result.body = std::move(response.body());
+        return result;
+    }
+
+    [[nodiscard]] std::string endpoint() const override { return m_path; }
+
+private:
+    std::string connect_hint(const beast::error_code& ec) const {
+        if (ec == asio::error::access_denied) {
+            return "your user may not use Incus: join the incus-admin group (then log in again) or run as root";
+        }
+        return "start the Incus daemon (on a machine without systemd: scripts/incus/up.sh), "
+               "or point $INCUS_SOCKET at its socket";
+    }
+
+    std::string m_path;
+    int m_timeout;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_unix_transport(std::string socket_path, int timeout_seconds) {
+    return std::make_unique<UnixTransport>(std::move(socket_path), timeout_seconds);
+}
+
+}  // namespace agentctl::provider::incus

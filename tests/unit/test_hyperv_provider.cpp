@@ -1,0 +1,166 @@
+// The hyperv provider object: without --preview every call refuses with the
+// capability message and exit code 2; with --preview the lifecycle calls print
+// their plan and run nothing.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <sstream>
+
+#include "agentctl/error.hpp"
+#include "provider/hyperv/hyperv_provider.hpp"
+#include "provider/hyperv/plan.hpp"
+#include "provider/hyperv/powershell.hpp"
+
+using namespace agentctl;
+
+namespace {
+
+// Records every request and runs none: nothing in this provider may start a process.
+class RecordingRunner final : public ProcessRunner {
+public:
+    ProcessResult run(const ProcessRequest& request) override {
+        requests.push_back(request);
+        return ProcessResult{1, 0, false, false, {}, "not run in tests"};
+    }
+    std::vector<ProcessRequest> requests;
+};
+
+class Platform final : public HostPlatform {
+public:
+    [[nodiscard]] bool is_macos() const override { return false; }
+    [[nodiscard]] std::string sandbox_exec_path() const override { return "/usr/bin/sandbox-exec"; }
+};
+
+class RecordingReporter final : public Reporter {
+public:
+    void step(std::string_view message) override { steps.emplace_back(message); }
+    void notice(std::string_view message) override { notices.emplace_back(message); }
+    void warning(std::string_view message) override { warnings.emplace_back(message); }
+    std::vector<std::string> steps, notices, warnings;
+};
+
+struct Fixture {
+    explicit Fixture(bool preview)
+        : context{runner, platform, reporter, out, preview, "/home/me/.config/agentctl", "/usr/bin/agentctl", {}},
+          provider(provider::hyperv::create(context)) {}
+
+    RecordingRunner runner;
+    Platform platform;
+    RecordingReporter reporter;
+    std::ostringstream out;
+    ProviderContext context;
+    std::unique_ptr<Provider> provider;
+};
+
+SandboxSpec spec() {
+    SandboxSpec s;
+    s.name = "demo";
+    s.image = "D:\\images\\base image.vhdx";
+    s.resources = {2, 4ull << 30, 0};
+    s.mounts = {Mount{"/home/me/agentctl/workspaces/demo", "/workspace", true, "profile default"}};
+    return s;
+}
+
+// The gate's wording for an UnderDevelopment feature.
+std::string gate_message(std::string_view feature) {
+    return std::string(feature) + " is under development on the hyperv provider: " +
+           provider::hyperv::capabilities(Platform()).get(feature).message;
+}
+
+void check_refuses(const std::function<void()>& call, std::string_view feature) {
+    INFO(feature);
+    try {
+        call();
+        FAIL("no error");
+    } catch (const Error& error) {
+        CHECK(error.code() == exit_code::k_not_available);
+        CHECK(std::string(error.what()) == gate_message(feature));
+        CHECK(error.hint() == "run `agentctl capabilities --provider hyperv` to see what it supports");
+    }
+}
+
+std::string lines_of(const provider::hyperv::Plan& plan) {
+    std::string text;
+    for (const auto& script : plan.scripts) text += provider::hyperv::preview_line(script) + "\n";
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("without preview every method refuses with exit code 2 and the capability message", "[hyperv][provider]") {
+    Fixture f(false);
+    auto& p = *f.provider;
+    CHECK(p.name() == "hyperv");
+    check_refuses([&] { p.create(spec()); }, "create");
+    check_refuses([&] { p.start("demo", {}); }, "start");
+    check_refuses([&] { p.stop("demo", {}); }, "stop");
+    check_refuses([&] { p.remove("demo", true); }, "delete");
+    check_refuses([&] { (void)p.list(); }, "list");
+    check_refuses([&] { (void)p.status("demo"); }, "status");
+    check_refuses([&] { (void)p.exec("demo", ExecRequest{{"true"}, false, false, {}}); }, "exec");
+    check_refuses([&] { (void)p.shell("demo", false); }, "shell");
+    check_refuses([&] { p.view("demo", true); }, "view");
+    check_refuses([&] { (void)p.logs("demo", LogRequest{LogKind::Network, false, false}); }, "logs.network");
+    check_refuses([&] { (void)p.logs("demo", LogRequest{LogKind::Exec, false, false}); }, "logs.exec");
+    check_refuses([&] { p.snapshot_create("demo", "s1"); }, "snapshot.create");
+    check_refuses([&] { (void)p.snapshot_list("demo"); }, "snapshot.list");
+    check_refuses([&] { p.snapshot_restore("demo", "s1"); }, "snapshot.restore");
+    check_refuses([&] { p.snapshot_delete("demo", "s1"); }, "snapshot.delete");
+    check_refuses([&] { p.image_pull("ubuntu"); }, "image.pull");
+    check_refuses([&] { p.image_build("out.vhdx", "base.vhdx", {"git"}); }, "image.build");
+    check_refuses([&] { p.apply_network_policy("demo", policy::NetworkPolicy{}); }, "network.acl");
+    CHECK(f.runner.requests.empty());
+    CHECK(f.out.str().empty());
+}
+
+TEST_CASE("preview: create prints the create plan, one shell-quoted line per step", "[hyperv][provider]") {
+    Fixture f(true);
+    f.provider->create(spec());
+    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.config/agentctl");
+    const auto plan = provider::hyperv::create_plan(spec(), layout);
+    CHECK(f.out.str() == lines_of(plan));
+    CHECK_THAT(f.out.str(), Catch::Contains("-ParentPath '\\''D:\\images\\base image.vhdx'\\''"));
+    REQUIRE(f.reporter.warnings.size() == 1);
+    CHECK_THAT(f.reporter.warnings.front(), Catch::Contains("stub"));
+    CHECK(f.reporter.notices == plan.notes);
+    CHECK(f.runner.requests.empty());
+}
+
+TEST_CASE("preview: start, stop, delete and policy print their plans", "[hyperv][provider]") {
+    Fixture f(true);
+    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.config/agentctl");
+    f.provider->start("demo", {});
+    StopRequest force;
+    force.force = true;
+    f.provider->stop("demo", force);
+    f.provider->remove("demo", false);
+    policy::NetworkPolicy network;
+    network.allow_lan = true;
+    f.provider->apply_network_policy("demo", network);
+    CHECK(f.out.str() == lines_of(provider::hyperv::start_plan(layout, {})) +
+                             lines_of(provider::hyperv::stop_plan(layout, force)) +
+                             lines_of(provider::hyperv::remove_plan(layout, false)) +
+                             lines_of(provider::hyperv::replace_network_policy_plan(layout, network)));
+    CHECK(f.runner.requests.empty());
+}
+
+TEST_CASE("preview: no plan is invented where none exists", "[hyperv][provider]") {
+    Fixture f(true);
+    check_refuses([&] { (void)f.provider->list(); }, "list");
+    check_refuses([&] { (void)f.provider->exec("demo", ExecRequest{{"id"}, false, false, {}}); }, "exec");
+    check_refuses([&] { f.provider->view("demo", false); }, "view");
+    CHECK(f.out.str().empty());
+}
+
+TEST_CASE("preview: create of a spec Hyper-V cannot express fails before printing", "[hyperv][provider]") {
+    Fixture f(true);
+    auto udp = spec();
+    udp.ports = {PortForward{"127.0.0.1", 5353, 53, "udp"}};
+    try {
+        f.provider->create(udp);
+        FAIL("no error");
+    } catch (const Error& error) {
+        CHECK(error.code() == exit_code::k_not_available);
+    }
+    CHECK(f.out.str().empty());
+}
