@@ -369,3 +369,66 @@ TEST_CASE("capabilities follow the Known gaps table", "[lima]") {
     CHECK(l.get("network.deny-lan").status == CapabilityStatus::NotAvailable);
     CHECK(l.get("network.acl").message.find("incus provider") != std::string::npos);
 }
+
+TEST_CASE("--agent starts the sandbox and installs the agent as the default user; a failure is retried",
+          "[lima][fake]") {
+    LimaWorld world;
+    // The "guest" is this machine: a stand-in curl first on PATH serves the
+    // installer, so nothing leaves the machine.
+    auto bin = world.home() / "guest-bin";
+    fs::create_directories(bin);
+    core::write_file_atomic(bin / "curl",
+                            "#!/bin/sh\n"
+                            "echo \"$@\" >> \"$HOME/curl-calls\"\n"
+                            "[ -f \"$HOME/installer-down\" ] && exit 22\n"
+                            "echo 'echo agent installed'\n",
+                            0755);
+    lima_test::ScopedEnv path("PATH", bin.string() + ":" + std::getenv("PATH"));
+    lima_test::ScopedEnv probe_tools("FAKE_LIMA_GUEST_TOOLS", "python3");  // the probe must not use the stand-in
+    core::write_file_atomic(world.home() / "installer-down", "");
+    auto provider = world.provider();
+    auto spec = demo_spec(world);
+    spec.agent = "claude";
+    try {
+        provider->create(spec);
+        FAIL("the failed install should fail create");
+    } catch (const Error& e) {
+        CHECK(std::string(e.what()).find("installing claude in \"demo\" failed (exit code 22)") != std::string::npos);
+        CHECK(e.hint().find("`agentctl start demo` retries the install") != std::string::npos);
+    }
+    CHECK(world.state("demo")["agent"] == "claude");
+    CHECK(world.state("demo")["agentInstalled"] == false);
+    CHECK(world.calls().back()["argv"] ==
+          nlohmann::json({"shell", "demo", "--", "bash", "-o", "pipefail", "-c",
+                          "curl -fsSL https://claude.ai/install.sh | bash"}));
+
+    fs::remove(world.home() / "installer-down");
+    provider->stop("demo", {});
+    provider->start("demo", {});
+    CHECK(world.state("demo")["agentInstalled"] == true);
+    CHECK(core::read_file(world.home() / "curl-calls").find("https://claude.ai/install.sh") != std::string::npos);
+    CHECK(provider->status("demo").extra.back() == std::make_pair(std::string("Agent"), std::string("claude (installed)")));
+}
+
+TEST_CASE("a new policy is written atomically and the running proxy keeps serving", "[lima][fake]") {
+    LimaWorld world;
+    auto provider = world.provider();
+    provider->create(demo_spec(world));
+    provider->start("demo", {});
+    const auto pid_file = provider::lima::egress_pid_path(world.config_dir(), "demo").string();
+    const int proxy = provider::lima::running_proxy_pid(pid_file);
+    policy::NetworkPolicy network;
+    network.allow = {policy::parse_allow_entry("pypi.org:443", "--allow")};
+    provider->apply_network_policy("demo", network);
+    auto written = policy::from_policy_file(
+        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.config_dir(), "demo"))));
+    REQUIRE(written.allow.size() == 1);
+    CHECK(written.allow[0].host == "pypi.org");
+    CHECK(provider::lima::running_proxy_pid(pid_file) == proxy);
+    const std::uint16_t port = world.state("demo")["proxyPort"];
+    // (a destination neither policy allows: nothing is ever dialled)
+    CHECK(ask_proxy(port, "CONNECT www.wikipedia.org:443 HTTP/1.1\r\nHost: www.wikipedia.org:443\r\n\r\n")
+              .find(" 403 ") != std::string::npos);
+    network.dns.servers = {"9.9.9.9"};
+    CHECK_THROWS_WITH(provider->apply_network_policy("demo", network), Catch::Contains("network.dns.servers"));
+}

@@ -91,7 +91,8 @@ void LimaBackend::install_agent(LimaState& state) {
         throw Error(fmt::format("unknown agent \"{}\"", state.agent),
                     "use one of claude, codex, opencode, pi, gemini, cursor");
     }
-    auto argv = limactl_shell(state.name, {"sh", "-c", it->second});
+    // pipefail: a failed download must fail the install, not feed `bash` nothing.
+    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", it->second});
     if (m_ctx.preview) {
         print_preview(argv);
         return;
