@@ -159,7 +159,7 @@ TEST_CASE("a create that fails part-way leaves nothing behind", "[lima][fake]") 
     CHECK(world.verbs().back() == "delete");
 }
 
-TEST_CASE("network.dns.servers is refused at create; disabled switches the host resolver off", "[lima][fake]") {
+TEST_CASE("network.dns.servers is refused at create, disabled switches the host resolver off", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
     auto spec = demo_spec(world);
@@ -290,7 +290,7 @@ TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not veri
     CHECK(provider->status("demo").confinement.rfind("not verified: ", 0) == 0);
 }
 
-TEST_CASE("exec passes the exit code through; --root runs under sudo -n", "[lima][fake]") {
+TEST_CASE("exec passes the exit code through, --root runs under sudo -n", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
     provider->create(demo_spec(world));
@@ -309,7 +309,7 @@ TEST_CASE("exec passes the exit code through; --root runs under sudo -n", "[lima
     CHECK(provider->exec("demo", request) == 128 + SIGTERM);
 }
 
-TEST_CASE("--mount on start replaces the sticky mount set", "[lima][fake]") {
+TEST_CASE("start --mount replaces the sticky mount set", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
     provider->create(demo_spec(world));
@@ -321,7 +321,7 @@ TEST_CASE("--mount on start replaces the sticky mount set", "[lima][fake]") {
     CHECK(world.out.str().find("agentctl: no host directories are exposed to this sandbox.\n") != std::string::npos);
 }
 
-TEST_CASE("--no-network-policy is a plain limactl start, recorded at create", "[lima][fake]") {
+TEST_CASE("create --no-network-policy means a plain limactl start, recorded at create", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
     auto spec = demo_spec(world);
@@ -370,7 +370,7 @@ TEST_CASE("capabilities follow the Known gaps table", "[lima]") {
     CHECK(l.get("network.acl").message.find("incus provider") != std::string::npos);
 }
 
-TEST_CASE("--agent starts the sandbox and installs the agent as the default user; a failure is retried",
+TEST_CASE("create --agent starts the sandbox and installs the agent as the default user, a failure is retried",
           "[lima][fake]") {
     LimaWorld world;
     // The "guest" is this machine: a stand-in curl first on PATH serves the
