@@ -109,22 +109,20 @@ struct Decision {
     // "multicast", "broadcast", "reserved", "host-address", "lan", "no-address",
     // "invalid-host", "policy-disabled".
     std::string reason;
-    std::string detail;                 // one sentence for a person
-    std::optional<AllowRule> rule;      // the rule that matched, if any
-    std::optional<IpAddress> address;   // when allowed: the exact address to dial
+    std::string detail;                // one sentence for a person
+    std::optional<AllowRule> rule;     // the rule that matched, if any
+    std::optional<IpAddress> address;  // when allowed: the exact address to dial
 };
 
 // Step 1, before any lookup: may this host:port be asked for at all? Returns a
 // refusal, or nullopt when the name must be resolved and its addresses passed
 // to decide(). For an IP literal (any spelling) the decision is final.
-[[nodiscard]] std::optional<Decision> pre_decide(const NetworkPolicy& policy, std::string_view host,
-                                                 std::uint16_t port,
+[[nodiscard]] std::optional<Decision> pre_decide(const NetworkPolicy& policy, std::string_view host, std::uint16_t port,
                                                  std::span<const IpAddress> host_own_addresses = {});
 
 // Step 2: vets every resolved address in order; the first that passes is the
 // one to dial. `host_own_addresses` are this machine's own addresses (always refused).
 [[nodiscard]] Decision decide(const NetworkPolicy& policy, std::string_view host, std::uint16_t port,
-                              std::span<const IpAddress> resolved,
-                              std::span<const IpAddress> host_own_addresses = {});
+                              std::span<const IpAddress> resolved, std::span<const IpAddress> host_own_addresses = {});
 
 }  // namespace agentctl::policy

@@ -55,7 +55,8 @@ void add_create(CLI::App& app, CommandEnv& env) {
             if (*cpu > 0) o->cpu_cores = *cpu;
             auto& session = env.session;
             session.gate("create");
-            const auto spec = build_sandbox_spec(session, *o);
+            // Checked first without touching the disk: the gate decides before anything is made.
+            auto spec = build_sandbox_spec(session, *o, false);
             if (!spec.mounts.empty()) session.gate("fs.mount");
             if (!spec.ports.empty()) session.gate("network.port-publish");
             if (!spec.packages.empty()) session.gate("provision.packages");
@@ -64,6 +65,7 @@ void add_create(CLI::App& app, CommandEnv& env) {
                 if (spec.network.deny_lan) session.gate("network.deny-lan");
             }
             for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
+            if (!session.globals().preview) spec = build_sandbox_spec(session, *o, true);
             session.lock_instance(o->name);
             session.provider().create(spec);
             if (!session.globals().preview) session.reporter().notice(fmt::format("created sandbox {}", o->name));

@@ -47,8 +47,9 @@ void add_mount_flags(CLI::App& command, MountOptions& options);
 
 // Computes the effective spec: profiles (organisation floor first), flags,
 // presets, agent, mounts resolved and checked. Throws agentctl::Error (exit 1)
-// listing every problem; nothing is created then.
-[[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options);
+// listing every problem; nothing is created then. Missing mount directories
+// (createMissing) are made only when `create_directories` is set.
+[[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories);
 
 // The network policy of profiles plus --allow/--allow-lan, for `policy check`.
 [[nodiscard]] policy::NetworkPolicy build_network_policy(Session& session, const std::vector<std::string>& profiles,

@@ -33,8 +33,9 @@ policy::MountFlags mount_flags(const MountOptions& options) {
 
 }  // namespace
 
-SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options) {
+SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories) {
     policy::SpecInputs inputs;
+    inputs.create_directories = create_directories;
     inputs.env = policy_environment(session);
     inputs.name = options.name;
     inputs.image = options.image;

@@ -23,7 +23,8 @@ constexpr std::size_t k_max_entry_length = 1024;
 bool is_numeric_label(std::string_view label) {
     if (label.empty()) return false;
     if (label.size() >= 2 && label[0] == '0' && (label[1] == 'x' || label[1] == 'X')) {
-        return std::all_of(label.begin() + 2, label.end(), [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
+        return std::all_of(label.begin() + 2, label.end(),
+                           [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); });
     }
     return std::all_of(label.begin(), label.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
@@ -38,17 +39,20 @@ std::string trim(std::string_view text) {
 // "80,443" -> {80, 443}, sorted and unique.
 std::vector<std::uint16_t> parse_ports(std::string_view entry, std::string_view list) {
     std::vector<std::uint16_t> ports;
-    if (list.empty()) bad_entry(entry, "the port list after ':' is empty", "write host:PORT or leave out the ':' for any port");
+    if (list.empty())
+        bad_entry(entry, "the port list after ':' is empty", "write host:PORT or leave out the ':' for any port");
     while (true) {
         auto comma = list.find(',');
         auto text = list.substr(0, comma);
         unsigned value = 0;
         auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
         if (text.empty() || ec != std::errc() || end != text.data() + text.size()) {
-            bad_entry(entry, fmt::format("port \"{}\" is not a number", text), "ports are whole numbers from 1 to 65535");
+            bad_entry(entry, fmt::format("port \"{}\" is not a number", text),
+                      "ports are whole numbers from 1 to 65535");
         }
         if (value < 1 || value > 65535) {
-            bad_entry(entry, fmt::format("port {} is outside 1-65535", text), "ports are whole numbers from 1 to 65535");
+            bad_entry(entry, fmt::format("port {} is outside 1-65535", text),
+                      "ports are whole numbers from 1 to 65535");
         }
         ports.push_back(static_cast<std::uint16_t>(value));
         if (comma == std::string_view::npos) break;
@@ -101,7 +105,8 @@ void check_ip_rule_reachable(std::string_view entry, const AllowRule& rule) {
     auto ip = parse_ip_literal(rule.host);
     auto address_class = classify(*ip);
     if (address_class == AddressClass::Public || address_class == AddressClass::Lan) return;
-    bad_entry(entry, fmt::format("{} is a {} address, which agentctl always refuses", rule.host, to_string(address_class)),
+    bad_entry(entry,
+              fmt::format("{} is a {} address, which agentctl always refuses", rule.host, to_string(address_class)),
               "allow rules can only name public addresses (or LAN addresses when deny-LAN is off)");
 }
 
@@ -111,7 +116,8 @@ AllowRule parse_url(std::string_view entry, std::string_view rest, std::uint16_t
     if (end != std::string_view::npos) {
         auto tail = rest.substr(end);
         if (tail != "/") {
-            bad_entry(entry, "a URL with a path, query or fragment cannot be enforced: filtering is by host and port only",
+            bad_entry(entry,
+                      "a URL with a path, query or fragment cannot be enforced: filtering is by host and port only",
                       fmt::format("allow the host instead: {}:{}", authority, default_port));
         }
     }
@@ -248,7 +254,8 @@ AllowRule parse_allow_entry(std::string_view raw_entry, std::string origin) {
     } else if (std::count(entry.begin(), entry.end(), ':') > 1) {
         auto ip = parse_ip_literal(entry);
         if (!ip || !ip->v6) {
-            bad_entry(entry, "it has several ':' but is not an IPv6 address", "write an IPv6 address with a port as [v6]:PORT");
+            bad_entry(entry, "it has several ':' but is not an IPv6 address",
+                      "write an IPv6 address with a port as [v6]:PORT");
         }
         rule.kind = HostKind::Ip;
         rule.host = ip->to_string();
@@ -284,7 +291,9 @@ std::vector<AllowRule> parse_allow_text(std::string_view text, const std::string
 
 std::vector<AllowRule> load_allow_file(const std::string& path) {
     auto text = core::read_file_if_exists(path);
-    if (!text) throw Error(fmt::format("allow file {} does not exist", path), "check the path; it is read relative to the working directory");
+    if (!text)
+        throw Error(fmt::format("allow file {} does not exist", path),
+                    "check the path; it is read relative to the working directory");
     return parse_allow_text(*text, path);
 }
 

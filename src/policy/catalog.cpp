@@ -33,7 +33,8 @@ constexpr Preset k_presets[] = {
 
 constexpr std::string_view k_claude_hosts[] = {"claude.ai", "downloads.claude.ai", "platform.claude.com",
                                                "api.anthropic.com", "statsig.anthropic.com"};
-constexpr std::string_view k_codex_hosts[] = {"chatgpt.com", "releases.openai.com", "auth.openai.com", "api.openai.com"};
+constexpr std::string_view k_codex_hosts[] = {"chatgpt.com", "releases.openai.com", "auth.openai.com",
+                                              "api.openai.com"};
 constexpr std::string_view k_opencode_hosts[] = {"opencode.ai", "github.com", "api.github.com",
                                                  "release-assets.githubusercontent.com", "models.opencode.ai"};
 constexpr std::string_view k_pi_hosts[] = {"pi.dev", "registry.npmjs.org", "nodejs.org", "api.anthropic.com"};
@@ -120,7 +121,8 @@ std::vector<AllowRule> expand_preset(std::string_view name) {
     const Preset* preset = find_preset(name);
     if (preset == nullptr) {
         throw Error(fmt::format("unknown allow preset \"{}\"", name),
-                    fmt::format("known presets: {}; `agentctl profile presets` shows what each allows", known_names(k_presets)));
+                    fmt::format("known presets: {}; `agentctl profile presets` shows what each allows",
+                                known_names(k_presets)));
     }
     return host_rules(preset->hosts, preset->ports, fmt::format("preset {}", preset->name));
 }
@@ -134,7 +136,8 @@ std::vector<AllowRule> expand_presets(std::span<const std::string> comma_lists) 
             auto comma = rest.find(',');
             std::string name(rest.substr(0, comma));
             if (name.empty()) {
-                throw Error(fmt::format("--allow-preset \"{}\": empty preset name", list), "write --allow-preset apt,pypi");
+                throw Error(fmt::format("--allow-preset \"{}\": empty preset name", list),
+                            "write --allow-preset apt,pypi");
             }
             if (std::find(seen.begin(), seen.end(), name) == seen.end()) {
                 seen.push_back(name);

@@ -31,8 +31,8 @@ struct Preset {
 
 struct Agent {
     std::string_view name;
-    std::string_view install_command;  // run as the sandbox's default user, through `sh -c`
-    std::string_view key_env;          // API-key variable; empty when none
+    std::string_view install_command;         // run as the sandbox's default user, through `sh -c`
+    std::string_view key_env;                 // API-key variable; empty when none
     std::span<const std::string_view> hosts;  // each allowed on port 443
 };
 

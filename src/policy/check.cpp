@@ -147,7 +147,8 @@ CheckResult check_destination(const NetworkPolicy& policy, std::string_view text
     result.resolved = true;
     auto addresses = resolver.resolve(normalise_host(destination.host));
     for (const auto& address : addresses) {
-        auto one = decide(policy, destination.host, destination.port, std::span<const IpAddress>(&address, 1), host_own);
+        auto one =
+            decide(policy, destination.host, destination.port, std::span<const IpAddress>(&address, 1), host_own);
         result.addresses.push_back({address, one.allowed, one.reason, one.detail});
     }
     return finish(decide(policy, destination.host, destination.port, addresses, host_own));

@@ -37,10 +37,10 @@ struct AddressVerdict {
 };
 
 struct CheckResult {
-    std::string host;            // as normalised
+    std::string host;  // as normalised
     std::uint16_t port = 0;
     bool allowed = false;
-    std::string reason;          // Decision::reason
+    std::string reason;  // Decision::reason
     std::string detail;
     std::optional<AllowRule> rule;
     std::optional<IpAddress> address;       // the address that would be dialled
@@ -57,8 +57,8 @@ struct Destination {
 };
 [[nodiscard]] Destination parse_destination(std::string_view text);
 
-[[nodiscard]] CheckResult check_destination(const NetworkPolicy& policy, std::string_view destination, Resolver& resolver,
-                                            std::span<const IpAddress> host_own);
+[[nodiscard]] CheckResult check_destination(const NetworkPolicy& policy, std::string_view destination,
+                                            Resolver& resolver, std::span<const IpAddress> host_own);
 
 // Renderings for the CLI.
 [[nodiscard]] std::string render_check_table(const CheckResult& result);

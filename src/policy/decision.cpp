@@ -63,15 +63,12 @@ std::optional<Decision> always_refused(const IpAddress& address, std::span<const
             return refusal("loopback", fmt::format("{} is a loopback address; it would reach the host itself", text));
         case AddressClass::Unspecified:
             return refusal("unspecified", fmt::format("{} is an unspecified (0.0.0.0/8 or ::) address", text));
-        case AddressClass::Multicast:
-            return refusal("multicast", fmt::format("{} is a multicast address", text));
-        case AddressClass::Broadcast:
-            return refusal("broadcast", fmt::format("{} is the broadcast address", text));
+        case AddressClass::Multicast: return refusal("multicast", fmt::format("{} is a multicast address", text));
+        case AddressClass::Broadcast: return refusal("broadcast", fmt::format("{} is the broadcast address", text));
         case AddressClass::Reserved:
             return refusal("reserved", fmt::format("{} is in a reserved, never-routable range", text));
         case AddressClass::Public:
-        case AddressClass::Lan:
-            break;
+        case AddressClass::Lan: break;
     }
     if (is_own_address(address, own)) {
         return refusal("host-address", fmt::format("{} is one of this machine's own addresses", text));
@@ -109,17 +106,19 @@ Decision vet(const NetworkPolicy& policy, const IpAddress& address, std::uint16_
     if (auto refused = always_refused(address, own)) return *refused;
     auto text = address.to_string();
     if (!policy.enabled) {
-        return allowed("policy-disabled", "the network policy is disabled (--no-network-policy): egress is unrestricted",
-                       nullptr, address);
+        return allowed("policy-disabled",
+                       "the network policy is disabled (--no-network-policy): egress is unrestricted", nullptr,
+                       address);
     }
     if (classify(address) == AddressClass::Lan) {
         if (policy.allow_lan) {
             if (match.port_ok) {
-                return allowed("allowlisted", fmt::format("{} port {} is allowed by {}", what, port, rule_text(*match.rule)),
+                return allowed("allowlisted",
+                               fmt::format("{} port {} is allowed by {}", what, port, rule_text(*match.rule)),
                                match.rule, address);
             }
-            return allowed("allow-lan", fmt::format("{} is a LAN address and the LAN is open (--allow-lan)", text), nullptr,
-                           address);
+            return allowed("allow-lan", fmt::format("{} is a LAN address and the LAN is open (--allow-lan)", text),
+                           nullptr, address);
         }
         if (policy.deny_lan) {
             return refusal("lan", fmt::format("{} is a LAN address and deny-LAN is on", text));

@@ -206,9 +206,9 @@ AddressClass classify(const IpAddress& address) {
         return stricter(server, client);
     }
     if (b[0] == 0xff) return AddressClass::Multicast;
-    if ((b[0] & 0xfe) == 0xfc) return AddressClass::Lan;                      // fc00::/7 ULA
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return AddressClass::Lan;      // fe80::/10 link-local
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return AddressClass::Lan;      // fec0::/10 site-local
+    if ((b[0] & 0xfe) == 0xfc) return AddressClass::Lan;                  // fc00::/7 ULA
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return AddressClass::Lan;  // fe80::/10 link-local
+    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return AddressClass::Lan;  // fec0::/10 site-local
     // Outside global unicast 2000::/3 nothing is routable.
     if ((b[0] & 0xe0) != 0x20) return AddressClass::Reserved;
     // Inside it: documentation (2001:db8::/32, 3fff::/20), ORCHID (2001:10::/28,

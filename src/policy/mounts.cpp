@@ -2,6 +2,7 @@
 #include "policy/mounts.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -13,22 +14,72 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view k_system_guest_paths[] = {"/",     "/etc",  "/usr", "/bin", "/sbin", "/lib", "/lib64",
-                                                     "/boot", "/dev",  "/proc", "/sys", "/var",  "/root", "/run"};
+constexpr std::string_view k_system_guest_paths[] = {"/",     "/etc", "/usr",  "/bin", "/sbin", "/lib",  "/lib64",
+                                                     "/boot", "/dev", "/proc", "/sys", "/var",  "/root", "/run"};
 
-constexpr std::string_view k_home_denied[] = {".ssh", ".gnupg", ".aws", ".config/gcloud", ".kube", ".docker", ".lima",
-                                              ".local/share/incus", ".config/incus", ".config/agentctl",
+constexpr std::string_view k_home_denied[] = {".ssh",
+                                              ".gnupg",
+                                              ".aws",
+                                              ".config/gcloud",
+                                              ".kube",
+                                              ".docker",
+                                              ".lima",
+                                              ".local/share/incus",
+                                              ".config/incus",
+                                              ".config/agentctl",
                                               ".local/state/agentctl"};
 
 constexpr std::string_view k_incus_state[] = {"/var/lib/incus", "/var/cache/incus", "/var/log/incus", "/run/incus"};
 
-// Symlinks resolved for the part that exists; the rest cleaned lexically.
-std::string canonical_prefix(const std::string& path) {
-    std::error_code ec;
-    auto resolved = fs::weakly_canonical(path, ec);
-    if (ec) return path;
-    return clean_path(resolved.string(), "/");
+constexpr int k_max_symlinks = 40;  // as the kernel's ELOOP limit
+
+// Resolves `path` (absolute) the way the kernel would, one component at a
+// time: symlinks are followed even when their target does not exist yet (so a
+// dangling link into ~/.ssh is judged as ~/.ssh), `..` goes to the parent of
+// what was actually reached, and the part that does not exist is kept as
+// written. nullopt when there are too many links.
+std::optional<std::string> resolve_path(const std::string& path) {
+    std::vector<std::string> pending;  // components still to walk, last one first
+    auto push_components = [&](std::string_view text) {
+        std::vector<std::string> parts;
+        while (!text.empty()) {
+            auto slash = text.find('/');
+            auto part = text.substr(0, slash);
+            if (!part.empty()) parts.emplace_back(part);
+            text.remove_prefix(slash == std::string_view::npos ? text.size() : slash + 1);
+        }
+        pending.insert(pending.end(), parts.rbegin(), parts.rend());
+    };
+    push_components(path);
+    std::string current = "/";
+    int links = 0;
+    while (!pending.empty()) {
+        std::string part = std::move(pending.back());
+        pending.pop_back();
+        if (part == ".") continue;
+        if (part == "..") {
+            auto slash = current.rfind('/');
+            current = slash == 0 ? "/" : current.substr(0, slash);
+            continue;
+        }
+        std::string next = current == "/" ? "/" + part : current + "/" + part;
+        struct stat info {};
+        if (::lstat(next.c_str(), &info) == 0 && S_ISLNK(info.st_mode)) {
+            if (++links > k_max_symlinks) return std::nullopt;
+            std::error_code ec;
+            auto target = fs::read_symlink(next, ec);
+            if (ec) return std::nullopt;
+            auto text = target.string();
+            if (text.starts_with("/")) current = "/";
+            push_components(text);
+            continue;
+        }
+        current = std::move(next);
+    }
+    return current;
 }
+
+std::string canonical_prefix(const std::string& path) { return resolve_path(clean_path(path, "/")).value_or(path); }
 
 bool valid_instance_name(std::string_view name) {
     if (name.empty() || name.size() > 63) return false;
@@ -79,7 +130,8 @@ struct Checker {
             }
         }
         if (roots) {
-            bool inside = std::any_of(roots->begin(), roots->end(), [&](const std::string& root) { return path_is_under(path, root); });
+            bool inside = std::any_of(roots->begin(), roots->end(),
+                                      [&](const std::string& root) { return path_is_under(path, root); });
             if (!inside) {
                 std::string list;
                 for (const auto& root : *roots) list += (list.empty() ? "" : ", ") + root;
@@ -93,7 +145,7 @@ struct Checker {
 
 struct Pending {
     const MountRequest* request;
-    std::string host;   // expanded and cleaned, symlinks not yet resolved
+    std::string host;  // expanded and cleaned, symlinks not yet resolved
     std::string guest;
     bool create = false;
 };
@@ -112,15 +164,16 @@ void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& 
                                                b.host_path, b.origin));
             }
             if (path_is_under(a.guest_path, b.guest_path) || path_is_under(b.guest_path, a.guest_path)) {
-                problems.push_back(fmt::format("mounts {} ({}) and {} ({}) overlap in the guest", a.guest_path, a.origin,
-                                               b.guest_path, b.origin));
+                problems.push_back(fmt::format("mounts {} ({}) and {} ({}) overlap in the guest", a.guest_path,
+                                               a.origin, b.guest_path, b.origin));
             }
         }
     }
 }
 
 [[noreturn]] void fail(const std::vector<std::string>& problems) {
-    std::string message = problems.size() == 1 ? "a mount was refused:" : fmt::format("{} mounts were refused:", problems.size());
+    std::string message =
+        problems.size() == 1 ? "a mount was refused:" : fmt::format("{} mounts were refused:", problems.size());
     for (const auto& problem : problems) message += "\n  " + problem;
     throw Error(message, "nothing was mounted or created; change the mount or the profile's mountPolicy");
 }
@@ -176,8 +229,8 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
         std::string guest = request.guest_path;
         if (host.find("{{.Name}}") != std::string::npos || guest.find("{{.Name}}") != std::string::npos) {
             if (!valid_instance_name(context.name)) {
-                problems.push_back(fmt::format("{}: the sandbox name \"{}\" cannot be put into a path", describe(request),
-                                               context.name));
+                problems.push_back(fmt::format("{}: the sandbox name \"{}\" cannot be put into a path",
+                                               describe(request), context.name));
                 continue;
             }
             host = replace_all(host, "{{.Name}}", context.name);
@@ -189,6 +242,16 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
             continue;
         }
         Pending item{&request, clean_path(*expanded, context.cwd), {}, false};
+        auto resolved = resolve_path(item.host);
+        if (!resolved) {
+            problems.push_back(fmt::format("{}: too many symbolic links below {}", describe(request), item.host));
+            continue;
+        }
+        // Check what exists now, before anything is created.
+        if (auto problem = checker.problem(*resolved); !problem.empty()) {
+            problems.push_back(fmt::format("{}: {}", describe(request), problem));
+            continue;
+        }
         item.guest = guest.empty() ? item.host : guest;
         if (!item.guest.starts_with("/")) {
             problems.push_back(fmt::format("{}: the guest path \"{}\" is not absolute", describe(request), item.guest));
@@ -197,17 +260,13 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
         item.guest = clean_path(item.guest, "/");
         if (std::find(std::begin(k_system_guest_paths), std::end(k_system_guest_paths), item.guest) !=
             std::end(k_system_guest_paths)) {
-            problems.push_back(fmt::format("{}: the guest path {} is a system directory of the guest", describe(request),
-                                           item.guest));
+            problems.push_back(
+                fmt::format("{}: the guest path {} is a system directory of the guest", describe(request), item.guest));
             continue;
         }
-        // Check what exists now, before anything is created.
-        if (auto problem = checker.problem(canonical_prefix(item.host)); !problem.empty()) {
-            problems.push_back(fmt::format("{}: {}", describe(request), problem));
-            continue;
-        }
+        item.host = *resolved;  // from here on only the resolved path is used
         std::error_code ec;
-        auto status = fs::status(item.host, ec);
+        auto status = fs::symlink_status(item.host, ec);
         if (!fs::exists(status)) {
             if (!context.policy.create_missing.value_or(false)) {
                 problems.push_back(fmt::format("{}: {} does not exist (create it, or set mountPolicy.createMissing)",
@@ -223,21 +282,26 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
     }
     if (!problems.empty()) fail(problems);
     for (const auto& item : pending) {
-        if (!item.create) continue;
+        if (!item.create || !context.create_directories) continue;
         std::error_code ec;
-        fs::create_directories(item.host, ec);
-        if (ec) problems.push_back(fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
+        fs::create_directories(item.host, ec);  // the resolved path: no link is followed into a denied place
+        if (ec)
+            problems.push_back(
+                fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
     }
     if (!problems.empty()) fail(problems);
     std::vector<Mount> mounts;
     for (const auto& item : pending) {
+        // Resolve again: the directory now exists, and a link may have appeared.
+        auto again = resolve_path(item.host);
         std::error_code ec;
-        auto canonical = fs::canonical(item.host, ec);
-        if (ec) {
-            problems.push_back(fmt::format("{}: cannot resolve {}: {}", describe(*item.request), item.host, ec.message()));
+        // A directory left uncreated (dry run) is checked at the path creation would give it.
+        const bool dry_run_missing = item.create && !context.create_directories;
+        if (!again || (!dry_run_missing && !fs::is_directory(*again, ec))) {
+            problems.push_back(fmt::format("{}: {} is not a directory", describe(*item.request), item.host));
             continue;
         }
-        std::string path = clean_path(canonical.string(), "/");
+        std::string path = *again;
         if (auto problem = checker.problem(path); !problem.empty()) {
             problems.push_back(fmt::format("{}: {}", describe(*item.request), problem));
             continue;

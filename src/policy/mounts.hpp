@@ -16,7 +16,7 @@ struct MountRequest {
     std::string host_path;   // may start with ~ and contain {{.Name}}
     std::string guest_path;  // empty: the expanded host path
     bool writable = false;
-    std::string origin;      // "--mount", "profile default (FILE:LINE)"
+    std::string origin;  // "--mount", "profile default (FILE:LINE)"
 };
 
 struct MountContext {
@@ -25,6 +25,10 @@ struct MountContext {
     std::string cwd;         // relative host paths are taken from here
     std::string config_dir;  // agentctl's own config/state dir: never mountable
     MountPolicy policy;
+    // false: resolve and check as if missing directories had been created, but
+    // create nothing (for --preview, and for checks that must precede the
+    // capability gate). The paths returned are the ones creation would give.
+    bool create_directories = true;
 };
 
 // The fixed deny list under `home` plus Incus's state directories and

@@ -13,8 +13,9 @@ namespace {
 constexpr int k_policy_file_version = 1;
 
 [[noreturn]] void malformed(std::string_view field, std::string_view what) {
-    throw Error(fmt::format("malformed policy file: field {}: {}", field, what),
-                "the file is written by agentctl; recreate the sandbox's policy with `agentctl create` or `policy add`");
+    throw Error(
+        fmt::format("malformed policy file: field {}: {}", field, what),
+        "the file is written by agentctl; recreate the sandbox's policy with `agentctl create` or `policy add`");
 }
 
 const nlohmann::json& required(const nlohmann::json& object, const char* key, std::string_view field) {

@@ -18,7 +18,7 @@ struct ProfileMount {
     std::string host_path;   // as written (~ and {{.Name}} expanded at resolution)
     std::string guest_path;  // empty: same as host path
     bool writable = false;
-    std::string origin;      // "profile default (FILE:LINE)"
+    std::string origin;  // "profile default (FILE:LINE)"
 };
 
 struct MountPolicy {
@@ -38,18 +38,18 @@ struct DnsSettings {
 // What a profile (or a Spec's overrides) asks for.
 struct ProfileSpec {
     std::optional<bool> deny_lan;
-    std::vector<AllowRule> allow;              // with origins; allowFile already read in
-    std::vector<std::string> allow_presets;    // names, as written
-    std::vector<std::string> allow_files;      // absolute paths that were read
+    std::vector<AllowRule> allow;            // with origins; allowFile already read in
+    std::vector<std::string> allow_presets;  // names, as written
+    std::vector<std::string> allow_files;    // absolute paths that were read
     std::vector<PortForward> ports;
     DnsSettings dns;
-    Resources resources;                       // 0 = unset
+    Resources resources;  // 0 = unset
     std::vector<ProfileMount> mounts;
     MountPolicy mount_policy;
-    std::string viewer;                        // empty = unset
+    std::string viewer;  // empty = unset
     std::vector<std::string> packages;
     std::optional<Isolation> isolation;
-    std::string isolation_origin;              // who asked
+    std::string isolation_origin;  // who asked
 };
 
 enum class ProfileSource { Project, User, Organisation, BuiltIn, File };

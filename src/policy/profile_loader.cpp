@@ -59,7 +59,8 @@ public:
 
     ProfileSpec spec(const YAML::Node& node, const std::string& field) {
         ProfileSpec out;
-        if (!m_d.expect_map(node, field, {"network", "resources", "mounts", "mountPolicy", "console", "packages", "isolation"}))
+        if (!m_d.expect_map(node, field,
+                            {"network", "resources", "mounts", "mountPolicy", "console", "packages", "isolation"}))
             return out;
         if (auto n = node["network"]) network(n, field + ".network", out);
         if (auto n = node["resources"]) resources(n, field + ".resources", out.resources);
@@ -135,7 +136,8 @@ private:
         if (!m_d.expect_map(node, field, {"denyLAN", "allow", "allowPresets", "allowFile", "ports", "dns"})) return;
         if (auto n = node["denyLAN"]) out.deny_lan = m_d.boolean(n, field + ".denyLAN");
         if (auto n = node["allow"]; n && m_d.expect_sequence(n, field + ".allow")) {
-            for (std::size_t i = 0; i < n.size(); ++i) allow_item(n[i], fmt::format("{}.allow[{}]", field, i), out.allow);
+            for (std::size_t i = 0; i < n.size(); ++i)
+                allow_item(n[i], fmt::format("{}.allow[{}]", field, i), out.allow);
         }
         if (auto n = node["allowPresets"]; n && m_d.expect_sequence(n, field + ".allowPresets")) {
             for (std::size_t i = 0; i < n.size(); ++i) {
@@ -144,16 +146,19 @@ private:
                 if (!name) continue;
                 if (find_preset(*name) == nullptr) {
                     std::string known;
-                    for (const auto& preset : presets()) known += (known.empty() ? "" : ", ") + std::string(preset.name);
+                    for (const auto& preset : presets())
+                        known += (known.empty() ? "" : ", ") + std::string(preset.name);
                     m_d.error(n[i], item_field, fmt::format("unknown preset \"{}\" (known: {})", *name, known));
-                } else if (std::find(out.allow_presets.begin(), out.allow_presets.end(), *name) == out.allow_presets.end()) {
+                } else if (std::find(out.allow_presets.begin(), out.allow_presets.end(), *name) ==
+                           out.allow_presets.end()) {
                     out.allow_presets.push_back(*name);
                 }
             }
         }
         if (auto n = node["allowFile"]) allow_file(n, field + ".allowFile", out);
         if (auto n = node["ports"]; n && m_d.expect_sequence(n, field + ".ports")) {
-            for (std::size_t i = 0; i < n.size(); ++i) port_item(n[i], fmt::format("{}.ports[{}]", field, i), out.ports);
+            for (std::size_t i = 0; i < n.size(); ++i)
+                port_item(n[i], fmt::format("{}.ports[{}]", field, i), out.ports);
         }
         if (auto n = node["dns"]; n && m_d.expect_map(n, field + ".dns", {"servers", "disabled"})) {
             if (auto servers = n["servers"]; servers && m_d.expect_sequence(servers, field + ".dns.servers")) {
@@ -229,7 +234,7 @@ private:
         }
         // Relative to the profile's own directory.
         std::string base = directory_of(m_d.label());
-        std::string path = base.starts_with("/") ? clean_path(*expanded, base)
+        std::string path = base.starts_with("/")        ? clean_path(*expanded, base)
                            : expanded->starts_with("/") ? clean_path(*expanded, "/")
                                                         : base + "/" + *expanded;
         try {
@@ -277,7 +282,8 @@ private:
         if (!good) return;
         for (const auto& other : ports) {
             if (other.host_port == forward.host_port && other.protocol == forward.protocol) {
-                m_d.error(node, field, fmt::format("host port {}/{} is already forwarded", forward.host_port, forward.protocol));
+                m_d.error(node, field,
+                          fmt::format("host port {}/{} is already forwarded", forward.host_port, forward.protocol));
                 return;
             }
         }
@@ -287,7 +293,8 @@ private:
     void resources(const YAML::Node& node, const std::string& field, Resources& out) {
         if (!m_d.expect_map(node, field, {"cpuCores", "memory", "diskSize"})) return;
         if (auto n = node["cpuCores"]) {
-            if (auto value = m_d.integer(n, field + ".cpuCores", 1, k_max_cpu_cores)) out.cpu_cores = static_cast<int>(*value);
+            if (auto value = m_d.integer(n, field + ".cpuCores", 1, k_max_cpu_cores))
+                out.cpu_cores = static_cast<int>(*value);
         }
         for (const char* key : {"memory", "diskSize"}) {
             auto n = node[key];
@@ -296,10 +303,11 @@ private:
             if (!text) continue;
             auto bytes = parse_size(*text);
             if (!bytes) {
-                m_d.error(n, field + "." + key,
-                          fmt::format("\"{}\" is not a size above 0 (a whole number with KiB, MiB, GiB, TiB, KB, MB, GB, "
-                                      "TB or no unit for bytes)",
-                                      *text));
+                m_d.error(
+                    n, field + "." + key,
+                    fmt::format("\"{}\" is not a size above 0 (a whole number with KiB, MiB, GiB, TiB, KB, MB, GB, "
+                                "TB or no unit for bytes)",
+                                *text));
                 continue;
             }
             (std::string_view(key) == "memory" ? out.memory_bytes : out.disk_bytes) = *bytes;
@@ -325,12 +333,14 @@ private:
             if (auto guest = item["guestPath"]) {
                 auto guest_text = m_d.string(guest, item_field + ".guestPath");
                 if (guest_text && !guest_text->starts_with("/")) {
-                    m_d.error(guest, item_field + ".guestPath", fmt::format("must be an absolute path, got \"{}\"", *guest_text));
+                    m_d.error(guest, item_field + ".guestPath",
+                              fmt::format("must be an absolute path, got \"{}\"", *guest_text));
                 } else if (guest_text) {
                     mount.guest_path = *guest_text;
                 }
             }
-            if (auto writable = item["writable"]) mount.writable = m_d.boolean(writable, item_field + ".writable").value_or(false);
+            if (auto writable = item["writable"])
+                mount.writable = m_d.boolean(writable, item_field + ".writable").value_or(false);
             out.push_back(std::move(mount));
         }
     }
@@ -383,8 +393,8 @@ void metadata(const YAML::Node& root, YamlDecoder& d, std::string& name, std::st
     if (auto value = n["description"]) description = d.string(value, "metadata.description").value_or("");
 }
 
-Profile decode_profile(std::string_view text, const std::string& label, ProfileSource source, const LoadContext& context,
-                       YamlDecoder& d) {
+Profile decode_profile(std::string_view text, const std::string& label, ProfileSource source,
+                       const LoadContext& context, YamlDecoder& d) {
     Profile profile;
     profile.source = source;
     profile.path = label;
@@ -410,13 +420,15 @@ std::string_view to_string(ProfileSource source) {
     return "file";
 }
 
-std::vector<Diagnostic> profile_diagnostics(std::string_view text, const std::string& label, const LoadContext& context) {
+std::vector<Diagnostic> profile_diagnostics(std::string_view text, const std::string& label,
+                                            const LoadContext& context) {
     YamlDecoder d(label);
     (void)decode_profile(text, label, ProfileSource::File, context, d);
     return d.diagnostics();
 }
 
-Profile parse_profile(std::string_view text, const std::string& label, ProfileSource source, const LoadContext& context) {
+Profile parse_profile(std::string_view text, const std::string& label, ProfileSource source,
+                      const LoadContext& context) {
     YamlDecoder d(label);
     auto profile = decode_profile(text, label, source, context, d);
     d.throw_if_failed();
@@ -437,7 +449,8 @@ SpecDocument parse_spec_document(std::string_view text, const std::string& label
             d.error(*root, "spec", "is required");
         } else if (d.expect_map(spec, "spec", {"image", "profiles", "overrides"})) {
             if (auto n = spec["image"]) document.image = d.string(n, "spec.image").value_or("");
-            if (auto n = spec["profiles"]) document.profiles = d.strings(n, "spec.profiles").value_or(std::vector<std::string>{});
+            if (auto n = spec["profiles"])
+                document.profiles = d.strings(n, "spec.profiles").value_or(std::vector<std::string>{});
             Loader loader(d, context, "spec " + label);
             if (auto n = spec["overrides"]) document.overrides = loader.spec(n, "spec.overrides");
         }

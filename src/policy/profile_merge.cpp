@@ -57,8 +57,8 @@ ProfileSpec merge_profile_specs(const ProfileSpec& base, const ProfileSpec& late
     for (const auto& port : later.ports) {
         for (const auto& existing : out.ports) {
             if (existing.host_port == port.host_port && existing.protocol == port.protocol) {
-                throw Error(fmt::format("host port {}/{} is forwarded twice by the profiles being layered", port.host_port,
-                                        port.protocol),
+                throw Error(fmt::format("host port {}/{} is forwarded twice by the profiles being layered",
+                                        port.host_port, port.protocol),
                             "remove one of the two port entries");
             }
         }
@@ -71,7 +71,8 @@ ProfileSpec merge_profile_specs(const ProfileSpec& base, const ProfileSpec& late
     if (later.resources.disk_bytes != 0) out.resources.disk_bytes = later.resources.disk_bytes;
     out.mounts.insert(out.mounts.end(), later.mounts.begin(), later.mounts.end());
     if (base.mount_policy.allowed_roots && later.mount_policy.allowed_roots) {
-        out.mount_policy.allowed_roots = intersect_roots(*base.mount_policy.allowed_roots, *later.mount_policy.allowed_roots);
+        out.mount_policy.allowed_roots =
+            intersect_roots(*base.mount_policy.allowed_roots, *later.mount_policy.allowed_roots);
     } else if (later.mount_policy.allowed_roots) {
         out.mount_policy.allowed_roots = later.mount_policy.allowed_roots;
     }

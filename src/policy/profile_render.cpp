@@ -142,10 +142,11 @@ std::string render_packages_table() {
         widths[1] = std::max(widths[1], entry.apt.size());
         widths[2] = std::max(widths[2], entry.dnf.size());
     }
-    std::string text = fmt::format("{}  {}  {}  APK\n", pad("NAME", widths[0]), pad("APT", widths[1]), pad("DNF", widths[2]));
+    std::string text =
+        fmt::format("{}  {}  {}  APK\n", pad("NAME", widths[0]), pad("APT", widths[1]), pad("DNF", widths[2]));
     for (const auto& entry : package_catalog()) {
-        text += fmt::format("{}  {}  {}  {}\n", pad(std::string(entry.name), widths[0]), pad(std::string(entry.apt), widths[1]),
-                            pad(std::string(entry.dnf), widths[2]), entry.apk);
+        text += fmt::format("{}  {}  {}  {}\n", pad(std::string(entry.name), widths[0]),
+                            pad(std::string(entry.apt), widths[1]), pad(std::string(entry.dnf), widths[2]), entry.apk);
     }
     return text;
 }

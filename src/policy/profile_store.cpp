@@ -77,7 +77,8 @@ Environment environment_from_process(const std::string& profile_dir_setting, con
     Environment env;
     auto home = env_var("HOME");
     if (!home || !home->starts_with("/")) {
-        throw Error("$HOME is not set to an absolute path", "agentctl needs $HOME to find its configuration and workspaces");
+        throw Error("$HOME is not set to an absolute path",
+                    "agentctl needs $HOME to find its configuration and workspaces");
     }
     env.home = clean_path(*home, "/");
     std::error_code ec;
@@ -120,7 +121,8 @@ std::vector<ProfileSummary> list_profiles(const Environment& env) {
             for (auto it = std::filesystem::directory_iterator(location.dir, ec);
                  !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
                 auto file = it->path().filename().string();
-                if (file.size() > 5 && file.ends_with(".yaml") && is_valid_profile_name(file.substr(0, file.size() - 5))) {
+                if (file.size() > 5 && file.ends_with(".yaml") &&
+                    is_valid_profile_name(file.substr(0, file.size() - 5))) {
                     names.push_back(file.substr(0, file.size() - 5));
                 }
             }
@@ -163,8 +165,8 @@ Profile load_profile(const std::string& name, const Environment& env) {
     }
     if (!chosen) {
         throw Error(fmt::format("profile \"{}\" not found", name),
-                    fmt::format("searched {}, {}, {} and the built-ins; known profiles: {}", env.project_dir, env.user_dir,
-                                env.org_dir, known_profiles(env)));
+                    fmt::format("searched {}, {}, {} and the built-ins; known profiles: {}", env.project_dir,
+                                env.user_dir, env.org_dir, known_profiles(env)));
     }
     Profile profile = parse_found(*chosen, env);
     if (org && chosen->source != ProfileSource::Organisation) {

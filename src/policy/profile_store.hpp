@@ -18,12 +18,12 @@ namespace agentctl::policy {
 // from the process environment with environment_from_process(); tests build
 // it by hand.
 struct Environment {
-    std::string home;                 // $HOME
-    std::string cwd;                  // the working directory
-    std::string project_dir;          // CWD/.agentctl/profiles
-    std::string user_dir;             // $XDG_CONFIG_HOME/agentctl/profiles or ~/.config/agentctl/profiles
-    std::string org_dir;              // profileDir config key, AGENTCTL_ORG_DIR/profiles, or /etc/agentctl/profiles
-    std::string config_dir;           // agentctl's own config/state dir (~/.config/agentctl), never mountable
+    std::string home;         // $HOME
+    std::string cwd;          // the working directory
+    std::string project_dir;  // CWD/.agentctl/profiles
+    std::string user_dir;     // $XDG_CONFIG_HOME/agentctl/profiles or ~/.config/agentctl/profiles
+    std::string org_dir;      // profileDir config key, AGENTCTL_ORG_DIR/profiles, or /etc/agentctl/profiles
+    std::string config_dir;   // agentctl's own config/state dir (~/.config/agentctl), never mountable
     std::string default_profile = "default";  // the defaultProfile config key
 };
 

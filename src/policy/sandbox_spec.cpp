@@ -105,7 +105,8 @@ ProfileSpec flags_layer(const SpecInputs& in, Problems& problems) {
     for (const auto& name : in.packages) {
         problems.run([&] {
             check_package_name(name);
-            if (std::find(cli.packages.begin(), cli.packages.end(), name) == cli.packages.end()) cli.packages.push_back(name);
+            if (std::find(cli.packages.begin(), cli.packages.end(), name) == cli.packages.end())
+                cli.packages.push_back(name);
         });
     }
     if (!in.isolation.empty()) {
@@ -146,7 +147,8 @@ Layered layer_everything(const SpecInputs& in, Problems& problems) {
     if (document) problems.run([&] { out.spec = merge_profile_specs(out.spec, document->overrides); });
     auto cli = flags_layer(in, problems);
     if (cli.isolation == Isolation::Container && out.spec.isolation == Isolation::Vm) {
-        problems.add(fmt::format("--isolation container conflicts with isolation: vm set by {}", out.spec.isolation_origin));
+        problems.add(
+            fmt::format("--isolation container conflicts with isolation: vm set by {}", out.spec.isolation_origin));
     }
     problems.run([&] { out.spec = merge_profile_specs(out.spec, cli); });
     if (in.allow_lan && in.deny_lan) problems.add("--allow-lan and --deny-lan contradict each other; give one");
@@ -159,7 +161,8 @@ NetworkPolicy network_of(const SpecInputs& in, const ProfileSpec& spec, Problems
     policy.allow_lan = in.allow_lan;
     policy.deny_lan = in.allow_lan ? false : spec.deny_lan.value_or(true);
     auto add = [&](const AllowRule& rule) {
-        if (std::find(policy.allow.begin(), policy.allow.end(), rule) == policy.allow.end()) policy.allow.push_back(rule);
+        if (std::find(policy.allow.begin(), policy.allow.end(), rule) == policy.allow.end())
+            policy.allow.push_back(rule);
     };
     for (const auto& rule : spec.allow) add(rule);
     for (const auto& name : spec.allow_presets) {
@@ -194,7 +197,7 @@ std::vector<MountRequest> with_flags(std::vector<MountRequest> base, const Mount
 }
 
 MountContext mount_context(const std::string& name, const Environment& env, const MountPolicy& policy) {
-    return MountContext{name, env.home, env.cwd, env.config_dir, policy};
+    return MountContext{name, env.home, env.cwd, env.config_dir, policy, true};
 }
 
 }  // namespace
@@ -225,11 +228,14 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs) {
     // Mounts are resolved last and only when everything else is valid, because
     // resolving may create directories.
     problems.throw_if_any();
-    spec.mounts = resolve_mounts(requests, mount_context(inputs.name, inputs.env, layered.spec.mount_policy));
+    auto context = mount_context(inputs.name, inputs.env, layered.spec.mount_policy);
+    context.create_directories = inputs.create_directories;
+    spec.mounts = resolve_mounts(requests, context);
     return spec;
 }
 
-std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name, const std::vector<std::string>& profiles,
+std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,
+                                                       const std::vector<std::string>& profiles,
                                                        const MountFlags& flags, const std::vector<Mount>& previous,
                                                        const Environment& env) {
     if (flags.mounts.empty() && !flags.only && !flags.none && !flags.writable) return std::nullopt;
@@ -240,7 +246,8 @@ std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name, 
         problems.run([&] { merged = merge_profile_specs(merged, load_profile(profile, env).spec); });
     }
     std::vector<MountRequest> base;
-    for (const auto& mount : previous) base.push_back({mount.host_path, mount.guest_path, mount.writable, mount.origin});
+    for (const auto& mount : previous)
+        base.push_back({mount.host_path, mount.guest_path, mount.writable, mount.origin});
     auto requests = with_flags(std::move(base), flags, problems);
     problems.throw_if_any();
     return resolve_mounts(requests, mount_context(name, env, merged.mount_policy));

@@ -36,8 +36,10 @@ struct SpecInputs {
     std::string agent;                       // --agent NAME
     std::vector<std::string> packages;       // --package NAME
     MountFlags mount_flags;
-    std::string isolation;                   // --isolation vm|container (empty: from profiles)
+    std::string isolation;  // --isolation vm|container (empty: from profiles)
     Environment env;
+    // false: create no missing mount directory (see MountContext::create_directories).
+    bool create_directories = true;
 };
 
 // Computes the effective spec: profiles layered in order (each over its

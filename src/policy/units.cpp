@@ -15,9 +15,8 @@ struct Unit {
 };
 
 constexpr Unit k_units[] = {
-    {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}, {"TiB", 1ULL << 40},
-    {"KB", 1000ULL},     {"MB", 1000000ULL},  {"GB", 1000000000ULL}, {"TB", 1000000000000ULL},
-    {"B", 1ULL},
+    {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20},   {"GiB", 1ULL << 30},      {"TiB", 1ULL << 40}, {"KB", 1000ULL},
+    {"MB", 1000000ULL},  {"GB", 1000000000ULL}, {"TB", 1000000000000ULL}, {"B", 1ULL},
 };
 
 std::optional<std::uint16_t> parse_port_number(std::string_view text) {
@@ -57,7 +56,8 @@ PortForward parse_port_flag(std::string_view text) {
     std::string_view rest = text;
     if (auto slash = rest.rfind('/'); slash != std::string_view::npos) {
         auto protocol = rest.substr(slash + 1);
-        if (protocol != "tcp" && protocol != "udp") bad_port(text, fmt::format("protocol \"{}\" is not tcp or udp", protocol));
+        if (protocol != "tcp" && protocol != "udp")
+            bad_port(text, fmt::format("protocol \"{}\" is not tcp or udp", protocol));
         forward.protocol = std::string(protocol);
         rest = rest.substr(0, slash);
     }
@@ -72,7 +72,8 @@ PortForward parse_port_flag(std::string_view text) {
     forward.guest_port = *guest;
     if (colon != std::string_view::npos) {
         auto address = rest.substr(0, colon);
-        if (address.size() >= 2 && address.front() == '[' && address.back() == ']') address = address.substr(1, address.size() - 2);
+        if (address.size() >= 2 && address.front() == '[' && address.back() == ']')
+            address = address.substr(1, address.size() - 2);
         auto ip = parse_ip_literal(address);
         if (!ip || (!ip->v6 && std::count(address.begin(), address.end(), '.') != 3)) {
             bad_port(text, fmt::format("listen address \"{}\" is not an IP address in dotted or IPv6 form", address));

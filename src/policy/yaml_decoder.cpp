@@ -42,7 +42,8 @@ int rough_nesting(std::string_view text) {
         auto end = text.find('\n', line_start);
         if (end == std::string_view::npos) end = text.size();
         std::size_t indent = 0;
-        while (line_start + indent < end && (text[line_start + indent] == ' ' || text[line_start + indent] == '-')) ++indent;
+        while (line_start + indent < end && (text[line_start + indent] == ' ' || text[line_start + indent] == '-'))
+            ++indent;
         worst = std::max(worst, static_cast<int>(indent / 2));
         line_start = end + 1;
     }
@@ -100,7 +101,7 @@ bool YamlDecoder::expect_map(const YAML::Node& node, const std::string& field,
     }
     std::vector<std::string> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
-        const YAML::Node& key = it->first;
+        YAML::Node key = it->first;  // a copy: the iterator hands out a temporary
         if (!key.IsScalar()) {
             error(key, field, "keys must be plain names");
             continue;
@@ -201,22 +202,32 @@ std::optional<YAML::Node> parse_yaml_document(std::string_view text, YamlDecoder
         std::istringstream stream{std::string(text)};
         YAML::Parser parser(stream);
         AliasFinder finder;
-        while (parser.HandleNextDocument(finder)) {
-        }
+        // yaml-cpp 0.7 never finishes on a stray top-level ',' (every call
+        // yields another empty document without consuming it), so stop at two.
+        int documents = 0;
+        while (documents < 2 && parser.HandleNextDocument(finder)) ++documents;
         if (finder.first_alias) {
             decoder.error_at(*finder.first_alias, "",
                              "YAML aliases (*name) are not accepted in profiles; a value starting with '*' must be "
                              "quoted, e.g. \"*.example.com\"");
             return std::nullopt;
         }
-        auto documents = YAML::LoadAll(std::string(text));
-        if (documents.size() != 1) {
-            decoder.error_at(start, "", fmt::format("expected exactly one YAML document, found {}", documents.size()));
+        if (documents == 0) {
+            decoder.error_at(start, "", "the file is empty; a profile starts with apiVersion: agentctl.dev/v1");
             return std::nullopt;
         }
-        return documents.front();
+        if (documents > 1) {
+            decoder.error_at(
+                start, "", "expected exactly one YAML document (found more, or a stray ',' outside a [ ] or { } list)");
+            return std::nullopt;
+        }
+        return YAML::Load(std::string(text));
     } catch (const YAML::Exception& error) {
-        decoder.error_at(error.mark, "", fmt::format("YAML syntax error: {}", error.msg));
+        std::string message = fmt::format("YAML syntax error: {}", error.msg);
+        if (error.msg.find("anchor") != std::string::npos) {
+            message += " (a value starting with '*' must be quoted, e.g. \"*.example.com\")";
+        }
+        decoder.error_at(error.mark, "", message);
         return std::nullopt;
     }
 }

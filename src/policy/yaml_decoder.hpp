@@ -33,8 +33,8 @@ public:
     // Typed scalars. A plain (unquoted) `true`/`false` for booleans; a plain
     // decimal integer within [min, max] for integers; any scalar for strings.
     [[nodiscard]] std::optional<bool> boolean(const YAML::Node& node, const std::string& field);
-    [[nodiscard]] std::optional<std::int64_t> integer(const YAML::Node& node, const std::string& field, std::int64_t min,
-                                                      std::int64_t max);
+    [[nodiscard]] std::optional<std::int64_t> integer(const YAML::Node& node, const std::string& field,
+                                                      std::int64_t min, std::int64_t max);
     [[nodiscard]] std::optional<std::string> string(const YAML::Node& node, const std::string& field);
     [[nodiscard]] std::optional<std::vector<std::string>> strings(const YAML::Node& node, const std::string& field);
 

@@ -5,7 +5,7 @@
 
 using agentctl::test::CliSandbox;
 
-TEST_CASE("--version prints the version and exits 0") {
+TEST_CASE("the version flag prints the version and exits 0") {
     CliSandbox cli;
     auto r = cli.run({"--version"});
     CHECK(r.exit_code == 0);

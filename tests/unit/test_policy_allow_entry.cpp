@@ -97,7 +97,8 @@ TEST_CASE("bad allow entries are refused with the entry named", "[allow]") {
           "invalid allow entry \"https://example.com?q=1\": a URL with a path, query or fragment cannot be enforced: "
           "filtering is by host and port only");
     CHECK(error_of("https://allowed.com@evil.com") ==
-          "invalid allow entry \"https://allowed.com@evil.com\": a URL with user information (user@host) is not accepted");
+          "invalid allow entry \"https://allowed.com@evil.com\": a URL with user information (user@host) is not "
+          "accepted");
     CHECK(error_of("ftp://example.com") ==
           "invalid allow entry \"ftp://example.com\": the scheme \"ftp\" is not supported (only http:// and https://)");
     CHECK(error_of("example.com:0") == "invalid allow entry \"example.com:0\": port 0 is outside 1-65535");
@@ -110,17 +111,22 @@ TEST_CASE("bad allow entries are refused with the entry named", "[allow]") {
     CHECK(error_of("example.com:-1") == "invalid allow entry \"example.com:-1\": port \"-1\" is not a number");
     CHECK(error_of("exa_mple.com") ==
           "invalid allow entry \"exa_mple.com\": '_' is not allowed in a host name (letters, digits, '-' and '.')");
-    CHECK(error_of("-example.com") == "invalid allow entry \"-example.com\": the label \"-example\" starts or ends with '-'");
-    CHECK(error_of("example..com") ==
-          "invalid allow entry \"example..com\": the host name has an empty label (two dots in a row, or a leading dot)");
+    CHECK(error_of("-example.com") ==
+          "invalid allow entry \"-example.com\": the label \"-example\" starts or ends with '-'");
+    CHECK(
+        error_of("example..com") ==
+        "invalid allow entry \"example..com\": the host name has an empty label (two dots in a row, or a leading dot)");
     CHECK(error_of("example.com..") ==
-          "invalid allow entry \"example.com..\": the host name has an empty label (two dots in a row, or a leading dot)");
-    CHECK(error_of(std::string(64, 'a') + ".com") ==
-          "invalid allow entry \"" + std::string(64, 'a') + ".com\": the label \"" + std::string(64, 'a') +
-              "\" is longer than 63 characters");
+          "invalid allow entry \"example.com..\": the host name has an empty label (two dots in a row, or a leading "
+          "dot)");
+    CHECK(error_of(std::string(64, 'a') + ".com") == "invalid allow entry \"" + std::string(64, 'a') +
+                                                         ".com\": the label \"" + std::string(64, 'a') +
+                                                         "\" is longer than 63 characters");
     CHECK(error_of("exämple.com") ==
-          "invalid allow entry \"exämple.com\": the host name is not ASCII; write an internationalised name in its xn-- form");
-    CHECK(error_of("1.2.3.999") == "invalid allow entry \"1.2.3.999\": it looks like an IP address but is not a valid one");
+          "invalid allow entry \"exämple.com\": the host name is not ASCII; write an internationalised name in its "
+          "xn-- form");
+    CHECK(error_of("1.2.3.999") ==
+          "invalid allow entry \"1.2.3.999\": it looks like an IP address but is not a valid one");
     CHECK(error_of("*.com") == "invalid allow entry \"*.com\": \"*.com\" would allow a whole top-level domain");
     CHECK(error_of("*") == "invalid allow entry \"*\": '*' is only allowed as the whole first label (*.example.com)");
     CHECK(error_of("a.*.example.com") ==
@@ -131,20 +137,23 @@ TEST_CASE("bad allow entries are refused with the entry named", "[allow]") {
           "invalid allow entry \"[2001:db8::1\": an IPv6 address opened with '[' is not closed with ']'");
     CHECK(error_of("[example.com]:443") ==
           "invalid allow entry \"[example.com]:443\": the text inside [ ] is not an IPv6 address");
-    CHECK(error_of("[2606:4700::1111]443") == "invalid allow entry \"[2606:4700::1111]443\": unexpected text after ']'");
+    CHECK(error_of("[2606:4700::1111]443") ==
+          "invalid allow entry \"[2606:4700::1111]443\": unexpected text after ']'");
     CHECK(error_of("2606:4700::zz") ==
           "invalid allow entry \"2606:4700::zz\": it has several ':' but is not an IPv6 address");
-    CHECK(error_of("10.0.0.0/8") ==
-          "invalid allow entry \"10.0.0.0/8\": '/' is not allowed: filtering is by host and port only, never by path or "
-          "network range");
+    CHECK(
+        error_of("10.0.0.0/8") ==
+        "invalid allow entry \"10.0.0.0/8\": '/' is not allowed: filtering is by host and port only, never by path or "
+        "network range");
     CHECK(error_of("a.com b.com") == "invalid allow entry \"a.com b.com\": it contains a space or a control character");
     CHECK(error_of("127.0.0.1") ==
           "invalid allow entry \"127.0.0.1\": 127.0.0.1 is a loopback address, which agentctl always refuses");
     CHECK(error_of("0x7f.1:22") ==
           "invalid allow entry \"0x7f.1:22\": 127.0.0.1 is a loopback address, which agentctl always refuses");
-    CHECK(error_of("[::ffff:127.0.0.1]:80") ==
-          "invalid allow entry \"[::ffff:127.0.0.1]:80\": ::ffff:127.0.0.1 is a loopback address, which agentctl always "
-          "refuses");
+    CHECK(
+        error_of("[::ffff:127.0.0.1]:80") ==
+        "invalid allow entry \"[::ffff:127.0.0.1]:80\": ::ffff:127.0.0.1 is a loopback address, which agentctl always "
+        "refuses");
     CHECK(error_of("224.0.0.1") ==
           "invalid allow entry \"224.0.0.1\": 224.0.0.1 is a multicast address, which agentctl always refuses");
     CHECK(error_of(std::string(2000, 'a')) == "invalid allow entry: longer than 1024 characters");
@@ -153,7 +162,8 @@ TEST_CASE("bad allow entries are refused with the entry named", "[allow]") {
 TEST_CASE("an allow file is read line by line with comments and blank lines", "[allow][file]") {
     TempDir dir;
     auto file = dir.path / "hosts.txt";
-    write(file, "# package mirrors\n\ndeb.debian.org:80,443\n  *.pythonhosted.org:443  # wheels\r\n\t\n93.184.216.34\n");
+    write(file,
+          "# package mirrors\n\ndeb.debian.org:80,443\n  *.pythonhosted.org:443  # wheels\r\n\t\n93.184.216.34\n");
     auto rules = load_allow_file(file.string());
     REQUIRE(rules.size() == 3);
     CHECK(rules[0].entry() == "deb.debian.org:80,443");
@@ -173,8 +183,9 @@ TEST_CASE("a bad allow-file line names the file and line", "[allow][file]") {
         FAIL("no error");
     } catch (const Error& error) {
         CHECK(std::string(error.what()) ==
-              file.string() + ":4: invalid allow entry \"https://example.com/path\": a URL with a path, query or "
-                              "fragment cannot be enforced: filtering is by host and port only");
+              file.string() +
+                  ":4: invalid allow entry \"https://example.com/path\": a URL with a path, query or "
+                  "fragment cannot be enforced: filtering is by host and port only");
         CHECK(error.hint() == "allow the host instead: example.com:443");
     }
     try {

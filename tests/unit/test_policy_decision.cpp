@@ -48,7 +48,8 @@ TEST_CASE("an exact name rule allows that name on its ports", "[decide]") {
     REQUIRE(port.has_value());
     CHECK_FALSE(port->allowed);
     CHECK(port->reason == "port-not-allowed");
-    CHECK(port->detail == "api.example.com is allowed only on port 443 by api.example.com:443 (from --allow), not on port 80");
+    CHECK(port->detail ==
+          "api.example.com is allowed only on port 443 by api.example.com:443 (from --allow), not on port 80");
 
     auto other = pre_decide(policy, "example.com", 443);
     REQUIRE(other.has_value());
@@ -134,7 +135,8 @@ TEST_CASE("deny-LAN refuses LAN addresses even when a rule matches", "[decide][l
         CHECK_FALSE(d.allowed);
         CHECK(d.reason == "lan");
     }
-    CHECK(decide_one(policy, "nas.example.com", 443, {"10.0.0.5"}).detail == "10.0.0.5 is a LAN address and deny-LAN is on");
+    CHECK(decide_one(policy, "nas.example.com", 443, {"10.0.0.5"}).detail ==
+          "10.0.0.5 is a LAN address and deny-LAN is on");
     CHECK(pre_decide(policy, "10.0.0.5", 443)->reason == "lan");
 }
 
@@ -172,8 +174,9 @@ TEST_CASE("deny-LAN off without allow-LAN: LAN hosts only through a rule", "[dec
 
 TEST_CASE("a bare IP in any spelling is allowed only if that IP is a rule", "[decide][ip]") {
     auto policy = policy_with({"93.184.216.34:443", "[2606:4700::1111]:443", "example.com"});
-    for (const char* spelling : {"93.184.216.34", "1572395042", "0x5d.0xb8.0xd8.0x22", "93.184.55330", "0135.0270.0330.042",
-                                 "::ffff:93.184.216.34", "[::ffff:5db8:d822]", "93.184.216.34."}) {
+    for (const char* spelling :
+         {"93.184.216.34", "1572395042", "0x5d.0xb8.0xd8.0x22", "93.184.55330", "0135.0270.0330.042",
+          "::ffff:93.184.216.34", "[::ffff:5db8:d822]", "93.184.216.34."}) {
         INFO(spelling);
         auto d = pre_decide(policy, spelling, 443);
         REQUIRE(d.has_value());
@@ -186,7 +189,8 @@ TEST_CASE("a bare IP in any spelling is allowed only if that IP is a rule", "[de
     CHECK(other->reason == "bare-ip-not-listed");
     CHECK(other->detail == "93.184.216.35 was asked for by address and no allow rule names that address");
     // every spelling of loopback is loopback, never a host name
-    for (const char* loopback : {"2130706433", "0x7f.1", "0177.0.0.1", "127.1", "[::1]", "::ffff:7f00:1", "127.0.0.1."}) {
+    for (const char* loopback :
+         {"2130706433", "0x7f.1", "0177.0.0.1", "127.1", "[::1]", "::ffff:7f00:1", "127.0.0.1."}) {
         INFO(loopback);
         auto d = pre_decide(policy, loopback, 443);
         REQUIRE(d.has_value());
@@ -198,7 +202,8 @@ TEST_CASE("a bare IP in any spelling is allowed only if that IP is a rule", "[de
 
 TEST_CASE("malformed host names are refused before any lookup", "[decide]") {
     auto policy = policy_with({"example.com"});
-    for (const char* bad : {"", "exa mple.com", "a..b", "1.2.3.999", "-a.com", "*.example.com", "host/path", "h%41.com"}) {
+    for (const char* bad :
+         {"", "exa mple.com", "a..b", "1.2.3.999", "-a.com", "*.example.com", "host/path", "h%41.com"}) {
         INFO(bad);
         auto d = pre_decide(policy, bad, 443);
         REQUIRE(d.has_value());

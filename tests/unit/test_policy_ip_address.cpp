@@ -21,9 +21,9 @@ AddressClass class_of(std::string_view text) {
 }  // namespace
 
 TEST_CASE("every inet_aton spelling of 127.0.0.1 means 127.0.0.1", "[ip]") {
-    for (const char* spelling : {"127.0.0.1", "2130706433", "0x7f.1", "0177.0.0.1", "127.1", "127.0.1", "0x7f000001",
-                                 "0x7F.0.0.1", "017700000001", "127.0.0.1.", "0x7f.0x0.0x0.0x1", "[::ffff:7f00:1]",
-                                 "::ffff:7f00:1", "::ffff:127.0.0.1"}) {
+    for (const char* spelling :
+         {"127.0.0.1", "2130706433", "0x7f.1", "0177.0.0.1", "127.1", "127.0.1", "0x7f000001", "0x7F.0.0.1",
+          "017700000001", "127.0.0.1.", "0x7f.0x0.0x0.0x1", "[::ffff:7f00:1]", "::ffff:7f00:1", "::ffff:127.0.0.1"}) {
         INFO(spelling);
         auto ip = parse_ip_literal(spelling);
         REQUIRE(ip.has_value());
@@ -39,9 +39,30 @@ TEST_CASE("every inet_aton spelling of 127.0.0.1 means 127.0.0.1", "[ip]") {
 }
 
 TEST_CASE("strings that are not IP literals are left to host-name rules", "[ip]") {
-    for (const char* text : {"", ".", "example.com", "1.2.3.4.5", "256.1.1.1", "1.256.1.1", "1.2.65536", "09", "0x1g",
-                             "4294967296", "99999999999999999999999", "1..2", ".1.2", "1.2.3.4..", "[1.2.3.4]", "[::1",
-                             "::1]", ":::", "1:2:3:4:5:6:7:8:9", "fe80::1%", "fe80::1%a b", "-1", "+1", " 1.2.3.4"}) {
+    for (const char* text : {"",
+                             ".",
+                             "example.com",
+                             "1.2.3.4.5",
+                             "256.1.1.1",
+                             "1.256.1.1",
+                             "1.2.65536",
+                             "09",
+                             "0x1g",
+                             "4294967296",
+                             "99999999999999999999999",
+                             "1..2",
+                             ".1.2",
+                             "1.2.3.4..",
+                             "[1.2.3.4]",
+                             "[::1",
+                             "::1]",
+                             ":::",
+                             "1:2:3:4:5:6:7:8:9",
+                             "fe80::1%",
+                             "fe80::1%a b",
+                             "-1",
+                             "+1",
+                             " 1.2.3.4"}) {
         INFO(text);
         CHECK_FALSE(parse_ip_literal(text).has_value());
     }

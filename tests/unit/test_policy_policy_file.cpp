@@ -89,9 +89,10 @@ TEST_CASE("a malformed policy file is an error naming the field", "[policy-file]
     CHECK(error_of(d) == "malformed policy file: field allow[0].domain: must not carry a port; ports go in \"ports\"");
     d = valid();
     d["allow"][0]["domain"] = "exa mple.com";
-    CHECK(error_of(d) ==
-          "malformed policy file: field allow[0].domain: invalid allow entry \"exa mple.com\": it contains a space or a "
-          "control character");
+    CHECK(
+        error_of(d) ==
+        "malformed policy file: field allow[0].domain: invalid allow entry \"exa mple.com\": it contains a space or a "
+        "control character");
     d = valid();
     d["allow"][0].erase("ports");
     CHECK(error_of(d) == "malformed policy file: field allow[0].ports: missing");

@@ -1,0 +1,155 @@
+// `policy check`: the destination through pre_decide()/decide(), per-address
+// verdicts, renderings and exit codes; the real resolver on /etc/hosts names.
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "agentctl/error.hpp"
+#include "policy/check.hpp"
+
+using namespace agentctl;
+using namespace agentctl::policy;
+
+namespace {
+
+class MapResolver : public Resolver {
+public:
+    std::map<std::string, std::vector<std::string>> table;
+    std::vector<std::string> asked;
+    std::vector<IpAddress> resolve(const std::string& host) override {
+        asked.push_back(host);
+        std::vector<IpAddress> out;
+        if (auto it = table.find(host); it != table.end()) {
+            for (const auto& text : it->second) out.push_back(*parse_ip_literal(text));
+        }
+        return out;
+    }
+};
+
+NetworkPolicy policy_of(std::initializer_list<const char*> entries) {
+    NetworkPolicy policy;
+    for (const char* e : entries) policy.allow.push_back(parse_allow_entry(e, "profile team (/o/team.yaml:8)"));
+    return policy;
+}
+
+}  // namespace
+
+TEST_CASE("an allowed destination names the rule, its origin and the address dialled", "[check]") {
+    MapResolver resolver;
+    resolver.table["api.example.com"] = {"10.0.0.8", "93.184.216.34"};
+    auto result = check_destination(policy_of({"*.example.com:443"}), "API.example.com", resolver, {});
+    CHECK(result.allowed);
+    CHECK(result.reason == "allowlisted");
+    CHECK(result.port == 443);
+    CHECK(result.resolved);
+    CHECK(resolver.asked == std::vector<std::string>{"api.example.com"});
+    REQUIRE(result.addresses.size() == 2);
+    CHECK_FALSE(result.addresses[0].allowed);
+    CHECK(result.addresses[0].reason == "lan");
+    CHECK(result.addresses[1].allowed);
+    CHECK(render_check_table(result) ==
+          "Destination: API.example.com:443\n"
+          "Verdict:     allowed (allowlisted)\n"
+          "Why:         api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))\n"
+          "Rule:        *.example.com:443 (from profile team (/o/team.yaml:8))\n"
+          "Dial:        93.184.216.34\n"
+          "\n"
+          "ADDRESS        VERDICT  REASON\n"
+          "10.0.0.8       refused  lan\n"
+          "93.184.216.34  allowed  allowlisted\n");
+    auto json = check_to_json(result);
+    CHECK(
+        json.dump() ==
+        R"J({"address":"93.184.216.34","addresses":[{"address":"10.0.0.8","allowed":false,"detail":"10.0.0.8 is a LAN address and deny-LAN is on","reason":"lan"},)J"
+        R"J({"address":"93.184.216.34","allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))","reason":"allowlisted"}],)J"
+        R"J("allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))",)J"
+        R"J("host":"API.example.com","port":443,"reason":"allowlisted","rule":{"entry":"*.example.com:443","origin":"profile team (/o/team.yaml:8)"}})J");
+    CHECK(check_exit_code(result) == 0);
+}
+
+TEST_CASE("a refusal before any lookup does not resolve", "[check]") {
+    MapResolver resolver;
+    auto result = check_destination(policy_of({"api.example.com:443"}), "evil.example.net:443", resolver, {});
+    CHECK_FALSE(result.allowed);
+    CHECK(result.reason == "not-allowlisted");
+    CHECK(resolver.asked.empty());
+    CHECK(check_exit_code(result) == exit_code::k_policy_refused);
+    CHECK(render_check_table(result) ==
+          "Destination: evil.example.net:443\nVerdict:     refused (not-allowlisted)\nWhy:         no allow rule names "
+          "evil.example.net\n");
+    auto port = check_destination(policy_of({"api.example.com:443"}), "http://api.example.com", resolver, {});
+    CHECK(port.reason == "port-not-allowed");
+    CHECK(port.port == 80);
+    REQUIRE(port.rule.has_value());
+    CHECK(port.rule->entry() == "api.example.com:443");
+}
+
+TEST_CASE("a bare IP destination is judged as that address", "[check]") {
+    MapResolver resolver;
+    auto result = check_destination(policy_of({"93.184.216.34:443"}), "1572395042:443", resolver, {});
+    CHECK(result.allowed);
+    CHECK(resolver.asked.empty());
+    REQUIRE(result.addresses.size() == 1);
+    CHECK(result.addresses[0].address.to_string() == "93.184.216.34");
+    auto loop = check_destination(policy_of({}), "[::ffff:127.0.0.1]:22", resolver, {});
+    CHECK(loop.reason == "loopback");
+    CHECK(loop.port == 22);
+}
+
+TEST_CASE("a name that does not resolve, and a disabled policy", "[check]") {
+    MapResolver resolver;
+    auto result = check_destination(policy_of({"gone.example.com"}), "gone.example.com", resolver, {});
+    CHECK(result.reason == "no-address");
+    CHECK(render_check_table(result).ends_with("\n(the name did not resolve)\n"));
+    NetworkPolicy disabled;
+    disabled.enabled = false;
+    resolver.table["any.example"] = {"93.184.216.34"};
+    auto open = check_destination(disabled, "any.example:25", resolver, {});
+    CHECK(open.allowed);
+    CHECK(open.reason == "policy-disabled");
+}
+
+TEST_CASE("this host's own addresses are refused", "[check]") {
+    MapResolver resolver;
+    resolver.table["me.example.com"] = {"93.184.216.34"};
+    auto own = std::vector<IpAddress>{*parse_ip_literal("93.184.216.34")};
+    auto result = check_destination(policy_of({"me.example.com"}), "me.example.com", resolver, own);
+    CHECK(result.reason == "host-address");
+}
+
+TEST_CASE("destinations are parsed strictly", "[check]") {
+    CHECK(parse_destination("example.com").port == 443);
+    CHECK(parse_destination("example.com:8080").port == 8080);
+    CHECK(parse_destination("[2606:4700::1111]:53").host == "2606:4700::1111");
+    CHECK(parse_destination("2606:4700::1111").host == "2606:4700::1111");
+    CHECK(parse_destination("https://example.com/").host == "example.com");
+    CHECK_THROWS_WITH(parse_destination(""), "invalid destination \"\": it is empty");
+    CHECK_THROWS_WITH(parse_destination("example.com:0"),
+                      "invalid destination \"example.com:0\": port \"0\" is not a number from 1 to 65535");
+    CHECK_THROWS_WITH(
+        parse_destination("https://example.com/x"),
+        "invalid destination \"https://example.com/x\": a path plays no part in the decision; give the host");
+    CHECK_THROWS_WITH(parse_destination("ftp://example.com"),
+                      "invalid destination \"ftp://example.com\": only http:// and https:// URLs are understood");
+    CHECK_THROWS_WITH(parse_destination(":443"), "invalid destination \":443\": the host is empty");
+}
+
+TEST_CASE("the system resolver and interface list are real", "[check][system]") {
+    auto resolver = make_system_resolver();
+    auto addresses = resolver->resolve("localhost");  // from /etc/hosts, no network needed
+    REQUIRE_FALSE(addresses.empty());
+    for (const auto& address : addresses) CHECK(classify(address) == AddressClass::Loopback);
+    CHECK(resolver->resolve("no-such-host.invalid").empty());
+    auto own = host_own_addresses();
+    bool has_loopback = false;
+    for (const auto& address : own) has_loopback = has_loopback || address.to_string() == "127.0.0.1";
+    CHECK(has_loopback);
+    // end to end: a rule naming localhost still cannot reach the host
+    NetworkPolicy policy;
+    policy.allow.push_back(parse_allow_entry("localhost", "--allow"));
+    auto result = check_destination(policy, "localhost:22", *resolver, own);
+    CHECK_FALSE(result.allowed);
+    CHECK(result.reason == "loopback");
+}
