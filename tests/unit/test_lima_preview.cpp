@@ -93,3 +93,16 @@ TEST_CASE("preview of stop, delete, exec and shell", "[lima][fake][preview]") {
           "limactl shell demo -- sudo -i\n");
     CHECK(std::filesystem::exists(world.lima_home() / "demo"));
 }
+
+TEST_CASE("a bare self path is looked up on PATH for the detached proxy", "[lima][fake][preview]") {
+    LimaWorld world;
+    world.provider()->create(demo_spec(world));
+    auto bin = world.home() / "bin";
+    std::filesystem::create_directories(bin);
+    core::write_file_atomic(bin / "agentctl", "#!/bin/sh\n", 0755);
+    lima_test::ScopedEnv path("PATH", bin.string() + ":" + std::getenv("PATH"));
+    world.context().self_exe = "agentctl";
+    world.context().preview = true;
+    world.provider()->start("demo", {});
+    CHECK(lines(world.out.str()).at(1).rfind((bin / "agentctl").string() + " egress-proxy --listen 127.0.0.1:", 0) == 0);
+}
