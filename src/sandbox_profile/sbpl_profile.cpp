@@ -62,4 +62,19 @@ std::string generate_sbpl(const SbplOptions& options) {
     return p;
 }
 
+std::string compact_sbpl(const std::string& profile) {
+    std::string out;
+    std::size_t start = 0;
+    while (start < profile.size()) {
+        auto end = profile.find('\n', start);
+        if (end == std::string::npos) end = profile.size();
+        auto line = profile.substr(start, end - start);
+        start = end + 1;
+        if (line.empty() || line.rfind(";;", 0) == 0) continue;  // SBPL comments run to the end of a line
+        if (!out.empty()) out += ' ';
+        out += line;
+    }
+    return out;
+}
+
 }  // namespace agentctl::sandbox_profile

@@ -29,4 +29,8 @@ struct SbplOptions {
 // not an absolute path or contains a character SBPL strings cannot hold.
 [[nodiscard]] std::string generate_sbpl(const SbplOptions& options);
 
+// The same profile on one line, comments dropped, for `sandbox-exec -p` (so
+// that --preview prints one command per line).
+[[nodiscard]] std::string compact_sbpl(const std::string& profile);
+
 }  // namespace agentctl::sandbox_profile

@@ -58,7 +58,7 @@ TEST_CASE("create sets one expression per field, then the forced fields", "[lima
     CHECK(argv.size() == 4 + 2 * exprs.size() + 1);
 }
 
-TEST_CASE("no mounts still resets the template's mounts; macOS guests keep their sudo", "[lima]") {
+TEST_CASE("no mounts still resets the template's mounts, macOS guests keep their sudo", "[lima]") {
     SandboxSpec s;
     s.name = "mac";
     s.image = "template://macos-26";
@@ -82,7 +82,7 @@ TEST_CASE("start re-applies networks, SSH port, proxy environment, and resolver 
           std::vector<std::string>{"limactl", "edit", "demo", "--tty=false", "--set", expr});
 }
 
-TEST_CASE("exec and shell run as the default user; --root adds sudo -n / sudo -i", "[lima]") {
+TEST_CASE("exec and shell run as the default user, --root adds sudo -n / sudo -i", "[lima]") {
     CHECK(exec_command("demo", {"whoami"}, false) == std::vector<std::string>{"limactl", "shell", "demo", "--", "whoami"});
     CHECK(exec_command("demo", {"whoami"}, true) ==
           std::vector<std::string>{"limactl", "shell", "demo", "--", "sudo", "-n", "whoami"});

@@ -93,7 +93,7 @@ TEST_CASE("python3 is the third choice", "[lima][probe]") {
     CHECK(outcome.kind == ProbeKind::Connected);
 }
 
-TEST_CASE("bash without timeout does not count; no tool means not verified", "[lima][probe]") {
+TEST_CASE("bash without timeout does not count, no tool means not verified", "[lima][probe]") {
     auto outcome = run_probe(closed_port(), {"bash"});
     CHECK(outcome.kind == ProbeKind::NoTool);
     auto verdict = judge_probe(outcome, false, "192.168.5.2", 1);

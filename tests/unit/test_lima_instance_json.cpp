@@ -45,7 +45,7 @@ TEST_CASE("a running instance is read with its effective configuration", "[lima]
     CHECK(inst.config.image_locations.size() == 1);
 }
 
-TEST_CASE("one instance per line; blank lines are skipped", "[lima]") {
+TEST_CASE("one instance per line, blank lines are skipped", "[lima]") {
     auto line = fixture("list-running.json");
     while (!line.empty() && line.back() == '\n') line.pop_back();
     auto list = parse_instance_list(line + "\n\n" + line + "\n", "/Users/dev");

@@ -78,3 +78,15 @@ TEST_CASE("profiles that cannot be written safely are refused", "[sandbox_profil
     o.lima_home = "/Users/dev/\"))(allow default)";
     CHECK_THROWS_WITH(generate_sbpl(o), Catch::Contains("contains a quote"));
 }
+
+TEST_CASE("the command-line form is one line with the same rules", "[sandbox_profile]") {
+    auto compact = agentctl::sandbox_profile::compact_sbpl(generate_sbpl(options()));
+    CHECK(compact.find('\n') == std::string::npos);
+    CHECK(compact.find(";;") == std::string::npos);
+    CHECK(compact ==
+          "(version 1) (allow default) (deny network-outbound) "
+          "(allow network-outbound (remote ip \"localhost:50022\")) "
+          "(allow network-outbound (remote ip \"localhost:51234\")) "
+          "(allow network-outbound (remote unix-socket (subpath \"/Users/dev/.lima\"))) "
+          "(allow network-outbound (remote unix-socket (path-literal \"/private/var/run/mDNSResponder\")))");
+}

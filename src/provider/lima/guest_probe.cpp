@@ -9,47 +9,33 @@ namespace {
 
 constexpr const char* k_marker = "agentctl-probe: ";
 
-constexpr const char* k_script_body = R"SH(unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY ftp_proxy FTP_PROXY
-if command -v curl >/dev/null 2>&1; then
-  curl --noproxy '*' -s -o /dev/null --connect-timeout 5 --max-time 8 "http://$h:$p/"
-  rc=$?
-  case $rc in
-    7) echo "agentctl-probe: refused curl" ;;
-    28) echo "agentctl-probe: inconclusive curl exit 28 (timed out)" ;;
-    *) echo "agentctl-probe: connected curl exit $rc" ;;
-  esac
-elif command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then
-  timeout 8 bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$h" "$p" 2>/dev/null
-  rc=$?
-  case $rc in
-    0) echo "agentctl-probe: connected bash" ;;
-    124) echo "agentctl-probe: inconclusive bash timed out" ;;
-    *) echo "agentctl-probe: refused bash" ;;
-  esac
-elif command -v python3 >/dev/null 2>&1; then
-  python3 -c '
-import socket, sys
-s = socket.socket()
-s.settimeout(8)
-try:
-    s.connect((sys.argv[1], int(sys.argv[2])))
-    print("agentctl-probe: connected python3")
-except ConnectionRefusedError:
-    print("agentctl-probe: refused python3")
-except OSError as e:
-    print("agentctl-probe: inconclusive python3 %s" % e)
-' "$h" "$p"
-else
-  echo "agentctl-probe: no-tool"
-fi
-)SH";
+// One line (so that --preview prints one command per line); `h` and `p` are
+// set in front of it.
+constexpr const char* k_script_body =
+    "unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY ftp_proxy FTP_PROXY; "
+    "if command -v curl >/dev/null 2>&1; then "
+    "curl --noproxy '*' -s -o /dev/null --connect-timeout 5 --max-time 8 \"http://$h:$p/\"; rc=$?; "
+    "case $rc in 7) echo 'agentctl-probe: refused curl';; "
+    "28) echo 'agentctl-probe: inconclusive curl exit 28 (timed out)';; "
+    "*) echo \"agentctl-probe: connected curl exit $rc\";; esac; "
+    "elif command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then "
+    "timeout 8 bash -c 'exec 3<>\"/dev/tcp/$0/$1\"' \"$h\" \"$p\" 2>/dev/null; rc=$?; "
+    "case $rc in 0) echo 'agentctl-probe: connected bash';; "
+    "124) echo 'agentctl-probe: inconclusive bash timed out';; "
+    "*) echo 'agentctl-probe: refused bash';; esac; "
+    "elif command -v python3 >/dev/null 2>&1; then "
+    "python3 -c \"import errno, socket, sys; s = socket.socket(); s.settimeout(8); "
+    "r = s.connect_ex((sys.argv[1], int(sys.argv[2]))); "
+    "print('agentctl-probe: ' + ('connected python3' if r == 0 else 'refused python3' if r == errno.ECONNREFUSED "
+    "else 'inconclusive python3 errno %d' % r))\" \"$h\" \"$p\"; "
+    "else echo 'agentctl-probe: no-tool'; fi";
 
 std::string first_word(const std::string& text) { return text.substr(0, text.find(' ')); }
 
 }  // namespace
 
 std::string probe_script(const std::string& host, const std::string& port) {
-    return fmt::format("h={}\np={}\n", host, port) + k_script_body;
+    return fmt::format("h={}; p={}; ", host, port) + k_script_body;
 }
 
 ProbeOutcome parse_probe_output(const std::string& out, int exit_code) {

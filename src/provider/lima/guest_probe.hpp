@@ -13,7 +13,7 @@
 
 namespace agentctl::provider::lima {
 
-// POSIX sh script; host and port are set on its first two lines (`h=...`, `p=...`).
+// A one-line POSIX sh script; it starts by setting host and port: `h=HOST; p=PORT; ...`.
 // `port` is text so that --preview can show a placeholder for the canary's
 // ephemeral port.
 [[nodiscard]] std::string probe_script(const std::string& host, const std::string& port);

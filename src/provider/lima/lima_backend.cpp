@@ -9,11 +9,13 @@
 #include <ostream>
 
 #include <csignal>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "egress_proxy/egress_proxy.hpp"
 #include "provider/lima/lima_paths.hpp"
 
 namespace agentctl::provider::lima {
@@ -95,7 +97,25 @@ ProxyPaths LimaBackend::proxy_paths(const std::string& name) const {
 }
 
 std::vector<std::string> LimaBackend::proxy_argv(const std::string& name, std::uint16_t port) const {
-    return proxy_command(m_ctx.self_exe, port, proxy_paths(name));
+    // The proxy is started detached with execv: it needs an absolute path. A
+    // bare name (where the platform could not tell agentctl its own path) is
+    // looked up on PATH the way a shell would.
+    std::string exe = m_ctx.self_exe.empty() ? std::string("agentctl") : m_ctx.self_exe;
+    if (exe.find('/') == std::string::npos) {
+        std::string path = env_or("PATH", "/usr/bin:/bin");
+        std::size_t start = 0;
+        while (start <= path.size()) {
+            auto end = path.find(':', start);
+            if (end == std::string::npos) end = path.size();
+            auto candidate = std::filesystem::path(path.substr(start, end - start)) / exe;
+            if (end > start && ::access(candidate.c_str(), X_OK) == 0) {
+                exe = candidate.string();
+                break;
+            }
+            start = end + 1;
+        }
+    }
+    return proxy_command(exe, port, proxy_paths(name));
 }
 
 std::set<std::uint16_t> LimaBackend::ports_in_use_by_other_instances(const std::string& name) const {
@@ -293,9 +313,8 @@ int LimaBackend::logs(const std::string& name, const LogRequest& request) {
         throw Error("logs --exec is not available on the lima provider yet", "use `agentctl logs " + name + " --network`",
                     exit_code::k_not_available);
     }
-    auto text = core::read_file_if_exists(egress_log_path(m_ctx.config_dir, name));
-    if (text) m_ctx.out << *text;
-    return 0;
+    return egress_proxy::print_network_log(egress_log_path(m_ctx.config_dir, name).string(), request.follow,
+                                           request.json, m_ctx.out);
 }
 
 void LimaBackend::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {

@@ -85,10 +85,6 @@ void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& imag
         throw Error(fmt::format("sandbox \"{}\" already exists", spec.name),
                     "start it with `agentctl start " + spec.name + "`, or delete it first");
     }
-    if (inspect(spec.name)) {
-        throw Error(fmt::format("a Lima instance named \"{}\" already exists and was not created by agentctl", spec.name),
-                    "choose another name, or remove it with `limactl delete " + spec.name + "`");
-    }
 
     bool lima_created = false;
     auto cleanup = [&] {
@@ -106,6 +102,11 @@ void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& imag
     };
 
     try {
+        if (inspect(spec.name)) {
+            throw Error(
+                fmt::format("a Lima instance named \"{}\" already exists and was not created by agentctl", spec.name),
+                "choose another name, or remove it with `limactl delete " + spec.name + "`");
+        }
         ProcessRequest request;
         request.argv = limactl_create(spec.name, image, expressions);
         request.timeout = std::chrono::minutes(20);

@@ -91,7 +91,8 @@ void LimaBackend::install_agent(LimaState& state) {
         throw Error(fmt::format("unknown agent \"{}\"", state.agent),
                     "use one of claude, codex, opencode, pi, gemini, cursor");
     }
-    auto argv = limactl_shell(state.name, {"sh", "-c", it->second});
+    // pipefail: a failed download must fail the install, not feed `bash` nothing.
+    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", it->second});
     if (m_ctx.preview) {
         print_preview(argv);
         return;
@@ -129,7 +130,7 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     options.proxy_port = state.proxy_port;
     options.lima_home = m_lima_home;
     options.host_resolver = !state.dns_disabled;
-    const auto profile = sandbox_profile::generate_sbpl(options);
+    const auto profile = sandbox_profile::compact_sbpl(sandbox_profile::generate_sbpl(options));
     const auto boot = sandboxed(m_ctx.platform.sandbox_exec_path(), profile, limactl_start(state.name));
     // Lima's own downloads during start (the base image on first boot) go
     // through the egress proxy too: nothing else can leave the sandbox.

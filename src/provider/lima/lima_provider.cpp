@@ -34,9 +34,7 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
           "building images for Lima is not implemented yet; use a Lima template (--image) plus --package");
     m.set("view", CapabilityStatus::UnderDevelopment,
           "a VNC bridge for Lima's console is planned (never X11 forwarding); use `agentctl shell NAME`");
-    m.set("logs.network", CapabilityStatus::UnderDevelopment,
-          "the egress proxy's log reader is not wired to the lima provider yet; read "
-          "~/.config/agentctl/lima/NAME/egress-proxy.log (JSON Lines) directly");
+    m.set("logs.network", CapabilityStatus::Supported);
     m.set("logs.exec", CapabilityStatus::UnderDevelopment, "exec logging is not built yet on any provider");
     m.set("provision.packages", CapabilityStatus::UnderDevelopment,
           "installing --package on Lima is not built yet; install packages with `agentctl exec --root NAME -- ...`");

@@ -47,6 +47,9 @@ private:
 bool loopback_port_free(std::uint16_t port) {
     Fd fd(tcp_socket());
     if (fd.get() < 0) return false;
+    // As a server binds: connections of an earlier listener in TIME_WAIT do not count.
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     auto addr = loopback(port);
     return ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
 }

@@ -1,0 +1,208 @@
+// Every refusal of `agentctl start`, each from its own fixture: Lima's
+// ~/.lima/_config/default.yaml / override.yaml (merged into the effective
+// configuration, lima-vm/lima pkg/limayaml/load.go), a launchd plist of
+// `limactl autostart`, or an instance started behind agentctl's back.
+// Each refusal must happen before anything is started.
+#include <catch2/catch.hpp>
+
+#include "agentctl/error.hpp"
+#include "fakes/lima_fixture.hpp"
+
+using namespace agentctl;
+using lima_test::LimaWorld;
+namespace fs = std::filesystem;
+
+namespace {
+
+SandboxSpec demo_spec(const LimaWorld& world) {
+    SandboxSpec spec;
+    spec.name = "demo";
+    spec.mounts = {{world.workspace().string(), "/workspace", true, "profile default"}};
+    spec.network.allow = {policy::parse_allow_entry("example.com:443", "--allow")};
+    return spec;
+}
+
+// Creates the sandbox, applies `setup`, starts, and returns the error text;
+// checks that neither the proxy nor limactl start ran.
+std::string refused_start(LimaWorld& world, const std::function<void()>& setup) {
+    auto provider = world.provider();
+    provider->create(demo_spec(world));
+    setup();
+    std::string message;
+    try {
+        provider->start("demo", {});
+    } catch (const Error& e) {
+        message = std::string(e.what()) + "\nhint: " + e.hint();
+    }
+    for (const auto& call : world.calls()) {
+        if (call["argv"][0] == "start" && call["env"].contains("FAKE_SANDBOX_ALLOWED_PORTS")) {
+            FAIL("limactl start ran under agentctl despite the refusal");
+        }
+    }
+    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.config_dir(), "demo").string()) == 0);
+    CHECK(message.find("refusing to start Lima instance \"demo\":") == 0);
+    CHECK(message.find("see Troubleshooting in docs/setup-lima.md") != std::string::npos);
+    return message;
+}
+
+}  // namespace
+
+TEST_CASE("refused: default.yaml adds a mount", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        world.lima_config("default.yaml", {{"mounts", {{{"location", "~/Documents"}}}}});
+    });
+    CHECK(msg.find("Lima would also mount " + world.home().string() + "/Documents at " + world.home().string() +
+                   "/Documents (read-only), which is not one of this sandbox's mounts") != std::string::npos);
+}
+
+TEST_CASE("refused: override.yaml makes the workspace's host directory a different one", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        fs::create_directories(world.home() / "elsewhere");
+        world.lima_config("override.yaml", {{"mounts", {{{"location", (world.home() / "elsewhere").string()},
+                                                          {"mountPoint", "/workspace"}}}}});
+    });
+    CHECK(msg.find("at /workspace, where this sandbox mounts " + world.workspace().string()) != std::string::npos);
+}
+
+TEST_CASE("refused: override.yaml makes a read-only mount writable", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto provider = world.provider();
+    auto spec = demo_spec(world);
+    spec.mounts[0].writable = false;
+    provider->create(spec);
+    world.lima_config("override.yaml", {{"mounts", {{{"location", world.workspace().string()}, {"writable", true}}}}});
+    CHECK_THROWS_WITH(provider->start("demo", {}), Catch::Contains("/workspace writable, but this sandbox mounts it read-only"));
+}
+
+TEST_CASE("refused: a writable mount over agentctl's state directory", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        world.lima_config("default.yaml", {{"mounts", {{{"location", "~"}, {"writable", true}}}}});
+    });
+    CHECK(msg.find("which covers agentctl's state directory " + world.config_dir()) != std::string::npos);
+}
+
+TEST_CASE("refused: override.yaml turns SSH agent forwarding on", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] { world.lima_config("override.yaml", {{"ssh", {{"forwardAgent", true}}}}); });
+    CHECK(msg.find("Lima would forward your SSH agent into the sandbox (ssh.forwardAgent: true)") != std::string::npos);
+}
+
+TEST_CASE("default.yaml cannot turn forwarding on: create set it false", "[lima][fake]") {
+    LimaWorld world;
+    world.lima_config("default.yaml", {{"ssh", {{"forwardAgent", true}, {"forwardX11", true}}}});
+    auto provider = world.provider();
+    provider->create(demo_spec(world));
+    provider->start("demo", {});
+    CHECK(provider->status("demo").status == "Running");
+}
+
+TEST_CASE("refused: override.yaml turns X11 forwarding on", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] { world.lima_config("override.yaml", {{"ssh", {{"forwardX11", true}}}}); });
+    CHECK(msg.find("(ssh.forwardX11: true)") != std::string::npos);
+}
+
+TEST_CASE("refused: a reverse port forward", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        world.lima_config("default.yaml", {{"portForwards", {{{"guestSocket", "/run/docker.sock"},
+                                                              {"hostSocket", "/var/run/docker.sock"},
+                                                              {"reverse", true}}}}});
+    });
+    CHECK(msg.find("forwards /var/run/docker.sock to /run/docker.sock in the guest (reverse: true)") != std::string::npos);
+}
+
+TEST_CASE("refused: copyToHost from Lima's _config", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        world.lima_config("override.yaml", {{"copyToHost", {{{"guest", "/etc/shadow"}, {"host", "/tmp/x"}}}}});
+    });
+    CHECK(msg.find("Lima would copy /etc/shadow out of the guest onto your host at /tmp/x (copyToHost)") !=
+          std::string::npos);
+}
+
+TEST_CASE("a template's own copyToHost is cleared at create", "[lima][fake]") {
+    LimaWorld world;
+    auto provider = world.provider();
+    auto spec = demo_spec(world);
+    spec.image = "template://k3s";
+    provider->create(spec);
+    CHECK(world.lima_yaml("demo")["copyToHost"] == nlohmann::json::array());
+    provider->start("demo", {});
+    CHECK(provider->status("demo").status == "Running");
+}
+
+TEST_CASE("refused: an additional network from override.yaml", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] { world.lima_config("override.yaml", {{"networks", {{{"vzNAT", true}}}}}); });
+    CHECK(msg.find("Lima would attach the additional network \"vzNAT\"") != std::string::npos);
+}
+
+TEST_CASE("a network in the instance's own configuration is removed by start", "[lima][fake]") {
+    LimaWorld world;
+    auto provider = world.provider();
+    provider->create(demo_spec(world));
+    REQUIRE(world.run({"limactl", "edit", "demo", "--tty=false", "--set", ".networks += [{\"lima\": \"shared\"}]"}).ok());
+    provider->start("demo", {});
+    CHECK(world.lima_yaml("demo")["networks"] == nlohmann::json::array());
+}
+
+TEST_CASE("refused: a VM type other than vz", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] { world.lima_config("default.yaml", {{"vmType", "qemu"}}); });
+    CHECK(msg.find("the instance uses the VM type \"qemu\"; agentctl only confines vz instances") != std::string::npos);
+}
+
+TEST_CASE("refused: override.yaml moves the SSH port", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] { world.lima_config("override.yaml", {{"ssh", {{"localPort", 60022}}}}); });
+    CHECK(msg.find("Lima would forward SSH on port 60022, not on the port agentctl pinned") != std::string::npos);
+}
+
+TEST_CASE("refused: override.yaml points the guest at another proxy", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        world.lima_config("override.yaml", {{"env", {{"https_proxy", "http://proxy.corp:3128"}}}});
+    });
+    CHECK(msg.find("Lima would set https_proxy=http://proxy.corp:3128 in the guest") != std::string::npos);
+}
+
+TEST_CASE("refused: registered with limactl autostart (launchd)", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        core::write_file_atomic(world.home() / "Library/LaunchAgents/io.lima-vm.autostart.demo.plist", "<plist/>");
+    });
+    CHECK(msg.find("it is registered to start with launchd (limactl autostart): " + world.home().string() +
+                   "/Library/LaunchAgents/io.lima-vm.autostart.demo.plist") != std::string::npos);
+    CHECK(msg.find("limactl autostart disable demo") != std::string::npos);
+}
+
+TEST_CASE("refused: a running instance agentctl did not start", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        REQUIRE(world.run({"limactl", "start", "--tty=false", "demo"}).ok());
+    });
+    CHECK(msg.find("it is already running, but not under agentctl (hostagent pid ") != std::string::npos);
+    // and status says so instead of claiming confinement
+    auto provider = world.provider();
+    CHECK(provider->status("demo").confinement.rfind("none: the running hostagent was not started by agentctl", 0) == 0);
+}
+
+TEST_CASE("refused: network.dns.disabled but override.yaml switches the host resolver back on",
+          "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto provider = world.provider();
+    auto spec = demo_spec(world);
+    spec.network.dns.disabled = true;
+    provider->create(spec);
+    world.lima_config("override.yaml", {{"hostResolver", {{"enabled", true}}}});
+    CHECK_THROWS_WITH(provider->start("demo", {}), Catch::Contains("(hostResolver.enabled)"));
+    // without the override: boots, and its profile denies the resolver's socket
+    fs::remove(world.lima_home() / "_config" / "override.yaml");
+    provider->start("demo", {});
+    CHECK(world.last_profile().find("(deny network-outbound (remote unix-socket (path-literal "
+                                    "\"/private/var/run/mDNSResponder\")))") != std::string::npos);
+}
