@@ -9,6 +9,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "policy/catalog.hpp"
 #include "provider/lima/confinement_check.hpp"
 #include "provider/lima/guest_probe.hpp"
 #include "provider/lima/lima_backend.hpp"
@@ -18,19 +19,6 @@
 
 namespace agentctl::provider::lima {
 namespace {
-
-// How --agent installs each agent, as the default user (reference surface).
-const std::map<std::string, std::string>& agent_installers() {
-    static const std::map<std::string, std::string> k_installers = {
-        {"claude", "curl -fsSL https://claude.ai/install.sh | bash"},
-        {"codex", "curl -fsSL https://chatgpt.com/codex/install.sh | sh"},
-        {"opencode", "curl -fsSL https://opencode.ai/install | bash"},
-        {"pi", "curl -fsSL https://pi.dev/install.sh | sh"},
-        {"gemini", "npm install -g @google/gemini-cli"},
-        {"cursor", "curl https://cursor.com/install -fsS | bash"},
-    };
-    return k_installers;
-}
 
 std::string canonical_or_self(const std::string& path) {
     std::error_code ec;
@@ -86,13 +74,9 @@ Confinement LimaBackend::check_confinement(const std::string& name, std::uint16_
 }
 
 void LimaBackend::install_agent(LimaState& state) {
-    auto it = agent_installers().find(state.agent);
-    if (it == agent_installers().end()) {
-        throw Error(fmt::format("unknown agent \"{}\"", state.agent),
-                    "use one of claude, codex, opencode, pi, gemini, cursor");
-    }
+    const auto& agent = policy::find_agent(state.agent);  // throws naming the known agents
     // pipefail: a failed download must fail the install, not feed `bash` nothing.
-    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", it->second});
+    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", std::string(agent.install_command)});
     if (m_ctx.preview) {
         print_preview(argv);
         return;
