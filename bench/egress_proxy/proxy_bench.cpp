@@ -116,8 +116,8 @@ int open_tunnel(const std::string& via, const Endpoint& target) {
 
 // GET path on an open connection; returns body bytes or -1.
 long long get(int fd, const Endpoint& target, const std::string& path, bool close) {
-    std::string request = "GET " + path + " HTTP/1.1\r\nHost: " + target.host + "\r\n" +
-                          (close ? "Connection: close\r\n" : "") + "\r\n";
+    std::string request =
+        "GET " + path + " HTTP/1.1\r\nHost: " + target.host + "\r\n" + (close ? "Connection: close\r\n" : "") + "\r\n";
     if (!send_all(fd, request)) return -1;
     int status = 0;
     long long length = 0;
@@ -273,8 +273,10 @@ int spawn(int argc, char** argv) {
     int port = 0;
     int i = 2;
     for (; i < argc; ++i) {
-        if (std::string(argv[i]) == "--port") port = std::stoi(argv[++i]);
-        else if (std::string(argv[i]) == "--") break;
+        if (std::string(argv[i]) == "--port")
+            port = std::stoi(argv[++i]);
+        else if (std::string(argv[i]) == "--")
+            break;
     }
     std::vector<char*> command(argv + i + 1, argv + argc);
     command.push_back(nullptr);

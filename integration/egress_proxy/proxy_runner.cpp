@@ -15,17 +15,28 @@ int main(int argc, char** argv) {
         std::string flag = argv[i];
         std::string value = argv[i + 1];
         auto ms = [&] { return std::chrono::milliseconds(std::stoll(value)); };
-        if (flag == "--listen") options.listen = value;
-        else if (flag == "--policy") options.policy_file = value;
-        else if (flag == "--pid-file") options.pid_file = value;
-        else if (flag == "--log") options.log_file = value;
-        else if (flag == "--resolve-file") options.resolve_file = value;
-        else if (flag == "--sandbox") options.sandbox_name = value;
-        else if (flag == "--connect-timeout-ms") options.limits.connect_timeout = ms();
-        else if (flag == "--header-timeout-ms") options.limits.header_timeout = ms();
-        else if (flag == "--idle-timeout-ms") options.limits.idle_timeout = ms();
-        else if (flag == "--max-connections") options.limits.max_connections = std::stoul(value);
-        else if (flag == "--log-max-bytes") options.limits.log_max_bytes = std::stoull(value);
+        if (flag == "--listen")
+            options.listen = value;
+        else if (flag == "--policy")
+            options.policy_file = value;
+        else if (flag == "--pid-file")
+            options.pid_file = value;
+        else if (flag == "--log")
+            options.log_file = value;
+        else if (flag == "--resolve-file")
+            options.resolve_file = value;
+        else if (flag == "--sandbox")
+            options.sandbox_name = value;
+        else if (flag == "--connect-timeout-ms")
+            options.limits.connect_timeout = ms();
+        else if (flag == "--header-timeout-ms")
+            options.limits.header_timeout = ms();
+        else if (flag == "--idle-timeout-ms")
+            options.limits.idle_timeout = ms();
+        else if (flag == "--max-connections")
+            options.limits.max_connections = std::stoul(value);
+        else if (flag == "--log-max-bytes")
+            options.limits.log_max_bytes = std::stoull(value);
         else {
             std::cerr << "egress_proxy_runner: unknown flag " << flag << "\n";
             return 1;

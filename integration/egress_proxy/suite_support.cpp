@@ -140,7 +140,8 @@ Network::Network() {
             "echo:" + std::string(k_origin_a) + ":7", "echo:" + std::string(k_origin_a) + ":9",
             "backlog:" + std::string(k_origin_a) + ":81", "http:" + std::string(k_origin_b) + ":80",
             "http:" + std::string(k_lan_origin) + ":80"});
-        if (m_upstream->wait_for_line("ready", 10s).empty()) throw std::runtime_error("the origin servers did not start");
+        if (m_upstream->wait_for_line("ready", 10s).empty())
+            throw std::runtime_error("the origin servers did not start");
     } catch (...) {
         m_upstream.reset();
         run("ip netns del " + name);
@@ -203,9 +204,8 @@ Proxy::Proxy(const ProxyFiles& files, std::vector<std::string> extra_flags, cons
         argv.push_back("egress-proxy");
     }
     for (const auto& a : {std::string("--listen"), std::string("127.0.0.1:0"), std::string("--policy"),
-                          files.policy.string(), std::string("--log"), files.log.string(),
-                          std::string("--pid-file"), files.pid.string(), std::string("--resolve-file"),
-                          files.resolve.string()}) {
+                          files.policy.string(), std::string("--log"), files.log.string(), std::string("--pid-file"),
+                          files.pid.string(), std::string("--resolve-file"), files.resolve.string()}) {
         argv.push_back(a);
     }
     for (auto& a : extra_flags) argv.push_back(std::move(a));

@@ -57,9 +57,9 @@ public:
     Network(const Network&) = delete;
     Network& operator=(const Network&) = delete;
 
-    static constexpr const char* k_host_side = "192.0.3.1";  // this machine's end of the veth pair
-    static constexpr const char* k_origin_a = "192.0.3.2";  // http :80, echo :7, backlog :81
-    static constexpr const char* k_origin_b = "192.0.3.3";  // http :80
+    static constexpr const char* k_host_side = "192.0.3.1";    // this machine's end of the veth pair
+    static constexpr const char* k_origin_a = "192.0.3.2";     // http :80, echo :7, backlog :81
+    static constexpr const char* k_origin_b = "192.0.3.3";     // http :80
     static constexpr const char* k_lan_origin = "10.231.0.2";  // http :80
     std::string name;
 

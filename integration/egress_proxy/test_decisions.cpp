@@ -7,10 +7,10 @@
 
 using namespace std::chrono_literals;
 
-#define SUITE_REQUIRE_READY()                                   \
-    if (auto why = suite::skip_reason()) {                      \
-        WARN("egress proxy suite skipped: " << *why);           \
-        return;                                                 \
+#define SUITE_REQUIRE_READY()                         \
+    if (auto why = suite::skip_reason()) {            \
+        WARN("egress proxy suite skipped: " << *why); \
+        return;                                       \
     }
 
 namespace {
@@ -26,11 +26,10 @@ const char* k_hosts =
     "64:ff9b::a00:1 rebind-nat64-lan.test\n"
     "0.0.0.0 rebind-zero.test\n";
 
-std::vector<std::string> k_rules{"allowed.test:7,9",     "*.wild.test:7",       "multi.test:7",
-                                 "rebind-loopback.test", "rebind-lan.test",     "rebind-host.test",
-                                 "rebind-mapped.test",   "rebind-nat64.test",   "rebind-nat64-lan.test",
-                                 "rebind-zero.test",     "192.0.3.3:80",     "nosuch.invalid:80",
-                                 "allowed.test:8080",    "allowed.test:81",     "lan.test:80"};
+std::vector<std::string> k_rules{
+    "allowed.test:7,9", "*.wild.test:7",      "multi.test:7",      "rebind-loopback.test",  "rebind-lan.test",
+    "rebind-host.test", "rebind-mapped.test", "rebind-nat64.test", "rebind-nat64-lan.test", "rebind-zero.test",
+    "192.0.3.3:80",     "nosuch.invalid:80",  "allowed.test:8080", "allowed.test:81",       "lan.test:80"};
 
 struct Fixture {
     suite::Network network;
@@ -87,9 +86,9 @@ TEST_CASE("every spelling of a loopback or unspecified address is refused") {
     SUITE_REQUIRE_READY();
     Fixture f;
     std::string p = std::to_string(f.proxy->port);
-    for (std::string host : {"127.0.0.1", "2130706433", "0x7f.1", "0x7f000001", "0177.0.0.1", "127.1",
-                                    "127.0.1", "[::1]", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[64:ff9b::7f00:1]",
-                                    "[0:0:0:0:0:0:0:1]", "localhost"}) {
+    for (std::string host :
+         {"127.0.0.1", "2130706433", "0x7f.1", "0x7f000001", "0177.0.0.1", "127.1", "127.0.1", "[::1]",
+          "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[64:ff9b::7f00:1]", "[0:0:0:0:0:0:0:1]", "localhost"}) {
         auto response = f.connect(host + ":" + p);
         INFO(host);
         CHECK(response.status == 403);

@@ -76,7 +76,8 @@ TEST_CASE("a missing or malformed policy denies everything, loudly, and the prox
     std::this_thread::sleep_for(100ms);
     CHECK(status_of(proxy.port, "a.test:7") == 200);
 
-    agentctl::core::write_file_atomic(files.policy, "{\"version\":1,\"allow\":[{\"domain\":\"a.test\",\"ports\":\"x\"}]}");
+    agentctl::core::write_file_atomic(files.policy,
+                                      "{\"version\":1,\"allow\":[{\"domain\":\"a.test\",\"ports\":\"x\"}]}");
     proxy.process().signal(SIGHUP);
     std::this_thread::sleep_for(100ms);
     CHECK(status_of(proxy.port, "a.test:7") == 403);

@@ -85,7 +85,7 @@ TEST_CASE("10k concurrent idle tunnels without descriptor or memory growth") {
               << " KiB (" << per_tunnel_kib << " KiB/tunnel), after " << first.rss_after << " KiB; second round open "
               << second.rss_open << " KiB, after " << second.rss_after << " KiB\n";
 
-    CHECK(first.fds_open >= fds_idle + 2 * count);     // two sockets per tunnel, no pipes while idle
+    CHECK(first.fds_open >= fds_idle + 2 * count);  // two sockets per tunnel, no pipes while idle
     CHECK(first.fds_open <= fds_idle + 2 * count + 8);
     CHECK(first.fds_after == fds_idle);
     CHECK(second.fds_after == fds_idle);

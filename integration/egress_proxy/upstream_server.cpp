@@ -33,9 +33,9 @@
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-using asio::ip::tcp;
 using asio::redirect_error;
 using asio::use_awaitable;
+using asio::ip::tcp;
 
 namespace {
 

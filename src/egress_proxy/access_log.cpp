@@ -86,8 +86,8 @@ std::string utc_timestamp() {
 }
 
 std::string log_table_header() {
-    return fmt::format("{:<24} {:<22} {:<8} {:<34} {:<6} {}", "TIME", "CLIENT", "METHOD", "DESTINATION",
-                       "RESULT", "RULE / REASON");
+    return fmt::format("{:<24} {:<22} {:<8} {:<34} {:<6} {}", "TIME", "CLIENT", "METHOD", "DESTINATION", "RESULT",
+                       "RULE / REASON");
 }
 
 std::string format_log_row(const nlohmann::json& entry) {

@@ -65,7 +65,8 @@ rlim_t raise_descriptor_limit() {
 }
 
 std::string endpoint_text(const tcp::endpoint& endpoint) {
-    if (endpoint.address().is_v6()) return "[" + endpoint.address().to_string() + "]:" + std::to_string(endpoint.port());
+    if (endpoint.address().is_v6())
+        return "[" + endpoint.address().to_string() + "]:" + std::to_string(endpoint.port());
     return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
 }
 
@@ -104,8 +105,8 @@ int run_egress_proxy(const ProxyOptions& options) {
         }
         auto bound = acceptor.local_endpoint(ec);
 
-        std::string sandbox = options.sandbox_name.empty() ? default_sandbox_name(options.policy_file)
-                                                           : options.sandbox_name;
+        std::string sandbox =
+            options.sandbox_name.empty() ? default_sandbox_name(options.policy_file) : options.sandbox_name;
         ProxyContext context(io, limits, sandbox, log);
         context.resolve_map = resolve_map;
         context.policy = load_policy_snapshot(options.policy_file);
@@ -119,7 +120,8 @@ int run_egress_proxy(const ProxyOptions& options) {
 
         Server server(context, std::move(acceptor), options.policy_file, options.resolve_file);
         server.start();
-        if (!options.pid_file.empty()) core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
+        if (!options.pid_file.empty())
+            core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
         std::printf("listening %s\n", endpoint_text(bound).c_str());
         std::fflush(stdout);
 

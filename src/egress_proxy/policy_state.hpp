@@ -14,8 +14,8 @@ namespace agentctl::egress_proxy {
 // snapshot they were decided with; a reload swaps in a new one.
 struct PolicySnapshot {
     policy::NetworkPolicy policy;
-    bool usable = false;   // false: the file was missing or malformed -> deny everything
-    std::string problem;   // why it is not usable, for the log
+    bool usable = false;                            // false: the file was missing or malformed -> deny everything
+    std::string problem;                            // why it is not usable, for the log
     std::vector<policy::IpAddress> host_addresses;  // this machine's own addresses (always refused)
 };
 

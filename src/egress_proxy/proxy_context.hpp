@@ -23,7 +23,10 @@ class Session;
 
 struct ProxyContext {
     ProxyContext(boost::asio::io_context& io_context, ProxyLimits proxy_limits, std::string sandbox, AccessLog& log)
-        : io(io_context), limits(proxy_limits), sandbox_name(std::move(sandbox)), access_log(log),
+        : io(io_context),
+          limits(proxy_limits),
+          sandbox_name(std::move(sandbox)),
+          access_log(log),
           slot_freed(io_context) {}
 
     boost::asio::io_context& io;

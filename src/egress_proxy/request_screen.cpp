@@ -33,7 +33,8 @@ ScreenResult screen_request(std::string_view bytes, const policy::NetworkPolicy&
     }
     if (ec) {
         result.stage = ScreenResult::Stage::Rejected;
-        result.refusal = Refusal{400, "malformed-request", "the request could not be parsed as HTTP/1.1: " + ec.message()};
+        result.refusal =
+            Refusal{400, "malformed-request", "the request could not be parsed as HTTP/1.1: " + ec.message()};
         return result;
     }
     if (!parser.is_header_done()) {

@@ -6,7 +6,9 @@
 namespace agentctl::egress_proxy {
 namespace {
 
-TargetError bad(std::string reason, std::string detail) { return TargetError{400, std::move(reason), std::move(detail)}; }
+TargetError bad(std::string reason, std::string detail) {
+    return TargetError{400, std::move(reason), std::move(detail)};
+}
 
 bool host_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
@@ -18,9 +20,8 @@ bool v6_char(char c) {
 }
 
 bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return (x | 0x20) == (y | 0x20);
-           });
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return (x | 0x20) == (y | 0x20); });
 }
 
 // Splits `host[:port]` / `[v6][:port]`. `port_required` for CONNECT.

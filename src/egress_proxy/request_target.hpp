@@ -33,6 +33,6 @@ struct TargetError {
 // Origin-form targets (`/path`), `https://` URIs, user info, empty hosts, bad
 // ports and characters that have no place in a host name are errors.
 [[nodiscard]] std::variant<RequestTarget, TargetError> parse_request_target(std::string_view method,
-                                                                           std::string_view target);
+                                                                            std::string_view target);
 
 }  // namespace agentctl::egress_proxy

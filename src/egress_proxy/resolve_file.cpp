@@ -22,8 +22,8 @@ std::optional<policy::IpAddress> parse_strict_address(const std::string& text) {
 bool valid_name(std::string_view name) {
     if (name.empty() || name.size() > 253) return false;
     return std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-               c == '.' || c == '_';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+               c == '_';
     });
 }
 
@@ -73,8 +73,7 @@ ResolveMap ResolveMap::parse(std::string_view text, const std::string& path) {
         if (words.size() < 2) fail(path, line_number, words[0].second, "name", "an address without a host name");
         for (std::size_t w = 1; w < words.size(); ++w) {
             if (!valid_name(words[w].first)) {
-                fail(path, line_number, words[w].second, "name",
-                     "`" + words[w].first + "` is not a valid host name");
+                fail(path, line_number, words[w].second, "name", "`" + words[w].first + "` is not a valid host name");
             }
             auto& list = map.m_names[normalize_host(words[w].first)];
             if (std::find(list.begin(), list.end(), *address) == list.end()) list.push_back(*address);

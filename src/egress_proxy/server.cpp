@@ -39,10 +39,16 @@ void log_policy(AccessLog& log, const PolicySnapshot& snapshot, const char* trig
 }
 
 Server::Server(ProxyContext& context, tcp::acceptor acceptor, std::string policy_file, std::string resolve_file)
-    : m_context(context), m_acceptor(std::move(acceptor)), m_policy_file(std::move(policy_file)),
-      m_resolve_file(std::move(resolve_file)), m_policy_stamp(stamp_of(m_policy_file)),
-      m_stop_signals(context.io, SIGTERM, SIGINT), m_hangup(context.io, SIGHUP), m_poll_timer(context.io),
-      m_backoff_timer(context.io), m_exit_timer(context.io) {}
+    : m_context(context),
+      m_acceptor(std::move(acceptor)),
+      m_policy_file(std::move(policy_file)),
+      m_resolve_file(std::move(resolve_file)),
+      m_policy_stamp(stamp_of(m_policy_file)),
+      m_stop_signals(context.io, SIGTERM, SIGINT),
+      m_hangup(context.io, SIGHUP),
+      m_poll_timer(context.io),
+      m_backoff_timer(context.io),
+      m_exit_timer(context.io) {}
 
 void Server::start() {
     asio::co_spawn(m_context.io, accept_loop(), asio::detached);

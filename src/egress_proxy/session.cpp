@@ -76,7 +76,10 @@ void set_nodelay(tcp::socket& socket) {
 }  // namespace
 
 Session::Session(ProxyContext& context, tcp::socket client)
-    : m_context(context), m_client(std::move(client)), m_upstream(context.io), m_timer(context.io),
+    : m_context(context),
+      m_client(std::move(client)),
+      m_upstream(context.io),
+      m_timer(context.io),
       m_buffer(context.limits.max_header_bytes + 1024) {
     m_id = m_context.next_id++;
     boost::system::error_code ec;
@@ -93,7 +96,8 @@ Session::~Session() {
 
 void Session::start() {
     set_nodelay(m_client);
-    asio::co_spawn(m_context.io, [self = shared_from_this()]() { return self->serve(); }, asio::detached);
+    asio::co_spawn(
+        m_context.io, [self = shared_from_this()]() { return self->serve(); }, asio::detached);
 }
 
 void Session::close() {
@@ -149,11 +153,12 @@ asio::awaitable<void> Session::serve() {
         if (ec) {
             bool started = m_buffer.size() > 0;
             if (m_timed_out) {
-                if (started) log_rejected_request("", {408, "header-timeout", "the request head did not arrive in time"}, "", 0);
+                if (started)
+                    log_rejected_request("", {408, "header-timeout", "the request head did not arrive in time"}, "", 0);
             } else if (ec == http::error::header_limit) {
-                Refusal refusal{431, "header-too-large",
-                                "the request head is larger than " + std::to_string(m_context.limits.max_header_bytes) +
-                                    " bytes"};
+                Refusal refusal{
+                    431, "header-too-large",
+                    "the request head is larger than " + std::to_string(m_context.limits.max_header_bytes) + " bytes"};
                 log_rejected_request("", refusal, "", 0);
                 co_await send_refusal(refusal, "", 0);
             } else if (ec == http::error::buffer_overflow) {
@@ -162,7 +167,8 @@ asio::awaitable<void> Session::serve() {
                 co_await send_refusal(refusal, "", 0);
             } else if (ec.category() == make_error_code(http::error::end_of_stream).category() &&
                        ec != http::error::end_of_stream && ec != http::error::partial_message) {
-                Refusal refusal{400, "malformed-request", "the request could not be parsed as HTTP/1.1: " + ec.message()};
+                Refusal refusal{400, "malformed-request",
+                                "the request could not be parsed as HTTP/1.1: " + ec.message()};
                 log_rejected_request("", refusal, "", 0);
                 co_await send_refusal(refusal, "", 0);
             }
@@ -194,8 +200,8 @@ asio::awaitable<void> Session::serve() {
 
 void Session::log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                                    std::uint16_t port) {
-    nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id}, {"client", m_client_text},
-                         {"method", method}};
+    nlohmann::json entry{
+        {"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id}, {"client", m_client_text}, {"method", method}};
     if (!host.empty()) {
         entry["host"] = host;
         entry["port"] = port;
@@ -233,12 +239,14 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     auto self = shared_from_this();
     auto snapshot = m_context.policy;  // this connection's decision stays with this snapshot
     auto started = Clock::now();
-    nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id}, {"client", m_client_text},
-                         {"method", method},        {"host", target.host},  {"port", target.port}};
+    nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id},
+                         {"client", m_client_text}, {"method", method},    {"host", target.host},
+                         {"port", target.port}};
     if (!snapshot->usable) {
         entry["problem"] = snapshot->problem;
         {
-            const Refusal refusal{403, "policy-unavailable", "the proxy has no usable policy, so it refuses everything"};
+            const Refusal refusal{403, "policy-unavailable",
+                                  "the proxy has no usable policy, so it refuses everything"};
             co_return co_await refuse(entry, refusal, target);
         }
     }
@@ -256,8 +264,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
             set_deadline(m_context.limits.connect_timeout);
             m_phase = Phase::Connecting;
             const std::string service = std::to_string(target.port);  // no temporaries inside co_await (g++ 12)
-            auto results = co_await resolver.async_resolve(target.host, service,
-                                                           tcp::resolver::numeric_service,
+            auto results = co_await resolver.async_resolve(target.host, service, tcp::resolver::numeric_service,
                                                            redirect_error(use_awaitable, ec));
             clear_deadline();
             if (!ec) {
@@ -274,9 +281,9 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         if (!m_client.is_open()) co_return false;
         if (addresses.empty()) {
             {
-            const Refusal refusal{502, "name-not-resolved", "`" + target.host + "` has no address"};
-            co_return co_await refuse(entry, refusal, target);
-        }
+                const Refusal refusal{502, "name-not-resolved", "`" + target.host + "` has no address"};
+                co_return co_await refuse(entry, refusal, target);
+            }
         }
         decision = policy::decide(snapshot->policy, target.host, target.port, addresses, own);
     }
@@ -318,17 +325,17 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         if (!m_client.is_open()) co_return false;
         if (m_timed_out) {
             {
-            const Refusal refusal{504, "connect-timeout",
-                                       endpoint_text(endpoint) + " did not accept the connection within " +
-                                           std::to_string(m_context.limits.connect_timeout.count()) + " ms"};
-            co_return co_await refuse(entry, refusal, target);
-        }
+                const Refusal refusal{504, "connect-timeout",
+                                      endpoint_text(endpoint) + " did not accept the connection within " +
+                                          std::to_string(m_context.limits.connect_timeout.count()) + " ms"};
+                co_return co_await refuse(entry, refusal, target);
+            }
         }
         if (ec == asio::error::connection_refused) {
             {
-            const Refusal refusal{502, "connection-refused", endpoint_text(endpoint) + " refused the connection"};
-            co_return co_await refuse(entry, refusal, target);
-        }
+                const Refusal refusal{502, "connection-refused", endpoint_text(endpoint) + " refused the connection"};
+                co_return co_await refuse(entry, refusal, target);
+            }
         }
         {
             const Refusal refusal{502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()};

@@ -117,7 +117,8 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
     for (;;) {
         http::response_parser<http::buffer_body> response_parser;
         response_parser.header_limit(64 * 1024);
-        response_parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares none as less than any length
+        response_parser.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares
+                                                                                // none as less than any length
         if (head_request) response_parser.skip(true);
         co_await http::async_read_header(m_upstream, m_up_buffer, response_parser, redirect_error(use_awaitable, ec));
         if (ec) {

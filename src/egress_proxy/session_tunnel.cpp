@@ -132,8 +132,8 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 source = Source::Ready;
             }
             if (!pipe.ensure()) break;
-            ssize_t n = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, k_splice_chunk,
-                                 k_splice_flags);
+            ssize_t n =
+                ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, k_splice_chunk, k_splice_flags);
             if (n > 0) {
                 in_pipe = static_cast<std::size_t>(n);
             } else if (n == 0) {

@@ -15,9 +15,9 @@
 namespace agentctl::sandbox_profile {
 
 struct SbplOptions {
-    std::string instance;         // for the comment header only
-    std::uint16_t ssh_port = 0;   // the instance's pinned ssh.localPort
-    std::uint16_t proxy_port = 0; // the instance's egress proxy
+    std::string instance;          // for the comment header only
+    std::uint16_t ssh_port = 0;    // the instance's pinned ssh.localPort
+    std::uint16_t proxy_port = 0;  // the instance's egress proxy
     // Lima's home ($LIMA_HOME or ~/.lima): Unix sockets below it stay usable.
     std::string lima_home;
     // false: network.dns.disabled — the hostagent may not ask the system

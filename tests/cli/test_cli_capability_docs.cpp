@@ -17,10 +17,8 @@ TEST_CASE("the capability matrix in docs/capabilities.md matches the binary") {
     REQUIRE(r.exit_code == 0);
     const auto doc = nlohmann::json::parse(r.out);
 
-    const std::map<std::string, std::string> abbreviations = {{"S", "Supported"},
-                                                              {"NA", "NotAvailable"},
-                                                              {"UD", "UnderDevelopment"},
-                                                              {"MW", "ManualWorkaround"}};
+    const std::map<std::string, std::string> abbreviations = {
+        {"S", "Supported"}, {"NA", "NotAvailable"}, {"UD", "UnderDevelopment"}, {"MW", "ManualWorkaround"}};
     std::ifstream in(std::string(AGENTCTL_SOURCE_DIR) + "/docs/capabilities.md");
     REQUIRE(in);
     std::string line;

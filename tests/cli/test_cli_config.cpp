@@ -83,7 +83,8 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
 
     r = cli.run({"config", "set", "incus.subnetPrefix=30"});
     CHECK(r.exit_code == 1);
-    CHECK(r.err == "agentctl: invalid value for incus.subnetPrefix: must be a prefix length from 16 to 29 (got '30')\n");
+    CHECK(r.err ==
+          "agentctl: invalid value for incus.subnetPrefix: must be a prefix length from 16 to 29 (got '30')\n");
 
     r = cli.run({"config", "set", "baseProfile=strict"});
     CHECK(r.exit_code == 1);

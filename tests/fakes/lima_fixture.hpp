@@ -59,8 +59,10 @@ public:
         ::setenv(m_key.c_str(), value.c_str(), 1);
     }
     ~ScopedEnv() {
-        if (m_old) ::setenv(m_key.c_str(), m_old->c_str(), 1);
-        else ::unsetenv(m_key.c_str());
+        if (m_old)
+            ::setenv(m_key.c_str(), m_old->c_str(), 1);
+        else
+            ::unsetenv(m_key.c_str());
     }
     ScopedEnv(const ScopedEnv&) = delete;
     ScopedEnv& operator=(const ScopedEnv&) = delete;
@@ -79,9 +81,10 @@ public:
           m_env_lima("LIMA_HOME", (m_home / ".lima").string()),
           // /usr/bin before the rest: the fakes' `env python3` should find the
           // system interpreter, not a slow version-manager shim.
-          m_env_path("PATH", fakes_dir() + ":/usr/bin:" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/bin")),
+          m_env_path("PATH",
+                     fakes_dir() + ":/usr/bin:" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/bin")),
           m_runner(agentctl::make_real_process_runner()),
-          m_context{*m_runner, platform, reporter, out, false, (m_home / ".config" / "agentctl").string(),
+          m_context{*m_runner,       platform, reporter, out, false, (m_home / ".config" / "agentctl").string(),
                     AGENTCTL_BINARY, {}} {
         fs::create_directories(m_home / ".lima" / "_config");
         fs::create_directories(workspace());

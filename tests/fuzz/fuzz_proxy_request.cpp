@@ -23,7 +23,8 @@ const policy::NetworkPolicy& fuzz_policy(bool allow_lan) {
         policy::NetworkPolicy p;
         p.allow_lan = lan;
         p.deny_lan = !lan;
-        for (const char* entry : {"example.com:443", "*.example.org", "api.test:80,8080", "192.0.3.3:80", "[2001:4860::1]:443"}) {
+        for (const char* entry :
+             {"example.com:443", "*.example.org", "api.test:80,8080", "192.0.3.3:80", "[2001:4860::1]:443"}) {
             p.allow.push_back(policy::parse_allow_entry(entry, "fuzz"));
         }
         return p;

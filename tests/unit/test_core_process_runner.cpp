@@ -38,8 +38,8 @@ TEST_CASE("stdout and stderr are captured separately, and the exit code is retur
 
 TEST_CASE("large output on both pipes does not deadlock") {
     // 4 MiB on each pipe, interleaved: a reader that drains one pipe at a time would block forever.
-    auto r = sh("i=0; while [ $i -lt 64 ]; do head -c 65536 /dev/zero; head -c 65536 /dev/zero >&2; i=$((i+1)); done",
-                30s);
+    auto r =
+        sh("i=0; while [ $i -lt 64 ]; do head -c 65536 /dev/zero; head -c 65536 /dev/zero >&2; i=$((i+1)); done", 30s);
     CHECK(r.ok());
     CHECK(r.out.size() == 64 * 65536);
     CHECK(r.err.size() == 64 * 65536);

@@ -34,9 +34,17 @@ std::vector<nlohmann::json> read_lines(const fs::path& path) {
 }
 
 nlohmann::json decision(int i) {
-    return {{"time", "2026-01-01T00:00:00.000Z"}, {"event", "decision"}, {"id", i}, {"client", "127.0.0.1:5000"},
-            {"method", "CONNECT"}, {"host", "allowed.test"}, {"port", 443}, {"decision", "allow"},
-            {"rule", "allowed.test:443"}, {"origin", "--allow"}, {"address", "198.51.100.2"}};
+    return {{"time", "2026-01-01T00:00:00.000Z"},
+            {"event", "decision"},
+            {"id", i},
+            {"client", "127.0.0.1:5000"},
+            {"method", "CONNECT"},
+            {"host", "allowed.test"},
+            {"port", 443},
+            {"decision", "allow"},
+            {"rule", "allowed.test:443"},
+            {"origin", "--allow"},
+            {"address", "198.51.100.2"}};
 }
 
 }  // namespace
@@ -78,8 +86,14 @@ TEST_CASE("print_network_log shows a table or the raw lines") {
         denied["reason"] = "not-allowlisted";
         denied["host"] = "other.test";
         log.write(denied);
-        log.write({{"time", "t"}, {"event", "close"}, {"host", "allowed.test"}, {"port", 443}, {"client", "c"},
-                   {"bytes_up", 10}, {"bytes_down", 20}, {"duration_ms", 5}});
+        log.write({{"time", "t"},
+                   {"event", "close"},
+                   {"host", "allowed.test"},
+                   {"port", 443},
+                   {"client", "c"},
+                   {"bytes_up", 10},
+                   {"bytes_down", 20},
+                   {"duration_ms", 5}});
     }
     std::ostringstream table;
     CHECK(agentctl::egress_proxy::print_network_log(path.string(), false, false, table) == 0);

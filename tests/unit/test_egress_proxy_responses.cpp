@@ -2,8 +2,8 @@
 
 #include "egress_proxy/responses.hpp"
 
-using agentctl::egress_proxy::refusal_response;
 using agentctl::egress_proxy::Refusal;
+using agentctl::egress_proxy::refusal_response;
 
 TEST_CASE("a 403 tells the agent what happened and the command that allows it") {
     auto response = refusal_response(Refusal{403, "not-allowlisted", "example.org is not on the allowlist"},

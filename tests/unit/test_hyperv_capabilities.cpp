@@ -33,7 +33,8 @@ TEST_CASE("every feature has an explicit status and a message", "[hyperv][capabi
         REQUIRE(m.entries().count(std::string(feature)) == 1);
         const auto capability = m.get(feature);
         CHECK(capability.status != CapabilityStatus::Supported);
-        CHECK(capability.status != CapabilityStatus::NotAvailable);  // nothing here is impossible, only unbuilt or manual
+        CHECK(capability.status !=
+              CapabilityStatus::NotAvailable);  // nothing here is impossible, only unbuilt or manual
         CHECK(capability.message.size() > 40);
     }
     for (const auto& [feature, capability] : m.entries()) {

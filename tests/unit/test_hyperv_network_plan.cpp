@@ -49,9 +49,12 @@ TEST_CASE("allow-LAN opens every LAN range on any port, but never the host", "[h
     network.deny_lan = false;
     network.allow_lan = true;
     const auto plan = network_policy_plan(demo(), network);
-    CHECK(any_contains(plan.scripts,
-                       acl("-Action Allow -Direction Outbound -RemoteIPAddress 192.168.0.0/16 -Weight 30002 -Stateful $true")));
-    CHECK(any_contains(plan.scripts, acl("-Action Allow -Direction Outbound -RemoteIPAddress fc00::/7 -Weight 30005 -Stateful $true")));
+    CHECK(any_contains(
+        plan.scripts,
+        acl("-Action Allow -Direction Outbound -RemoteIPAddress 192.168.0.0/16 -Weight 30002 -Stateful $true")));
+    CHECK(
+        any_contains(plan.scripts,
+                     acl("-Action Allow -Direction Outbound -RemoteIPAddress fc00::/7 -Weight 30005 -Stateful $true")));
     CHECK_FALSE(any_contains(plan.scripts, "-Action Deny -Direction Outbound -RemoteIPAddress 10.0.0.0/8"));
     // The host band (50000) outranks the LAN allows (30000+).
     CHECK(plan.scripts.front() == acl("-Action Deny -Direction Outbound -RemoteIPAddress 172.30.0.0/16 -Weight 50000"));
@@ -72,10 +75,14 @@ TEST_CASE("DNS: any resolver, named resolvers, or none", "[hyperv][network]") {
     named.dns.servers = {"9.9.9.9", "2620:fe::fe"};
     const auto plan = network_policy_plan(demo(), named);
     const std::vector<std::string> expected{
-        acl("-Action Allow -Direction Outbound -RemoteIPAddress '9.9.9.9' -RemotePort 53 -Protocol UDP -Weight 45000 -Stateful $true"),
-        acl("-Action Allow -Direction Outbound -RemoteIPAddress '9.9.9.9' -RemotePort 53 -Protocol TCP -Weight 45001 -Stateful $true"),
-        acl("-Action Allow -Direction Outbound -RemoteIPAddress '2620:fe::fe' -RemotePort 53 -Protocol UDP -Weight 45002 -Stateful $true"),
-        acl("-Action Allow -Direction Outbound -RemoteIPAddress '2620:fe::fe' -RemotePort 53 -Protocol TCP -Weight 45003 -Stateful $true"),
+        acl("-Action Allow -Direction Outbound -RemoteIPAddress '9.9.9.9' -RemotePort 53 -Protocol UDP -Weight 45000 "
+            "-Stateful $true"),
+        acl("-Action Allow -Direction Outbound -RemoteIPAddress '9.9.9.9' -RemotePort 53 -Protocol TCP -Weight 45001 "
+            "-Stateful $true"),
+        acl("-Action Allow -Direction Outbound -RemoteIPAddress '2620:fe::fe' -RemotePort 53 -Protocol UDP -Weight "
+            "45002 -Stateful $true"),
+        acl("-Action Allow -Direction Outbound -RemoteIPAddress '2620:fe::fe' -RemotePort 53 -Protocol TCP -Weight "
+            "45003 -Stateful $true"),
     };
     CHECK(std::vector<std::string>(plan.scripts.begin() + 2, plan.scripts.begin() + 6) == expected);
     CHECK_FALSE(any_contains(plan.scripts, "-RemoteIPAddress ANY -RemotePort 53"));
@@ -85,7 +92,8 @@ TEST_CASE("DNS: any resolver, named resolvers, or none", "[hyperv][network]") {
     CHECK_FALSE(any_contains(network_policy_plan(demo(), off).scripts, "-RemotePort 53"));
 }
 
-TEST_CASE("allow rules: names resolved in the script, IPs literal, wildcards left out with a note", "[hyperv][network]") {
+TEST_CASE("allow rules: names resolved in the script, IPs literal, wildcards left out with a note",
+          "[hyperv][network]") {
     policy::NetworkPolicy network;
     network.allow = {
         rule(policy::HostKind::Ip, "203.0.113.7", {80, 443}),
@@ -94,11 +102,12 @@ TEST_CASE("allow rules: names resolved in the script, IPs literal, wildcards lef
         rule(policy::HostKind::Ip, "2001:db8::1", {}),
     };
     const auto plan = network_policy_plan(demo(), network);
-    CHECK(any_contains(plan.scripts,
-                       acl("-Action Allow -Direction Outbound -RemoteIPAddress '203.0.113.7' -RemotePort 80 -Protocol TCP "
-                           "-Weight 20000 -Stateful $true; ") +
-                           acl("-Action Allow -Direction Outbound -RemoteIPAddress '203.0.113.7' -RemotePort 443 "
-                               "-Protocol TCP -Weight 20001 -Stateful $true")));
+    CHECK(any_contains(
+        plan.scripts,
+        acl("-Action Allow -Direction Outbound -RemoteIPAddress '203.0.113.7' -RemotePort 80 -Protocol TCP "
+            "-Weight 20000 -Stateful $true; ") +
+            acl("-Action Allow -Direction Outbound -RemoteIPAddress '203.0.113.7' -RemotePort 443 "
+                "-Protocol TCP -Weight 20001 -Stateful $true")));
     // The wildcard's band (20100) is skipped, not reused.
     CHECK_FALSE(any_contains(plan.scripts, "example.com'"));
     CHECK_FALSE(any_contains(plan.scripts, "-Weight 20100"));
@@ -107,16 +116,18 @@ TEST_CASE("allow rules: names resolved in the script, IPs literal, wildcards lef
                        "$w = 20200; foreach ($a in (Resolve-DnsName -Name 'any-port.example' -Type A_AAAA -DnsOnly "
                        "-ErrorAction Stop | Where-Object { $_.IPAddress } | Select-Object -ExpandProperty IPAddress "
                        "-First 100)) { " +
-                           acl("-Action Allow -Direction Outbound -RemoteIPAddress $a -Protocol TCP -Weight $w -Stateful $true; $w++ }")));
-    CHECK(any_contains(plan.scripts,
-                       acl("-Action Allow -Direction Outbound -RemoteIPAddress '2001:db8::1' -Protocol TCP -Weight 20300 -Stateful $true")));
+                           acl("-Action Allow -Direction Outbound -RemoteIPAddress $a -Protocol TCP -Weight $w "
+                               "-Stateful $true; $w++ }")));
+    CHECK(any_contains(plan.scripts, acl("-Action Allow -Direction Outbound -RemoteIPAddress '2001:db8::1' -Protocol "
+                                         "TCP -Weight 20300 -Stateful $true")));
 }
 
 TEST_CASE("a name with several ports resolves at most as many addresses as its band holds", "[hyperv][network]") {
     policy::NetworkPolicy network;
     network.allow = {rule(policy::HostKind::Name, "deb.debian.org", {80, 443, 8080})};
     const auto plan = network_policy_plan(demo(), network);
-    CHECK(any_contains(plan.scripts, "Select-Object -ExpandProperty IPAddress -First 33)) { foreach ($p in '80','443','8080') {"));
+    CHECK(any_contains(plan.scripts,
+                       "Select-Object -ExpandProperty IPAddress -First 33)) { foreach ($p in '80','443','8080') {"));
 }
 
 TEST_CASE("the plan's fixed weights never collide and rank as designed", "[hyperv][network]") {
@@ -151,7 +162,8 @@ TEST_CASE("the plan's fixed weights never collide and rank as designed", "[hyper
 
 TEST_CASE("limits of the weight plan are errors, not silent truncation", "[hyperv][network]") {
     policy::NetworkPolicy too_many;
-    for (int i = 0; i <= k_max_allow_rules; ++i) too_many.allow.push_back(rule(policy::HostKind::Name, "h" + std::to_string(i) + ".example", {}));
+    for (int i = 0; i <= k_max_allow_rules; ++i)
+        too_many.allow.push_back(rule(policy::HostKind::Name, "h" + std::to_string(i) + ".example", {}));
     CHECK_THROWS_AS(network_policy_plan(demo(), too_many), Error);
 
     policy::NetworkPolicy many_ports;
@@ -165,8 +177,9 @@ TEST_CASE("replacing a policy in place keeps the sandbox closed while it changes
     const auto plan = replace_network_policy_plan(demo(), policy::NetworkPolicy{});
     REQUIRE(plan.scripts.size() > 3);
     CHECK(plan.scripts[0] == acl("-Action Deny -Direction Outbound -RemoteIPAddress ANY -Weight 65000"));
-    CHECK(plan.scripts[1] == "Get-VMNetworkAdapterExtendedAcl -VMName 'demo' | Where-Object { $_.Weight -lt 60000 } | "
-                             "Remove-VMNetworkAdapterExtendedAcl");
+    CHECK(plan.scripts[1] ==
+          "Get-VMNetworkAdapterExtendedAcl -VMName 'demo' | Where-Object { $_.Weight -lt 60000 } | "
+          "Remove-VMNetworkAdapterExtendedAcl");
     CHECK(plan.scripts.back() == "Remove-VMNetworkAdapterExtendedAcl -VMName 'demo' -Weight 65000 -Direction Outbound");
     // The new policy sits between the two.
     const auto fresh = network_policy_plan(demo(), policy::NetworkPolicy{}).scripts;

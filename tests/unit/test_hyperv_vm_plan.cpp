@@ -56,7 +56,8 @@ TEST_CASE("layout_for derives names, paths and addresses from the sandbox name",
     CHECK(layout.smb_account == "agentctl-demo");
 
     // A POSIX config directory keeps slashes.
-    CHECK(layout_for("demo", "/home/me/.config/agentctl").disk_path == "/home/me/.config/agentctl/hyperv/demo/disk.vhdx");
+    CHECK(layout_for("demo", "/home/me/.config/agentctl").disk_path ==
+          "/home/me/.config/agentctl/hyperv/demo/disk.vhdx");
     // Stable: the same name always gets the same subnet; every name lands in 1..254.
     CHECK(layout_for("demo", "/x").subnet == layout.subnet);
     for (const auto* name : {"a", "b", "sandbox-1", "sandbox-2", "a-very-long-name-that-is-still-valid"}) {
@@ -86,7 +87,8 @@ TEST_CASE("create_plan for a sample spec", "[hyperv][plan]") {
     const auto plan = create_plan(sample_spec(), layout_for("demo", k_config_dir));
     const std::vector<std::string> expected{
         "if (Get-VM -Name 'demo' -ErrorAction SilentlyContinue) { throw 'a VM named demo already exists' }; "
-        "if (Get-VMSwitch -Name 'agentctl-demo' -ErrorAction SilentlyContinue) { throw 'a switch named agentctl-demo already exists' }; "
+        "if (Get-VMSwitch -Name 'agentctl-demo' -ErrorAction SilentlyContinue) { throw 'a switch named agentctl-demo "
+        "already exists' }; "
         "if (Get-NetIPAddress -IPAddress 172.30.25.1 -ErrorAction SilentlyContinue) "
         "{ throw '172.30.25.1 is already in use on this host: another sandbox has subnet 172.30.25.0/24' }",
         "New-Item -ItemType Directory -Force -Path 'C:\\Users\\me\\.config\\agentctl\\hyperv\\demo' | Out-Null",
@@ -102,34 +104,52 @@ TEST_CASE("create_plan for a sample spec", "[hyperv][plan]") {
         "Set-VMProcessor -VMName 'demo' -Count 2",
         "Set-VMMemory -VMName 'demo' -DynamicMemoryEnabled $false -StartupBytes 4294967296",
         "Set-VMNetworkAdapter -VMName 'demo' -MacAddressSpoofing Off -DhcpGuard On -RouterGuard On",
-        "New-NetFirewallRule -DisplayName 'agentctl demo: sandbox to host, TCP' -Group 'agentctl-demo' -Direction Inbound "
+        "New-NetFirewallRule -DisplayName 'agentctl demo: sandbox to host, TCP' -Group 'agentctl-demo' -Direction "
+        "Inbound "
         "-InterfaceAlias 'vEthernet (agentctl-demo)' -Protocol TCP -LocalPort '1-444','446-65535' -Action Block",
-        "New-NetFirewallRule -DisplayName 'agentctl demo: sandbox to host, UDP' -Group 'agentctl-demo' -Direction Inbound "
+        "New-NetFirewallRule -DisplayName 'agentctl demo: sandbox to host, UDP' -Group 'agentctl-demo' -Direction "
+        "Inbound "
         "-InterfaceAlias 'vEthernet (agentctl-demo)' -Protocol UDP -Action Block",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress 172.30.0.0/16 -Weight 50000",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress "
+        "172.30.0.0/16 -Weight 50000",
         "$w = 50001; foreach ($a in (Get-NetIPAddress).IPAddress) { Add-VMNetworkAdapterExtendedAcl -VMName 'demo' "
         "-Action Deny -Direction Outbound -RemoteIPAddress ($a -replace '%.*$', '') -Weight $w; $w++ }",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress ANY -RemotePort 53 -Protocol UDP -Weight 45000 -Stateful $true",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress ANY -RemotePort 53 -Protocol TCP -Weight 45001 -Stateful $true",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress 10.0.0.0/8 -Weight 40000",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress 172.16.0.0/12 -Weight 40001",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress 192.168.0.0/16 -Weight 40002",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress 169.254.0.0/16 -Weight 40003",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress 100.64.0.0/10 -Weight 40004",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress fc00::/7 -Weight 40005",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress fe80::/10 -Weight 40006",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress fec0::/10 -Weight 40007",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress ANY "
+        "-RemotePort 53 -Protocol UDP -Weight 45000 -Stateful $true",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress ANY "
+        "-RemotePort 53 -Protocol TCP -Weight 45001 -Stateful $true",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress 10.0.0.0/8 "
+        "-Weight 40000",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress "
+        "172.16.0.0/12 -Weight 40001",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress "
+        "192.168.0.0/16 -Weight 40002",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress "
+        "169.254.0.0/16 -Weight 40003",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress "
+        "100.64.0.0/10 -Weight 40004",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress fc00::/7 "
+        "-Weight 40005",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress fe80::/10 "
+        "-Weight 40006",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress fec0::/10 "
+        "-Weight 40007",
         "$w = 20000; foreach ($a in (Resolve-DnsName -Name 'api.github.com' -Type A_AAAA -DnsOnly -ErrorAction Stop | "
         "Where-Object { $_.IPAddress } | Select-Object -ExpandProperty IPAddress -First 100)) { foreach ($p in '443') "
         "{ Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress $a "
         "-RemotePort $p -Protocol TCP -Weight $w -Stateful $true; $w++ } }",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress ANY -Weight 1",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Outbound -RemoteIPAddress ANY -Weight "
+        "1",
         "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Deny -Direction Inbound -RemoteIPAddress ANY -Weight 1",
-        "New-SmbShare -Name 'agentctl-demo-0' -Path 'C:\\Users\\me\\My Project''s \"src\"' -ChangeAccess 'agentctl-demo' -EncryptData $true",
+        "New-SmbShare -Name 'agentctl-demo-0' -Path 'C:\\Users\\me\\My Project''s \"src\"' -ChangeAccess "
+        "'agentctl-demo' -EncryptData $true",
         "New-SmbShare -Name 'agentctl-demo-1' -Path 'C:\\data' -ReadAccess 'agentctl-demo' -EncryptData $true",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress 172.30.25.1 -RemotePort 445 -Protocol TCP -Weight 60000 -Stateful $true",
-        "netsh interface portproxy add v4tov4 listenaddress=127.0.0.1 listenport=8080 connectaddress=172.30.25.2 connectport=80",
-        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Inbound -RemoteIPAddress 172.30.25.1 -LocalPort 80 -Protocol TCP -Weight 61000 -Stateful $true",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress 172.30.25.1 "
+        "-RemotePort 445 -Protocol TCP -Weight 60000 -Stateful $true",
+        "netsh interface portproxy add v4tov4 listenaddress=127.0.0.1 listenport=8080 connectaddress=172.30.25.2 "
+        "connectport=80",
+        "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Inbound -RemoteIPAddress 172.30.25.1 "
+        "-LocalPort 80 -Protocol TCP -Weight 61000 -Stateful $true",
     };
     REQUIRE(plan.scripts.size() == expected.size());
     for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -139,15 +159,18 @@ TEST_CASE("create_plan for a sample spec", "[hyperv][plan]") {
     // The path with a space, an apostrophe and double quotes, as the preview prints it.
     CHECK(preview_line(plan.scripts[28]) ==
           "powershell.exe -NoProfile -NonInteractive -Command 'New-SmbShare -Name '\\''agentctl-demo-0'\\'' -Path "
-          "'\\''C:\\Users\\me\\My Project'\\'''\\''s \"src\"'\\'' -ChangeAccess '\\''agentctl-demo'\\'' -EncryptData $true'");
+          "'\\''C:\\Users\\me\\My Project'\\'''\\''s \"src\"'\\'' -ChangeAccess '\\''agentctl-demo'\\'' -EncryptData "
+          "$true'");
 
     const std::vector<std::string> expected_notes{
         "the host's own addresses are read when the policy is applied; one it gets later is refused only by the host "
         "firewall rules, not by the port ACL",
         "allowlisted names are resolved to addresses when the policy is applied; if a name moves to new addresses the "
         "entry goes stale until the policy is applied again",
-        "in the guest, as root: mount -t cifs //172.30.25.1/agentctl-demo-0 /workspace -o rw,vers=3.1.1,seal,username=agentctl-demo",
-        "in the guest, as root: mount -t cifs //172.30.25.1/agentctl-demo-1 /data -o ro,vers=3.1.1,seal,username=agentctl-demo",
+        "in the guest, as root: mount -t cifs //172.30.25.1/agentctl-demo-0 /workspace -o "
+        "rw,vers=3.1.1,seal,username=agentctl-demo",
+        "in the guest, as root: mount -t cifs //172.30.25.1/agentctl-demo-1 /data -o "
+        "ro,vers=3.1.1,seal,username=agentctl-demo",
         "the shares are granted to the local Windows account 'agentctl-demo', which agentctl does not create: create "
         "it (New-LocalUser) and give its password to the guest's mount yourself",
         "not in this plan: provisioning inside the guest (user agent, address 172.30.25.2/24 via 172.30.25.1, DNS, "
@@ -209,7 +232,8 @@ TEST_CASE("create_plan notes a port published beyond loopback", "[hyperv][plan]"
     spec.ports = {PortForward{"0.0.0.0", 8080, 80, "tcp"}};
     const auto plan = create_plan(spec, layout_for("demo", "/x"));
     CHECK(std::find(plan.notes.begin(), plan.notes.end(),
-                    "port 8080 listens on 0.0.0.0: reachable from other machines, not only this one") != plan.notes.end());
+                    "port 8080 listens on 0.0.0.0: reachable from other machines, not only this one") !=
+          plan.notes.end());
 }
 
 TEST_CASE("start_plan", "[hyperv][plan]") {
@@ -221,7 +245,8 @@ TEST_CASE("start_plan", "[hyperv][plan]") {
     const std::vector<std::string> expected{
         "Get-SmbShare | Where-Object { $_.Name -match ('^' + [regex]::Escape('agentctl-demo-') + '\\d+$') } | "
         "Remove-SmbShare -Force",
-        "Remove-VMNetworkAdapterExtendedAcl -VMName 'demo' -Weight 60000 -Direction Outbound -ErrorAction SilentlyContinue",
+        "Remove-VMNetworkAdapterExtendedAcl -VMName 'demo' -Weight 60000 -Direction Outbound -ErrorAction "
+        "SilentlyContinue",
         "New-SmbShare -Name 'agentctl-demo-0' -Path '/srv/code' -ReadAccess 'agentctl-demo' -EncryptData $true",
         "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' -Action Allow -Direction Outbound -RemoteIPAddress 172.30.25.1 "
         "-RemotePort 445 -Protocol TCP -Weight 60000 -Stateful $true",
@@ -243,8 +268,9 @@ TEST_CASE("stop_plan", "[hyperv][plan]") {
     StopRequest timed;
     timed.timeout_seconds = 30;
     CHECK(stop_plan(layout, timed).scripts ==
-          std::vector<std::string>{"$job = Stop-VM -Name 'demo' -Force -AsJob; if (-not (Wait-Job -Job $job -Timeout 30)) "
-                                   "{ Stop-VM -Name 'demo' -TurnOff }"});
+          std::vector<std::string>{
+              "$job = Stop-VM -Name 'demo' -Force -AsJob; if (-not (Wait-Job -Job $job -Timeout 30)) "
+              "{ Stop-VM -Name 'demo' -TurnOff }"});
 }
 
 TEST_CASE("remove_plan removes everything create made, tolerating missing pieces", "[hyperv][plan]") {
@@ -268,6 +294,7 @@ TEST_CASE("remove_plan removes everything create made, tolerating missing pieces
     expected.insert(expected.end(), tail.begin(), tail.end());
     CHECK(remove_plan(layout, false).scripts == expected);
 
-    expected.front() = "Get-VM -Name 'demo' -ErrorAction SilentlyContinue | Where-Object { $_.State -ne 'Off' } | Stop-VM -TurnOff";
+    expected.front() =
+        "Get-VM -Name 'demo' -ErrorAction SilentlyContinue | Where-Object { $_.State -ne 'Off' } | Stop-VM -TurnOff";
     CHECK(remove_plan(layout, true).scripts == expected);
 }

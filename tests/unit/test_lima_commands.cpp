@@ -29,7 +29,8 @@ TEST_CASE("create sets one expression per field, then the forced fields", "[lima
         ".cpus = 2",
         ".memory = \"4GiB\"",
         ".disk = \"20GiB\"",
-        ".mounts = [] | .mounts += [{\"location\":\"/Users/dev/agentctl/workspaces/demo\",\"mountPoint\":\"/workspace\","
+        ".mounts = [] | .mounts += "
+        "[{\"location\":\"/Users/dev/agentctl/workspaces/demo\",\"mountPoint\":\"/workspace\","
         "\"writable\":true}, {\"location\":\"/Users/dev/src\",\"mountPoint\":\"/src\",\"writable\":false}]",
         ".portForwards += [{\"guestPort\":80,\"hostPort\":8080,\"hostIP\":\"127.0.0.1\",\"proto\":\"tcp\"}]",
         ".user.name = \"agent\"",
@@ -83,7 +84,8 @@ TEST_CASE("start re-applies networks, SSH port, proxy environment, and resolver 
 }
 
 TEST_CASE("exec and shell run as the default user, --root adds sudo -n / sudo -i", "[lima]") {
-    CHECK(exec_command("demo", {"whoami"}, false) == std::vector<std::string>{"limactl", "shell", "demo", "--", "whoami"});
+    CHECK(exec_command("demo", {"whoami"}, false) ==
+          std::vector<std::string>{"limactl", "shell", "demo", "--", "whoami"});
     CHECK(exec_command("demo", {"whoami"}, true) ==
           std::vector<std::string>{"limactl", "shell", "demo", "--", "sudo", "-n", "whoami"});
     CHECK(shell_command("demo", false) == std::vector<std::string>{"limactl", "shell", "demo"});

@@ -57,8 +57,9 @@ TEST_CASE("an extra mount from Lima's _config is refused", "[lima]") {
     auto r = check_effective_config(inst, expected());
     REQUIRE(r.size() == 1);
     CHECK(r[0].kind == RefusalKind::ExtraMount);
-    CHECK(r[0].message == "Lima would also mount /Users/dev/Documents at /Users/dev/Documents (read-only), which is "
-                          "not one of this sandbox's mounts");
+    CHECK(r[0].message ==
+          "Lima would also mount /Users/dev/Documents at /Users/dev/Documents (read-only), which is "
+          "not one of this sandbox's mounts");
 }
 
 TEST_CASE("a different host directory at one of the sandbox's mount points is refused", "[lima]") {
@@ -124,14 +125,15 @@ TEST_CASE("reverse port forwards are refused, ordinary ones are fine", "[lima]")
          "https_proxy":"http://192.168.5.2:51234","no_proxy":"localhost,127.0.0.1,::1"},
       "portForwards":[{"guestPort":80,"hostPort":8080},
                       {"guestSocket":"/run/docker.sock","hostSocket":"/var/run/docker.sock","reverse":true}]}})",
-                                   "/Users/dev");
+                                    "/Users/dev");
     auto e = expected();
     e.mounts.clear();
     auto r = check_effective_config(inst, e);
     REQUIRE(r.size() == 1);
     CHECK(r[0].kind == RefusalKind::ReverseForward);
-    CHECK(r[0].message == "Lima would hand the guest a socket on your host: portForwards[1] forwards "
-                          "/var/run/docker.sock to /run/docker.sock in the guest (reverse: true)");
+    CHECK(r[0].message ==
+          "Lima would hand the guest a socket on your host: portForwards[1] forwards "
+          "/var/run/docker.sock to /run/docker.sock in the guest (reverse: true)");
 }
 
 TEST_CASE("copyToHost entries are refused", "[lima]") {

@@ -61,8 +61,9 @@ TEST_CASE("curl: a refused direct connection verifies confinement", "[lima][prob
     CHECK(outcome.tool == "curl");
     auto verdict = judge_probe(outcome, false, "192.168.5.2", 4711);
     CHECK(verdict.verdict == Verdict::Verified);
-    CHECK(verdict.reason == "a direct connection from the guest to 192.168.5.2:4711 (a port agentctl listens on) was "
-                            "refused (curl)");
+    CHECK(verdict.reason ==
+          "a direct connection from the guest to 192.168.5.2:4711 (a port agentctl listens on) was "
+          "refused (curl)");
 }
 
 TEST_CASE("curl: a connection that reaches the canary is an escape", "[lima][probe]") {

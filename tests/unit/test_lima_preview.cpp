@@ -43,7 +43,8 @@ TEST_CASE("preview create prints the one limactl create and changes nothing", "[
     CHECK_FALSE(std::filesystem::exists(provider::lima::instance_state_dir(world.config_dir(), "demo")));
 }
 
-TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start and the probe", "[lima][fake][preview]") {
+TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start and the probe",
+          "[lima][fake][preview]") {
     LimaWorld world;
     world.provider()->create(demo_spec(world));
     const auto calls_before = world.calls().size();
@@ -104,5 +105,6 @@ TEST_CASE("a bare self path is looked up on PATH for the detached proxy", "[lima
     world.context().self_exe = "agentctl";
     world.context().preview = true;
     world.provider()->start("demo", {});
-    CHECK(lines(world.out.str()).at(1).rfind((bin / "agentctl").string() + " egress-proxy --listen 127.0.0.1:", 0) == 0);
+    CHECK(lines(world.out.str()).at(1).rfind((bin / "agentctl").string() + " egress-proxy --listen 127.0.0.1:", 0) ==
+          0);
 }

@@ -100,7 +100,8 @@ TEST_CASE("create runs one limactl create with every field and the forced ones",
     CHECK(y["env"]["HTTP_PROXY"] == "http://192.168.5.2:" + std::to_string(proxy));
     CHECK(state["unrestricted"] == false);
 
-    auto policy_file = nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.config_dir(), "demo")));
+    auto policy_file =
+        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.config_dir(), "demo")));
     CHECK(policy::from_policy_file(policy_file).allow.at(0).host == "example.com");
 }
 
@@ -398,16 +399,16 @@ TEST_CASE("create --agent starts the sandbox and installs the agent as the defau
     }
     CHECK(world.state("demo")["agent"] == "claude");
     CHECK(world.state("demo")["agentInstalled"] == false);
-    CHECK(world.calls().back()["argv"] ==
-          nlohmann::json({"shell", "demo", "--", "bash", "-o", "pipefail", "-c",
-                          "curl -fsSL https://claude.ai/install.sh | bash"}));
+    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "demo", "--", "bash", "-o", "pipefail", "-c",
+                                                          "curl -fsSL https://claude.ai/install.sh | bash"}));
 
     fs::remove(world.home() / "installer-down");
     provider->stop("demo", {});
     provider->start("demo", {});
     CHECK(world.state("demo")["agentInstalled"] == true);
     CHECK(core::read_file(world.home() / "curl-calls").find("https://claude.ai/install.sh") != std::string::npos);
-    CHECK(provider->status("demo").extra.back() == std::make_pair(std::string("Agent"), std::string("claude (installed)")));
+    CHECK(provider->status("demo").extra.back() ==
+          std::make_pair(std::string("Agent"), std::string("claude (installed)")));
 }
 
 TEST_CASE("a new policy is written atomically and the running proxy keeps serving", "[lima][fake]") {

@@ -60,8 +60,9 @@ TEST_CASE("refused: override.yaml makes the workspace's host directory a differe
     LimaWorld world;
     auto msg = refused_start(world, [&] {
         fs::create_directories(world.home() / "elsewhere");
-        world.lima_config("override.yaml", {{"mounts", {{{"location", (world.home() / "elsewhere").string()},
-                                                          {"mountPoint", "/workspace"}}}}});
+        world.lima_config(
+            "override.yaml",
+            {{"mounts", {{{"location", (world.home() / "elsewhere").string()}, {"mountPoint", "/workspace"}}}}});
     });
     CHECK(msg.find("at /workspace, where this sandbox mounts " + world.workspace().string()) != std::string::npos);
 }
@@ -73,7 +74,8 @@ TEST_CASE("refused: override.yaml makes a read-only mount writable", "[lima][fak
     spec.mounts[0].writable = false;
     provider->create(spec);
     world.lima_config("override.yaml", {{"mounts", {{{"location", world.workspace().string()}, {"writable", true}}}}});
-    CHECK_THROWS_WITH(provider->start("demo", {}), Catch::Contains("/workspace writable, but this sandbox mounts it read-only"));
+    CHECK_THROWS_WITH(provider->start("demo", {}),
+                      Catch::Contains("/workspace writable, but this sandbox mounts it read-only"));
 }
 
 TEST_CASE("refused: a writable mount over agentctl's state directory", "[lima][fake][refusal]") {
@@ -108,11 +110,13 @@ TEST_CASE("refused: override.yaml turns X11 forwarding on", "[lima][fake][refusa
 TEST_CASE("refused: a reverse port forward", "[lima][fake][refusal]") {
     LimaWorld world;
     auto msg = refused_start(world, [&] {
-        world.lima_config("default.yaml", {{"portForwards", {{{"guestSocket", "/run/docker.sock"},
-                                                              {"hostSocket", "/var/run/docker.sock"},
-                                                              {"reverse", true}}}}});
+        world.lima_config(
+            "default.yaml",
+            {{"portForwards",
+              {{{"guestSocket", "/run/docker.sock"}, {"hostSocket", "/var/run/docker.sock"}, {"reverse", true}}}}});
     });
-    CHECK(msg.find("forwards /var/run/docker.sock to /run/docker.sock in the guest (reverse: true)") != std::string::npos);
+    CHECK(msg.find("forwards /var/run/docker.sock to /run/docker.sock in the guest (reverse: true)") !=
+          std::string::npos);
 }
 
 TEST_CASE("refused: copyToHost from Lima's _config", "[lima][fake][refusal]") {
@@ -145,7 +149,8 @@ TEST_CASE("a network in the instance's own configuration is removed by start", "
     LimaWorld world;
     auto provider = world.provider();
     provider->create(demo_spec(world));
-    REQUIRE(world.run({"limactl", "edit", "demo", "--tty=false", "--set", ".networks += [{\"lima\": \"shared\"}]"}).ok());
+    REQUIRE(
+        world.run({"limactl", "edit", "demo", "--tty=false", "--set", ".networks += [{\"lima\": \"shared\"}]"}).ok());
     provider->start("demo", {});
     CHECK(world.lima_yaml("demo")["networks"] == nlohmann::json::array());
 }
@@ -182,13 +187,12 @@ TEST_CASE("refused: registered with limactl autostart (launchd)", "[lima][fake][
 
 TEST_CASE("refused: a running instance agentctl did not start", "[lima][fake][refusal]") {
     LimaWorld world;
-    auto msg = refused_start(world, [&] {
-        REQUIRE(world.run({"limactl", "start", "--tty=false", "demo"}).ok());
-    });
+    auto msg = refused_start(world, [&] { REQUIRE(world.run({"limactl", "start", "--tty=false", "demo"}).ok()); });
     CHECK(msg.find("it is already running, but not under agentctl (hostagent pid ") != std::string::npos);
     // and status says so instead of claiming confinement
     auto provider = world.provider();
-    CHECK(provider->status("demo").confinement.rfind("none: the running hostagent was not started by agentctl", 0) == 0);
+    CHECK(provider->status("demo").confinement.rfind("none: the running hostagent was not started by agentctl", 0) ==
+          0);
 }
 
 TEST_CASE("refused: network.dns.disabled but override.yaml switches the host resolver back on",

@@ -55,9 +55,11 @@ TEST_CASE("network.dns.disabled also denies the system resolver's socket", "[san
     o.host_resolver = false;
     auto profile = generate_sbpl(o);
     check_golden("dns-disabled.sb", profile);
-    CHECK(profile.find("(allow network-outbound (remote unix-socket (path-literal \"/private/var/run/mDNSResponder\")))") ==
+    CHECK(profile.find(
+              "(allow network-outbound (remote unix-socket (path-literal \"/private/var/run/mDNSResponder\")))") ==
           std::string::npos);
-    CHECK(profile.find("(deny network-outbound (remote unix-socket (path-literal \"/private/var/run/mDNSResponder\")))") !=
+    CHECK(profile.find(
+              "(deny network-outbound (remote unix-socket (path-literal \"/private/var/run/mDNSResponder\")))") !=
           std::string::npos);
 }
 

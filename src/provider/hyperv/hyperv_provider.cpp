@@ -75,17 +75,19 @@ private:
         const auto capability = m_capabilities.get(feature);
         std::string message;
         switch (capability.status) {
-        case CapabilityStatus::ManualWorkaround:
-            message = fmt::format("{} on the {} provider needs manual steps: {}", feature, k_name, capability.message);
-            break;
-        case CapabilityStatus::NotAvailable:
-            message = fmt::format("{} is not available on the {} provider: {}", feature, k_name, capability.message);
-            break;
-        case CapabilityStatus::Supported:
-        case CapabilityStatus::UnderDevelopment:
-            message = fmt::format("{} is under development on the {} provider: {}", feature, k_name,
-                                  capability.message);
-            break;
+            case CapabilityStatus::ManualWorkaround:
+                message =
+                    fmt::format("{} on the {} provider needs manual steps: {}", feature, k_name, capability.message);
+                break;
+            case CapabilityStatus::NotAvailable:
+                message =
+                    fmt::format("{} is not available on the {} provider: {}", feature, k_name, capability.message);
+                break;
+            case CapabilityStatus::Supported:
+            case CapabilityStatus::UnderDevelopment:
+                message =
+                    fmt::format("{} is under development on the {} provider: {}", feature, k_name, capability.message);
+                break;
         }
         throw Error(std::move(message),
                     fmt::format("run `agentctl capabilities --provider {}` to see what it supports", k_name),

@@ -42,8 +42,7 @@ Layout layout_for(std::string_view name, std::string_view config_dir) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '-';
     });
     if (!valid) {
-        throw Error(fmt::format("hyperv: invalid sandbox name '{}'", name),
-                    "use letters, digits and '-' only");
+        throw Error(fmt::format("hyperv: invalid sandbox name '{}'", name), "use letters, digits and '-' only");
     }
     Layout layout;
     layout.vm_name = std::string(name);
@@ -57,9 +56,8 @@ Layout layout_for(std::string_view name, std::string_view config_dir) {
     layout.guest_address = fmt::format("172.30.{}.2", layout.subnet_index);
     layout.firewall_group = layout.switch_name;
     layout.share_prefix = layout.switch_name + "-";
-    layout.smb_account = layout.switch_name.size() <= k_max_account_name
-                             ? layout.switch_name
-                             : fmt::format("agentctl-{:08x}", fnv1a(name));
+    layout.smb_account = layout.switch_name.size() <= k_max_account_name ? layout.switch_name
+                                                                         : fmt::format("agentctl-{:08x}", fnv1a(name));
     return layout;
 }
 

@@ -18,8 +18,8 @@ namespace {
 // The private, shared-address and link-local ranges deny-LAN refuses and
 // --allow-lan opens, the same set the policy layer classifies as LAN.
 constexpr std::array<std::string_view, 8> k_lan_ranges{
-    "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
-    "100.64.0.0/10", "fc00::/7", "fe80::/10", "fec0::/10",
+    "10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
+    "100.64.0.0/10", "fc00::/7",      "fe80::/10",      "fec0::/10",
 };
 
 // While a policy is swapped in place, a deny-everything entry above every
@@ -46,13 +46,14 @@ std::string weight(int value) { return std::to_string(value); }
 // and every address the host has when the policy is applied.
 // Get-NetIPAddress: https://learn.microsoft.com/powershell/module/nettcpip/get-netipaddress
 void host_denies(const Layout& layout, Plan& plan) {
-    plan.scripts.push_back(acl(layout, {"Deny", "Outbound", fmt::format("-RemoteIPAddress {}", k_nat_prefix),
-                                        weight(k_weight_host_deny)}));
-    plan.scripts.push_back(fmt::format(
-        "$w = {}; foreach ($a in (Get-NetIPAddress).IPAddress) {{ {}; $w++ }}", k_weight_host_deny + 1,
-        acl(layout, {"Deny", "Outbound", "-RemoteIPAddress ($a -replace '%.*$', '')", "$w"})));
-    plan.notes.push_back("the host's own addresses are read when the policy is applied; one it gets later is "
-                         "refused only by the host firewall rules, not by the port ACL");
+    plan.scripts.push_back(acl(
+        layout, {"Deny", "Outbound", fmt::format("-RemoteIPAddress {}", k_nat_prefix), weight(k_weight_host_deny)}));
+    plan.scripts.push_back(
+        fmt::format("$w = {}; foreach ($a in (Get-NetIPAddress).IPAddress) {{ {}; $w++ }}", k_weight_host_deny + 1,
+                    acl(layout, {"Deny", "Outbound", "-RemoteIPAddress ($a -replace '%.*$', '')", "$w"})));
+    plan.notes.push_back(
+        "the host's own addresses are read when the policy is applied; one it gets later is "
+        "refused only by the host firewall rules, not by the port ACL");
 }
 
 void dns_allows(const Layout& layout, const policy::DnsPolicy& dns, Plan& plan) {
@@ -63,10 +64,10 @@ void dns_allows(const Layout& layout, const policy::DnsPolicy& dns, Plan& plan) 
     int w = k_weight_dns;
     for (const auto& server : servers) {
         for (std::string_view protocol : {"UDP", "TCP"}) {
-            plan.scripts.push_back(acl(layout, {"Allow", "Outbound",
-                                                fmt::format("-RemoteIPAddress {} -RemotePort 53 -Protocol {}",
-                                                            server, protocol),
-                                                weight(w++), true}));
+            plan.scripts.push_back(acl(
+                layout,
+                {"Allow", "Outbound", fmt::format("-RemoteIPAddress {} -RemotePort 53 -Protocol {}", server, protocol),
+                 weight(w++), true}));
         }
     }
 }
@@ -113,9 +114,9 @@ void allow_rule(const Layout& layout, const policy::AllowRule& rule, int base, P
     if (rule.kind == policy::HostKind::Ip) {
         const auto address = ps_quote(rule.host);
         if (rule.ports.empty()) {
-            plan.scripts.push_back(acl(layout, {"Allow", "Outbound",
-                                                fmt::format("-RemoteIPAddress {} -Protocol TCP", address),
-                                                weight(base), true}));
+            plan.scripts.push_back(acl(
+                layout,
+                {"Allow", "Outbound", fmt::format("-RemoteIPAddress {} -Protocol TCP", address), weight(base), true}));
             return;
         }
         std::string script;
@@ -136,7 +137,8 @@ void allow_rule(const Layout& layout, const policy::AllowRule& rule, int base, P
         ps_quote(rule.host), max_addresses);
     std::string body;
     if (rule.ports.empty()) {
-        body = fmt::format("{}; $w++", acl(layout, {"Allow", "Outbound", "-RemoteIPAddress $a -Protocol TCP", "$w", true}));
+        body = fmt::format("{}; $w++",
+                           acl(layout, {"Allow", "Outbound", "-RemoteIPAddress $a -Protocol TCP", "$w", true}));
     } else {
         std::string ports;
         for (auto port : rule.ports) ports += (ports.empty() ? "" : ",") + fmt::format("'{}'", port);
@@ -167,24 +169,27 @@ Plan network_policy_plan(const Layout& layout, const policy::NetworkPolicy& netw
         allow_rule(layout, network.allow[i], k_weight_allowlist + static_cast<int>(i) * k_weights_per_allow_rule, plan);
     }
     if (!network.allow.empty()) {
-        plan.notes.push_back("allowlisted names are resolved to addresses when the policy is applied; if a name "
-                             "moves to new addresses the entry goes stale until the policy is applied again");
+        plan.notes.push_back(
+            "allowlisted names are resolved to addresses when the policy is applied; if a name "
+            "moves to new addresses the entry goes stale until the policy is applied again");
     }
     plan.scripts.push_back(acl(layout, {"Deny", "Outbound", "-RemoteIPAddress ANY", weight(k_weight_default_deny)}));
     plan.scripts.push_back(acl(layout, {"Deny", "Inbound", "-RemoteIPAddress ANY", weight(k_weight_default_deny)}));
     return plan;
 }
 
-// Get-VMNetworkAdapterExtendedAcl: https://learn.microsoft.com/powershell/module/hyper-v/get-vmnetworkadapterextendedacl
-// Remove-VMNetworkAdapterExtendedAcl: https://learn.microsoft.com/powershell/module/hyper-v/remove-vmnetworkadapterextendedacl
+// Get-VMNetworkAdapterExtendedAcl:
+// https://learn.microsoft.com/powershell/module/hyper-v/get-vmnetworkadapterextendedacl
+// Remove-VMNetworkAdapterExtendedAcl:
+// https://learn.microsoft.com/powershell/module/hyper-v/remove-vmnetworkadapterextendedacl
 Plan replace_network_policy_plan(const Layout& layout, const policy::NetworkPolicy& network) {
     const auto vm = ps_quote(layout.vm_name);
     Plan plan;
     plan.scripts.push_back(acl(layout, {"Deny", "Outbound", "-RemoteIPAddress ANY", weight(k_weight_policy_swap)}));
-    plan.scripts.push_back(fmt::format(
-        "Get-VMNetworkAdapterExtendedAcl -VMName {} | Where-Object {{ $_.Weight -lt {} }} | "
-        "Remove-VMNetworkAdapterExtendedAcl",
-        vm, k_weight_smb));
+    plan.scripts.push_back(
+        fmt::format("Get-VMNetworkAdapterExtendedAcl -VMName {} | Where-Object {{ $_.Weight -lt {} }} | "
+                    "Remove-VMNetworkAdapterExtendedAcl",
+                    vm, k_weight_smb));
     plan.append(network_policy_plan(layout, network));
     plan.scripts.push_back(fmt::format("Remove-VMNetworkAdapterExtendedAcl -VMName {} -Weight {} -Direction Outbound",
                                        vm, k_weight_policy_swap));

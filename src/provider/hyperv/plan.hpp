@@ -59,17 +59,17 @@ inline constexpr int k_weight_default_deny = 1;
 // sandbox name and agentctl's config directory.
 struct Layout {
     std::string vm_name;
-    std::string switch_name;      // agentctl-<name>
-    std::string host_interface;   // vEthernet (agentctl-<name>): the host's adapter on the switch
-    std::string state_dir;        // <config dir>/hyperv/<name>
-    std::string disk_path;        // <state dir>/disk.vhdx
-    int subnet_index = 0;         // N in 172.30.N.0/24, 1..254
-    std::string subnet;           // 172.30.N.0/24
-    std::string gateway;          // 172.30.N.1, the host
-    std::string guest_address;    // 172.30.N.2
-    std::string firewall_group;   // agentctl-<name>
-    std::string share_prefix;     // agentctl-<name>-: SMB share names are this plus an index
-    std::string smb_account;      // the local Windows account shares are granted to (<= 20 characters)
+    std::string switch_name;     // agentctl-<name>
+    std::string host_interface;  // vEthernet (agentctl-<name>): the host's adapter on the switch
+    std::string state_dir;       // <config dir>/hyperv/<name>
+    std::string disk_path;       // <state dir>/disk.vhdx
+    int subnet_index = 0;        // N in 172.30.N.0/24, 1..254
+    std::string subnet;          // 172.30.N.0/24
+    std::string gateway;         // 172.30.N.1, the host
+    std::string guest_address;   // 172.30.N.2
+    std::string firewall_group;  // agentctl-<name>
+    std::string share_prefix;    // agentctl-<name>-: SMB share names are this plus an index
+    std::string smb_account;     // the local Windows account shares are granted to (<= 20 characters)
 };
 
 // N is a hash of the name, so two names can collide: the real provider must

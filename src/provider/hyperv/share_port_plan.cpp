@@ -33,9 +33,11 @@ bool is_plain_ipv4(std::string_view text) {
 }
 
 std::string allow_acl(const Layout& layout, std::string_view direction, const std::string& match, int weight) {
-    // Add-VMNetworkAdapterExtendedAcl: https://learn.microsoft.com/powershell/module/hyper-v/add-vmnetworkadapterextendedacl
-    return fmt::format("Add-VMNetworkAdapterExtendedAcl -VMName {} -Action Allow -Direction {} {} -Weight {} -Stateful $true",
-                       ps_quote(layout.vm_name), direction, match, weight);
+    // Add-VMNetworkAdapterExtendedAcl:
+    // https://learn.microsoft.com/powershell/module/hyper-v/add-vmnetworkadapterextendedacl
+    return fmt::format(
+        "Add-VMNetworkAdapterExtendedAcl -VMName {} -Action Allow -Direction {} {} -Weight {} -Stateful $true",
+        ps_quote(layout.vm_name), direction, match, weight);
 }
 
 }  // namespace
@@ -50,14 +52,13 @@ Plan mount_plan(const Layout& layout, const std::vector<Mount>& mounts) {
         const auto& mount = mounts[i];
         const auto share = fmt::format("{}{}", layout.share_prefix, i);
         plan.scripts.push_back(fmt::format("New-SmbShare -Name {} -Path {} {} {} -EncryptData $true", ps_quote(share),
-                                           ps_quote(mount.host_path),
-                                           mount.writable ? "-ChangeAccess" : "-ReadAccess",
+                                           ps_quote(mount.host_path), mount.writable ? "-ChangeAccess" : "-ReadAccess",
                                            ps_quote(layout.smb_account)));
         plan.notes.push_back(fmt::format(
             "in the guest, as root: {}",
-            shell_join({"mount", "-t", "cifs", fmt::format("//{}/{}", layout.gateway, share), mount.guest_path, "-o",
-                        fmt::format("{},vers=3.1.1,seal,username={}", mount.writable ? "rw" : "ro",
-                                    layout.smb_account)})));
+            shell_join(
+                {"mount", "-t", "cifs", fmt::format("//{}/{}", layout.gateway, share), mount.guest_path, "-o",
+                 fmt::format("{},vers=3.1.1,seal,username={}", mount.writable ? "rw" : "ro", layout.smb_account)})));
     }
     plan.scripts.push_back(allow_acl(layout, "Outbound",
                                      fmt::format("-RemoteIPAddress {} -RemotePort 445 -Protocol TCP", layout.gateway),
@@ -83,16 +84,17 @@ Plan port_plan(const Layout& layout, const std::vector<PortForward>& ports) {
                         "drop the UDP port", exit_code::k_not_available);
         }
         if (!is_plain_ipv4(port.listen_address)) {
-            throw Error(fmt::format("hyperv: {}: listen address '{}' is not an IPv4 address", flag,
-                                    port.listen_address),
-                        "publish on 127.0.0.1 (the default)");
+            throw Error(
+                fmt::format("hyperv: {}: listen address '{}' is not an IPv4 address", flag, port.listen_address),
+                "publish on 127.0.0.1 (the default)");
         }
         plan.scripts.push_back(fmt::format(
             "netsh interface portproxy add v4tov4 listenaddress={} listenport={} connectaddress={} connectport={}",
             port.listen_address, port.host_port, layout.guest_address, port.guest_port));
-        plan.scripts.push_back(allow_acl(
-            layout, "Inbound", fmt::format("-RemoteIPAddress {} -LocalPort {} -Protocol TCP", layout.gateway, port.guest_port),
-            k_weight_port_publish + static_cast<int>(i)));
+        plan.scripts.push_back(
+            allow_acl(layout, "Inbound",
+                      fmt::format("-RemoteIPAddress {} -LocalPort {} -Protocol TCP", layout.gateway, port.guest_port),
+                      k_weight_port_publish + static_cast<int>(i)));
         if (port.listen_address.rfind("127.", 0) != 0) {
             plan.notes.push_back(fmt::format("port {} listens on {}: reachable from other machines, not only this one",
                                              port.host_port, port.listen_address));

@@ -21,8 +21,8 @@ std::uint64_t round_up_memory(std::uint64_t bytes) {
 // New-VHD (Differencing parameter set, optional -SizeBytes for a larger virtual size):
 // https://learn.microsoft.com/powershell/module/hyper-v/new-vhd
 std::vector<std::string> disk_scripts(const SandboxSpec& spec, const Layout& layout) {
-    std::string vhd = fmt::format("New-VHD -Path {} -ParentPath {} -Differencing", ps_quote(layout.disk_path),
-                                  ps_quote(spec.image));
+    std::string vhd =
+        fmt::format("New-VHD -Path {} -ParentPath {} -Differencing", ps_quote(layout.disk_path), ps_quote(spec.image));
     if (spec.resources.disk_bytes > 0) vhd += fmt::format(" -SizeBytes {}", spec.resources.disk_bytes);
     return {fmt::format("New-Item -ItemType Directory -Force -Path {} | Out-Null", ps_quote(layout.state_dir)),
             std::move(vhd)};
@@ -54,10 +54,10 @@ std::vector<std::string> switch_scripts(const Layout& layout) {
 std::vector<std::string> vm_scripts(const SandboxSpec& spec, const Layout& layout) {
     const auto vm = ps_quote(layout.vm_name);
     std::vector<std::string> scripts{
-        fmt::format("New-VM -Name {} -Generation 2 -Path {} -VHDPath {} -SwitchName {}", vm,
-                    ps_quote(layout.state_dir), ps_quote(layout.disk_path), ps_quote(layout.switch_name)),
-        fmt::format("Set-VMFirmware -VMName {} -EnableSecureBoot On -SecureBootTemplate MicrosoftUEFICertificateAuthority",
-                    vm),
+        fmt::format("New-VM -Name {} -Generation 2 -Path {} -VHDPath {} -SwitchName {}", vm, ps_quote(layout.state_dir),
+                    ps_quote(layout.disk_path), ps_quote(layout.switch_name)),
+        fmt::format(
+            "Set-VMFirmware -VMName {} -EnableSecureBoot On -SecureBootTemplate MicrosoftUEFICertificateAuthority", vm),
     };
     if (spec.resources.cpu_cores > 0) {
         scripts.push_back(fmt::format("Set-VMProcessor -VMName {} -Count {}", vm, spec.resources.cpu_cores));
@@ -108,9 +108,10 @@ std::string guard_script(const Layout& layout) {
 // would also catch sandbox `a-b`'s shares when removing sandbox `a`.
 // Get-SmbShare / Remove-SmbShare: https://learn.microsoft.com/powershell/module/smbshare/remove-smbshare
 std::string remove_shares_script(const Layout& layout) {
-    return fmt::format("Get-SmbShare | Where-Object {{ $_.Name -match ('^' + [regex]::Escape({}) + '\\d+$') }} | "
-                       "Remove-SmbShare -Force",
-                       ps_quote(layout.share_prefix));
+    return fmt::format(
+        "Get-SmbShare | Where-Object {{ $_.Name -match ('^' + [regex]::Escape({}) + '\\d+$') }} | "
+        "Remove-SmbShare -Force",
+        ps_quote(layout.share_prefix));
 }
 
 }  // namespace
@@ -146,14 +147,16 @@ Plan create_plan(const SandboxSpec& spec, const Layout& layout) {
 }
 
 // Start-VM: https://learn.microsoft.com/powershell/module/hyper-v/start-vm
-// Remove-VMNetworkAdapterExtendedAcl: https://learn.microsoft.com/powershell/module/hyper-v/remove-vmnetworkadapterextendedacl
+// Remove-VMNetworkAdapterExtendedAcl:
+// https://learn.microsoft.com/powershell/module/hyper-v/remove-vmnetworkadapterextendedacl
 Plan start_plan(const Layout& layout, const StartRequest& request) {
     Plan plan;
     if (request.mounts) {
         plan.scripts.push_back(remove_shares_script(layout));
-        plan.scripts.push_back(fmt::format(
-            "Remove-VMNetworkAdapterExtendedAcl -VMName {} -Weight {} -Direction Outbound -ErrorAction SilentlyContinue",
-            ps_quote(layout.vm_name), k_weight_smb));
+        plan.scripts.push_back(
+            fmt::format("Remove-VMNetworkAdapterExtendedAcl -VMName {} -Weight {} -Direction Outbound -ErrorAction "
+                        "SilentlyContinue",
+                        ps_quote(layout.vm_name), k_weight_smb));
         plan.append(mount_plan(layout, *request.mounts));
     }
     plan.scripts.push_back(fmt::format("Start-VM -Name {}", ps_quote(layout.vm_name)));
@@ -172,10 +175,10 @@ Plan stop_plan(const Layout& layout, const StopRequest& request) {
     if (request.force) {
         plan.scripts.push_back(fmt::format("Stop-VM -Name {} -TurnOff", vm));
     } else if (request.timeout_seconds) {
-        plan.scripts.push_back(fmt::format(
-            "$job = Stop-VM -Name {0} -Force -AsJob; "
-            "if (-not (Wait-Job -Job $job -Timeout {1})) {{ Stop-VM -Name {0} -TurnOff }}",
-            vm, *request.timeout_seconds));
+        plan.scripts.push_back(
+            fmt::format("$job = Stop-VM -Name {0} -Force -AsJob; "
+                        "if (-not (Wait-Job -Job $job -Timeout {1})) {{ Stop-VM -Name {0} -TurnOff }}",
+                        vm, *request.timeout_seconds));
     } else {
         plan.scripts.push_back(fmt::format("Stop-VM -Name {} -Force", vm));
     }
@@ -185,9 +188,10 @@ Plan stop_plan(const Layout& layout, const StopRequest& request) {
 // Remove-VM (leaves the disks behind, hence Remove-Item):
 // https://learn.microsoft.com/powershell/module/hyper-v/remove-vm
 // Remove-NetFirewallRule: https://learn.microsoft.com/powershell/module/netsecurity/remove-netfirewallrule
-// netsh interface portproxy: https://learn.microsoft.com/windows-server/networking/technologies/netsh/netsh-interface-portproxy
-// Remove-VMSwitch: https://learn.microsoft.com/powershell/module/hyper-v/remove-vmswitch
-// Remove-NetNat: https://learn.microsoft.com/powershell/module/netnat/remove-netnat
+// netsh interface portproxy:
+// https://learn.microsoft.com/windows-server/networking/technologies/netsh/netsh-interface-portproxy Remove-VMSwitch:
+// https://learn.microsoft.com/powershell/module/hyper-v/remove-vmswitch Remove-NetNat:
+// https://learn.microsoft.com/powershell/module/netnat/remove-netnat
 Plan remove_plan(const Layout& layout, bool force) {
     const auto vm = ps_quote(layout.vm_name);
     Plan plan;
@@ -211,14 +215,14 @@ Plan remove_plan(const Layout& layout, bool force) {
         "if ($_ -match '^\\s*(\\S+)\\s+(\\d+)\\s+{0}\\s+\\d+\\s*$') "
         "{{ netsh interface portproxy delete v4tov4 listenaddress=$($Matches[1]) listenport=$($Matches[2]) }} }}",
         "172\\.30\\." + std::to_string(layout.subnet_index) + "\\.2"));
-    plan.scripts.push_back(fmt::format("Remove-NetFirewallRule -Group {} -ErrorAction SilentlyContinue",
-                                       ps_quote(layout.firewall_group)));
+    plan.scripts.push_back(
+        fmt::format("Remove-NetFirewallRule -Group {} -ErrorAction SilentlyContinue", ps_quote(layout.firewall_group)));
     plan.scripts.push_back(fmt::format("Get-VMSwitch -Name {} -ErrorAction SilentlyContinue | Remove-VMSwitch -Force",
                                        ps_quote(layout.switch_name)));
-    plan.scripts.push_back(fmt::format(
-        "if (-not (Get-VMSwitch -Name 'agentctl-*' -ErrorAction SilentlyContinue)) "
-        "{{ Get-NetNat -Name {} -ErrorAction SilentlyContinue | Remove-NetNat -Confirm:$false }}",
-        ps_quote(k_nat_name)));
+    plan.scripts.push_back(
+        fmt::format("if (-not (Get-VMSwitch -Name 'agentctl-*' -ErrorAction SilentlyContinue)) "
+                    "{{ Get-NetNat -Name {} -ErrorAction SilentlyContinue | Remove-NetNat -Confirm:$false }}",
+                    ps_quote(k_nat_name)));
     return plan;
 }
 

@@ -34,13 +34,13 @@ void check_mounts(const LimaInstance& inst, const ExpectedConfig& expected, std:
                            fmt::format("Lima would also mount {} at {} ({}), which is not one of this sandbox's mounts",
                                        host, guest, m.writable ? "writable" : "read-only")});
         } else if (normal(own->host_path) != host) {
-            out.push_back({RefusalKind::MountHostChanged,
-                           fmt::format("Lima would mount {} at {}, where this sandbox mounts {}", host, guest,
-                                       normal(own->host_path))});
+            out.push_back(
+                {RefusalKind::MountHostChanged, fmt::format("Lima would mount {} at {}, where this sandbox mounts {}",
+                                                            host, guest, normal(own->host_path))});
         } else if (m.writable && !own->writable) {
-            out.push_back({RefusalKind::MountMadeWritable,
-                           fmt::format("Lima would mount {} at {} writable, but this sandbox mounts it read-only", host,
-                                       guest)});
+            out.push_back(
+                {RefusalKind::MountMadeWritable,
+                 fmt::format("Lima would mount {} at {} writable, but this sandbox mounts it read-only", host, guest)});
         }
         const auto state = normal(expected.state_dir);
         if (m.writable && !state.empty() && (within(state, host) || within(host, state))) {
@@ -66,12 +66,12 @@ std::vector<Refusal> check_effective_config(const LimaInstance& inst, const Expe
     }
     check_mounts(inst, expected, out);
     if (c.forward_agent) {
-        out.push_back({RefusalKind::ForwardAgent,
-                       "Lima would forward your SSH agent into the sandbox (ssh.forwardAgent: true)"});
+        out.push_back(
+            {RefusalKind::ForwardAgent, "Lima would forward your SSH agent into the sandbox (ssh.forwardAgent: true)"});
     }
     if (c.forward_x11) {
-        out.push_back({RefusalKind::ForwardX11,
-                       "Lima would forward your X11 display into the sandbox (ssh.forwardX11: true)"});
+        out.push_back(
+            {RefusalKind::ForwardX11, "Lima would forward your X11 display into the sandbox (ssh.forwardX11: true)"});
     }
     for (std::size_t i = 0; i < c.port_forwards.size(); ++i) {
         const auto& f = c.port_forwards[i];

@@ -46,7 +46,7 @@ struct ExpectedConfig {
     std::vector<Mount> mounts;  // the sandbox's own mount set (state.json)
     std::string state_dir;      // agentctl's config dir, canonical
     ConfinementSettings settings;
-    bool confined = true;       // false: --no-network-policy (only mount/forward checks apply)
+    bool confined = true;  // false: --no-network-policy (only mount/forward checks apply)
 };
 
 // Every refusal, in a fixed order (VM type, mounts, forwarding, host sockets,

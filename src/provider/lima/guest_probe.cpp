@@ -50,10 +50,14 @@ ProbeOutcome parse_probe_output(const std::string& out, int exit_code) {
         ProbeOutcome o;
         o.tool = first_word(after);
         o.detail = after;
-        if (verb == "refused") o.kind = ProbeKind::Refused;
-        else if (verb == "connected") o.kind = ProbeKind::Connected;
-        else if (verb == "no-tool") o.kind = ProbeKind::NoTool, o.tool.clear();
-        else o.kind = ProbeKind::Inconclusive;
+        if (verb == "refused")
+            o.kind = ProbeKind::Refused;
+        else if (verb == "connected")
+            o.kind = ProbeKind::Connected;
+        else if (verb == "no-tool")
+            o.kind = ProbeKind::NoTool, o.tool.clear();
+        else
+            o.kind = ProbeKind::Inconclusive;
         return o;
     }
     return {ProbeKind::Inconclusive, "", fmt::format("the check printed no result (exit code {})", exit_code)};
@@ -68,17 +72,19 @@ Confinement judge_probe(const ProbeOutcome& outcome, bool canary_connected, cons
                             canary_connected ? "agentctl's listener saw the connection" : outcome.detail)};
     }
     switch (outcome.kind) {
-    case ProbeKind::Refused:
-        return {Verdict::Verified,
+        case ProbeKind::Refused:
+            return {
+                Verdict::Verified,
                 fmt::format("a direct connection from the guest to {} (a port agentctl listens on) was refused ({})",
                             target, outcome.tool)};
-    case ProbeKind::NoTool:
-        return {Verdict::NotVerified,
-                "the guest has none of curl, bash with timeout, or python3 to try a direct connection with; the "
-                "sandbox-exec profile is still in place, only the in-guest proof is missing (install curl in the "
-                "image to get it)"};
-    default:
-        return {Verdict::NotVerified,
+        case ProbeKind::NoTool:
+            return {Verdict::NotVerified,
+                    "the guest has none of curl, bash with timeout, or python3 to try a direct connection with; the "
+                    "sandbox-exec profile is still in place, only the in-guest proof is missing (install curl in the "
+                    "image to get it)"};
+        default:
+            return {
+                Verdict::NotVerified,
                 fmt::format("the in-guest check was inconclusive ({}); no connection reached agentctl's listener and "
                             "the sandbox-exec profile is still in place",
                             outcome.detail)};

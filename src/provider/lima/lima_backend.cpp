@@ -56,10 +56,11 @@ ProcessResult LimaBackend::run_limactl(const std::vector<std::string>& argv, con
     auto result = m_ctx.runner.run(request);
     if (!result.ok()) {
         std::string detail = first_line(result.err.empty() ? result.out : result.err);
-        throw Error(fmt::format("cannot {}: `{}` failed ({}): {}", what, shell_join({argv[0], argv.size() > 1 ? argv[1] : ""}),
-                                result.timed_out ? "timed out" : "exit code " + std::to_string(result.pass_through_code()),
-                                detail),
-                    "run the command by hand to see Lima's full output");
+        throw Error(
+            fmt::format("cannot {}: `{}` failed ({}): {}", what, shell_join({argv[0], argv.size() > 1 ? argv[1] : ""}),
+                        result.timed_out ? "timed out" : "exit code " + std::to_string(result.pass_through_code()),
+                        detail),
+            "run the command by hand to see Lima's full output");
     }
     return result;
 }
@@ -248,8 +249,10 @@ InstanceInfo LimaBackend::status(const std::string& name) {
     } else if (running && state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
         info.confinement = state.confinement;
     } else if (running) {
-        info.confinement = "none: the running hostagent was not started by agentctl (a plain `limactl start`?); "
-                           "egress is unrestricted until `agentctl stop " + name + "` and `agentctl start " + name + "`";
+        info.confinement =
+            "none: the running hostagent was not started by agentctl (a plain `limactl start`?); "
+            "egress is unrestricted until `agentctl stop " +
+            name + "` and `agentctl start " + name + "`";
     }
     for (const auto& m : state.mounts) {
         if (m.writable) info.widenings.push_back("writable mount: " + m.host_path + " -> " + m.guest_path);
@@ -257,10 +260,9 @@ InstanceInfo LimaBackend::status(const std::string& name) {
     if (inst) info.extra.emplace_back("VM type", inst->vm_type);
     info.extra.emplace_back("SSH port", std::to_string(state.ssh_port));
     if (!state.unrestricted) {
-        info.extra.emplace_back("Egress proxy", fmt::format("127.0.0.1:{} ({})", state.proxy_port,
-                                                            running_proxy_pid(proxy_paths(name).pid_file) > 0
-                                                                ? "running"
-                                                                : "not running"));
+        info.extra.emplace_back(
+            "Egress proxy", fmt::format("127.0.0.1:{} ({})", state.proxy_port,
+                                        running_proxy_pid(proxy_paths(name).pid_file) > 0 ? "running" : "not running"));
         info.extra.emplace_back("Egress log", egress_log_path(m_ctx.config_dir, name).string());
     }
     if (!state.agent.empty()) {
@@ -310,8 +312,8 @@ int LimaBackend::shell(const std::string& name, bool root) {
 int LimaBackend::logs(const std::string& name, const LogRequest& request) {
     (void)require_state(name);
     if (request.kind != LogKind::Network) {
-        throw Error("logs --exec is not available on the lima provider yet", "use `agentctl logs " + name + " --network`",
-                    exit_code::k_not_available);
+        throw Error("logs --exec is not available on the lima provider yet",
+                    "use `agentctl logs " + name + " --network`", exit_code::k_not_available);
     }
     return egress_proxy::print_network_log(egress_log_path(m_ctx.config_dir, name).string(), request.follow,
                                            request.json, m_ctx.out);
@@ -320,13 +322,15 @@ int LimaBackend::logs(const std::string& name, const LogRequest& request) {
 void LimaBackend::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {
     auto state = require_state(name);
     if (!network.dns.servers.empty()) {
-        throw Error("the lima provider cannot apply network.dns.servers: the guest's DNS always goes through Lima's "
-                    "host resolver",
-                    "remove dns.servers from the policy");
+        throw Error(
+            "the lima provider cannot apply network.dns.servers: the guest's DNS always goes through Lima's "
+            "host resolver",
+            "remove dns.servers from the policy");
     }
     if (state.unrestricted || !network.enabled) {
-        throw Error(fmt::format("sandbox \"{}\" was created with --no-network-policy; its egress is not filtered", name),
-                    "create a new sandbox without --no-network-policy");
+        throw Error(
+            fmt::format("sandbox \"{}\" was created with --no-network-policy; its egress is not filtered", name),
+            "create a new sandbox without --no-network-policy");
     }
     if (m_ctx.preview) return;
     core::FileLock lock(lock_file_path(m_ctx.config_dir, name));

@@ -41,9 +41,10 @@ void validate_name(const std::string& name) {
 void LimaBackend::create(const SandboxSpec& spec) {
     validate_name(spec.name);
     if (!spec.network.dns.servers.empty()) {
-        throw Error("the lima provider cannot apply network.dns.servers: a guest's DNS always goes through Lima's "
-                    "host resolver (the Mac's own DNS settings), which agentctl cannot point elsewhere",
-                    "remove spec.network.dns.servers from the profile, or use the incus provider");
+        throw Error(
+            "the lima provider cannot apply network.dns.servers: a guest's DNS always goes through Lima's "
+            "host resolver (the Mac's own DNS settings), which agentctl cannot point elsewhere",
+            "remove spec.network.dns.servers from the profile, or use the incus provider");
     }
     if (spec.isolation == Isolation::Container) {
         throw Error("the lima provider only creates virtual machines", "drop the container isolation request");

@@ -182,8 +182,8 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
     const std::vector<Mount>* mounts = request.mounts ? &*request.mounts : nullptr;
     ConfinementSettings settings{state.ssh_port, state.unrestricted ? std::uint16_t{0} : state.proxy_port,
                                  state.dns_disabled};
-    const std::string expression = state.unrestricted ? (mounts ? mounts_expression(*mounts) : std::string())
-                                                      : start_expression(settings, mounts);
+    const std::string expression =
+        state.unrestricted ? (mounts ? mounts_expression(*mounts) : std::string()) : start_expression(settings, mounts);
     if (m_ctx.preview) {
         if (!expression.empty()) print_preview(limactl_edit(name, expression));
         if (state.unrestricted) {
@@ -239,9 +239,10 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
     refuse_unsafe_config(state, *inst);
 
     if (state.unrestricted) {
-        m_ctx.reporter.warning(fmt::format("sandbox \"{}\" has no network policy: it starts with unrestricted egress "
-                                           "(created with --no-network-policy)",
-                                           name));
+        m_ctx.reporter.warning(
+            fmt::format("sandbox \"{}\" has no network policy: it starts with unrestricted egress "
+                        "(created with --no-network-policy)",
+                        name));
         boot_unrestricted(state);
         report_mounts(state.mounts);
     } else {

@@ -74,7 +74,8 @@ LimaConfig parse_config(const json& c, const std::string& home) {
     const std::string path = "config";
     LimaConfig config;
     config.vm_type = get_string(c, "vmType", path);
-    if (const json* user = get_object(c, "user", path)) config.user_name = get_optional_string(*user, "name", path + ".user");
+    if (const json* user = get_object(c, "user", path))
+        config.user_name = get_optional_string(*user, "name", path + ".user");
     if (const json* mounts = get_array(c, "mounts", path)) {
         for (std::size_t i = 0; i < mounts->size(); ++i) {
             const json& m = (*mounts)[i];
@@ -91,7 +92,8 @@ LimaConfig parse_config(const json& c, const std::string& home) {
     if (const json* ssh = get_object(c, "ssh", path)) {
         config.forward_agent = get_optional_bool(*ssh, "forwardAgent", path + ".ssh").value_or(false);
         config.forward_x11 = get_optional_bool(*ssh, "forwardX11", path + ".ssh").value_or(false);
-        if (member(*ssh, "localPort")) config.ssh_local_port = static_cast<int>(get_int(*ssh, "localPort", path + ".ssh"));
+        if (member(*ssh, "localPort"))
+            config.ssh_local_port = static_cast<int>(get_int(*ssh, "localPort", path + ".ssh"));
     }
     if (const json* forwards = get_array(c, "portForwards", path)) {
         for (std::size_t i = 0; i < forwards->size(); ++i) {
@@ -161,8 +163,9 @@ LimaConfig parse_config(const json& c, const std::string& home) {
 LimaInstance parse_instance_json(std::string_view line, const std::string& home) {
     json doc = json::parse(line, nullptr, false);
     if (doc.is_discarded() || !doc.is_object()) {
-        throw Error("cannot read `limactl list --json`: a line is not a JSON object: " + std::string(line.substr(0, 120)),
-                    "check that limactl is Lima v1.0 or later (`limactl --version`)");
+        throw Error(
+            "cannot read `limactl list --json`: a line is not a JSON object: " + std::string(line.substr(0, 120)),
+            "check that limactl is Lima v1.0 or later (`limactl --version`)");
     }
     LimaInstance inst;
     inst.name = get_string(doc, "name", "");
@@ -193,7 +196,8 @@ std::vector<LimaInstance> parse_instance_list(std::string_view output, const std
         auto end = output.find('\n', start);
         if (end == std::string_view::npos) end = output.size();
         auto line = output.substr(start, end - start);
-        if (line.find_first_not_of(" \t\r") != std::string_view::npos) result.push_back(parse_instance_json(line, home));
+        if (line.find_first_not_of(" \t\r") != std::string_view::npos)
+            result.push_back(parse_instance_json(line, home));
         start = end + 1;
     }
     return result;

@@ -71,7 +71,7 @@ struct LimaInstance {
     std::int64_t memory = 0;  // bytes
     std::int64_t disk = 0;    // bytes
     int ssh_local_port = 0;
-    int host_agent_pid = 0;   // 0 when not running
+    int host_agent_pid = 0;  // 0 when not running
     std::vector<std::string> errors;
     LimaConfig config;
 };

@@ -6,8 +6,8 @@ namespace agentctl::provider::lima {
 
 CapabilityMatrix capabilities(const HostPlatform& platform) {
     CapabilityMatrix m;
-    for (auto feature : {"create", "start", "stop", "delete", "list", "status", "exec", "shell",
-                         "network.port-publish", "fs.mount", "fs.mount.readonly"}) {
+    for (auto feature : {"create", "start", "stop", "delete", "list", "status", "exec", "shell", "network.port-publish",
+                         "fs.mount", "fs.mount.readonly"}) {
         m.set(feature, CapabilityStatus::Supported);
     }
     if (platform.is_macos()) {

@@ -39,13 +39,13 @@ std::uint16_t read_port(const json& doc, const char* key, const std::string& pat
 std::string state_to_json(const LimaState& s) {
     json mounts = json::array();
     for (const auto& m : s.mounts) {
-        mounts.push_back({{"hostPath", m.host_path}, {"guestPath", m.guest_path}, {"writable", m.writable},
-                          {"origin", m.origin}});
+        mounts.push_back(
+            {{"hostPath", m.host_path}, {"guestPath", m.guest_path}, {"writable", m.writable}, {"origin", m.origin}});
     }
     json ports = json::array();
     for (const auto& p : s.ports) {
-        ports.push_back({{"listen", p.listen_address}, {"host", p.host_port}, {"guest", p.guest_port},
-                         {"protocol", p.protocol}});
+        ports.push_back(
+            {{"listen", p.listen_address}, {"host", p.host_port}, {"guest", p.guest_port}, {"protocol", p.protocol}});
     }
     json doc = {
         {"version", 1},

@@ -19,9 +19,9 @@ struct LimaState {
     std::vector<std::string> profiles;
     std::string created_at;  // RFC 3339
     std::string user = "agent";
-    bool unrestricted = false;   // --no-network-policy, fixed at create
-    bool dns_disabled = false;   // profile network.dns.disabled: host resolver off
-    std::string agent;           // --agent requested ("" = none)
+    bool unrestricted = false;  // --no-network-policy, fixed at create
+    bool dns_disabled = false;  // profile network.dns.disabled: host resolver off
+    std::string agent;          // --agent requested ("" = none)
     bool agent_installed = false;
     std::uint16_t ssh_port = 0;    // pinned ssh.localPort (49152-65535)
     std::uint16_t proxy_port = 0;  // pinned egress proxy port (49152-65535)

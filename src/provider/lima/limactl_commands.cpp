@@ -55,8 +55,8 @@ std::string lima_size(std::uint64_t bytes) {
 std::map<std::string, std::string> proxy_environment(std::uint16_t proxy_port) {
     const std::string url = std::string("http://") + k_host_gateway + ":" + std::to_string(proxy_port);
     const std::string no_proxy = "localhost,127.0.0.1,::1";
-    return {{"http_proxy", url}, {"https_proxy", url}, {"HTTP_PROXY", url}, {"HTTPS_PROXY", url},
-            {"no_proxy", no_proxy}, {"NO_PROXY", no_proxy}};
+    return {{"http_proxy", url},  {"https_proxy", url},   {"HTTP_PROXY", url},
+            {"HTTPS_PROXY", url}, {"no_proxy", no_proxy}, {"NO_PROXY", no_proxy}};
 }
 
 bool is_macos_guest_image(const std::string& image) {
@@ -79,7 +79,8 @@ std::string mounts_expression(const std::vector<Mount>& mounts) {
 std::vector<std::string> create_expressions(const SandboxSpec& spec, const ConfinementSettings& settings) {
     std::vector<std::string> exprs;
     if (spec.resources.cpu_cores > 0) exprs.push_back(".cpus = " + std::to_string(spec.resources.cpu_cores));
-    if (spec.resources.memory_bytes > 0) exprs.push_back(".memory = " + yq_string(lima_size(spec.resources.memory_bytes)));
+    if (spec.resources.memory_bytes > 0)
+        exprs.push_back(".memory = " + yq_string(lima_size(spec.resources.memory_bytes)));
     if (spec.resources.disk_bytes > 0) exprs.push_back(".disk = " + yq_string(lima_size(spec.resources.disk_bytes)));
     exprs.push_back(mounts_expression(spec.mounts));
     if (!spec.ports.empty()) {

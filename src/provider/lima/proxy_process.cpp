@@ -104,9 +104,9 @@ int spawn_detached(const std::vector<std::string>& argv, const std::string& outp
 }  // namespace
 
 std::vector<std::string> proxy_command(const std::string& self_exe, std::uint16_t port, const ProxyPaths& paths) {
-    return {self_exe,       "egress-proxy", "--listen", "127.0.0.1:" + std::to_string(port),
-            "--policy",     paths.policy,   "--pid-file", paths.pid_file,
-            "--log",        paths.log};
+    return {self_exe,   "egress-proxy", "--listen",   "127.0.0.1:" + std::to_string(port),
+            "--policy", paths.policy,   "--pid-file", paths.pid_file,
+            "--log",    paths.log};
 }
 
 int start_detached_proxy(const std::vector<std::string>& argv, const std::string& output, const std::string& pid_file,
