@@ -278,7 +278,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         const auto confinement = check_confinement(name, require_instance(name));
         set_records(name, {{std::string(key::k_confinement), confinement}});
         if (confinement == "verified") {
-            m_context.reporter.step("network confinement verified");
+            m_context.reporter.notice("network confinement verified");
         } else {
             m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
         }

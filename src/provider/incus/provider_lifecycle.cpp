@@ -204,7 +204,7 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
     const auto confinement = check_confinement(name, instance);
     set_records(name, {{std::string(key::k_confinement), confinement}});
     if (confinement == "verified") {
-        m_context.reporter.step("network confinement verified");
+        m_context.reporter.notice("network confinement verified");
     } else if (!m_api.preview()) {
         m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
     }
