@@ -2,6 +2,9 @@
 
 #include <iostream>
 #include <unistd.h>
+#if defined(__APPLE__)
+#include <mach-o/dyld.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -47,9 +50,20 @@ const HostPlatform& Session::platform() {
 }
 
 std::string Session::self_exe() const {
+#if defined(__APPLE__)
+    std::uint32_t size = 0;
+    ::_NSGetExecutablePath(nullptr, &size);
+    std::string path(size, '\0');
+    if (::_NSGetExecutablePath(path.data(), &size) != 0) return "agentctl";
+    path.resize(path.find('\0'));
+    std::error_code ec;
+    auto canonical = std::filesystem::canonical(path, ec);
+    return ec ? path : canonical.string();
+#else
     std::error_code ec;
     auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
     return ec ? std::string("agentctl") : path.string();
+#endif
 }
 
 const ProviderEntry& Session::provider_entry() {

@@ -1,13 +1,15 @@
-// CONNECT: answer 200, then move bytes both ways with splice(2) through a
-// small kernel pipe per direction, so payload never enters user space. The
-// pipe bounds what is in flight (backpressure: a direction only reads again
-// once its pipe has drained into the destination).
+// CONNECT: answer 200, then move bytes both ways. On Linux with splice(2)
+// through a small kernel pipe per direction, so payload never enters user
+// space; elsewhere (macOS, where the Lima provider runs the proxy) through a
+// bounded user-space buffer. Either way a direction only reads again once what
+// it read has been written to the destination (backpressure).
 #include <utility>  // before Asio (awaitable.hpp needs std::exchange)
 
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 
 #include <boost/asio/co_spawn.hpp>
@@ -25,6 +27,12 @@ namespace {
 
 using asio::redirect_error;
 using asio::use_awaitable;
+
+}  // namespace
+
+#if defined(__linux__) && !defined(AGENTCTL_PORTABLE_RELAY)
+
+namespace {
 
 constexpr std::size_t k_splice_chunk = 1 << 20;
 constexpr int k_pipe_bytes = 256 * 1024;
@@ -59,6 +67,8 @@ private:
 constexpr unsigned k_splice_flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
 
 }  // namespace
+
+#endif
 
 asio::awaitable<void> Session::handle_connect(const RequestTarget& target) {
     auto self = shared_from_this();
@@ -105,6 +115,8 @@ void Session::relay_finished() {
     close_upstream("tunnel closed");
     close();
 }
+
+#if defined(__linux__) && !defined(AGENTCTL_PORTABLE_RELAY)
 
 asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
     Pipe pipe;
@@ -171,5 +183,33 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
     from.close(ignored);
     to.close(ignored);
 }
+
+#else
+
+// The portable relay: read what is there into a fixed buffer, write all of it,
+// repeat. The buffer is the only payload memory a direction holds.
+asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
+    std::array<char, 16 * 1024> buffer{};
+    boost::system::error_code ec;
+    for (;;) {
+        if (!from.is_open() || !to.is_open()) break;
+        std::size_t n = co_await from.async_read_some(asio::buffer(buffer), redirect_error(use_awaitable, ec));
+        if (ec == asio::error::eof) {
+            // Half-close: pass the FIN on and let the other direction finish.
+            to.shutdown(tcp::socket::shutdown_send, ec);
+            co_return;
+        }
+        if (ec) break;
+        co_await asio::async_write(to, asio::buffer(buffer.data(), n), redirect_error(use_awaitable, ec));
+        if (ec) break;
+        counter += n;
+        m_deadline = Clock::now() + m_context.limits.idle_timeout;
+    }
+    boost::system::error_code ignored;
+    from.close(ignored);
+    to.close(ignored);
+}
+
+#endif
 
 }  // namespace agentctl::egress_proxy
