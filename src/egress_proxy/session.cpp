@@ -90,7 +90,6 @@ Session::Session(ProxyContext& context, tcp::socket client)
 
 Session::~Session() {
     m_context.sessions.erase(this);
-    boost::system::error_code ignored;
     m_context.slot_freed.cancel();
 }
 
