@@ -37,7 +37,9 @@ boost::filesystem::path find_executable(const std::string& name) {
 bp::environment make_environment(const ProcessRequest& request) {
     bp::environment env = boost::this_process::environment();
     for (const auto& [key, value] : request.env) {
-        env[key] = value;
+        // Not env[key]: Boost 1.74's environment lookup compares past the end
+        // of entries shorter than the key (a heap overflow ASan catches).
+        env.set(key, value);
     }
     return env;
 }
