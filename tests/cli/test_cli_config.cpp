@@ -38,8 +38,22 @@ TEST_CASE("config get lists every key with its source, as a table and as JSON") 
     auto r = cli.run({"config", "get"});
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("KEY") == 0);
-    CHECK(r.out.find("provider           lima") != std::string::npos);
-    CHECK(r.out.find("defaultProfile     default                 default") != std::string::npos);
+    // Each row: key, value, source, separated by column padding.
+    auto row = [&](const std::string& key) {
+        std::istringstream lines(r.out);
+        std::string line;
+        while (std::getline(lines, line)) {
+            std::istringstream words(line);
+            std::vector<std::string> cells;
+            for (std::string w; words >> w;) cells.push_back(w);
+            if (!cells.empty() && cells[0] == key) return cells;
+        }
+        return std::vector<std::string>{};
+    };
+    CHECK(row("provider") ==
+          std::vector<std::string>{"provider", "lima", "user", "(" + cli.config_file().string() + ")"});
+    CHECK(row("defaultProfile") == std::vector<std::string>{"defaultProfile", "default", "default"});
+    CHECK(row("baseProfile") == std::vector<std::string>{"baseProfile", "-", "unset"});
 
     r = cli.run({"config", "get", "--output", "json"});
     REQUIRE(r.exit_code == 0);

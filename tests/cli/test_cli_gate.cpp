@@ -66,7 +66,7 @@ TEST_CASE("ManualWorkaround prints the plan and exits 3 unless --force-partial")
     CHECK(contains(r.out, "powershell.exe"));
 }
 
-TEST_CASE("--preview lets an UnderDevelopment feature show its plan, with a warning, and runs nothing") {
+TEST_CASE("a preview lets an UnderDevelopment feature show its plan, with a warning, and runs nothing") {
     CliSandbox cli;
     auto r = cli.run({"--provider", "hyperv", "--preview", "stop", "demo"});
     CHECK(r.exit_code == 0);
