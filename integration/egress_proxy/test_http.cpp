@@ -103,7 +103,7 @@ TEST_CASE("origin-form, malformed and oversized requests get a 4xx and a closed 
     for (const std::string& garbage :
          {std::string("HELLO\r\n\r\n"), std::string("GET http://web.test/ HTTP/9.9\r\n\r\n"),
           std::string("GET http://web.test/ HTTP/1.1\r\nBad Header\r\n\r\n"),
-          std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 17)}) {
+          std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", 15)}) {
         suite::Client client(f.proxy->port);
         client.send(garbage);
         auto r = client.read_response();
