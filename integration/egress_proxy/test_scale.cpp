@@ -89,8 +89,15 @@ TEST_CASE("10k concurrent idle tunnels without descriptor or memory growth") {
     CHECK(first.fds_open <= fds_idle + 2 * count + 8);
     CHECK(first.fds_after == fds_idle);
     CHECK(second.fds_after == fds_idle);
+#if defined(__SANITIZE_ADDRESS__)
+    // Under AddressSanitizer the allocator adds redzones and keeps freed memory
+    // in quarantine, so RSS measures the sanitizer, not the proxy: only the
+    // descriptor checks above hold there. A build without sanitizers checks memory.
+    WARN("memory checks skipped: built with AddressSanitizer");
+#else
     CHECK(per_tunnel_kib < 16.0);
     // No growth: the second round reuses what the first freed.
     CHECK(second.rss_open <= first.rss_open + first.rss_open / 10);
     CHECK(second.rss_after <= first.rss_after + first.rss_after / 10 + 1024);
+#endif
 }
