@@ -4,23 +4,10 @@
 
 #include "agentctl/error.hpp"
 #include "cli/commands_list.hpp"
+#include "cli/sandbox_options.hpp"
 #include "policy/profile_store.hpp"
 
 namespace agentctl::cli {
-namespace {
-
-policy::Environment environment(Session& session) {
-    std::string profile_dir = session.globals().profile_dir;
-    if (profile_dir.empty()) {
-        if (auto value = session.config().get("profileDir"); value && value->source != "default") {
-            profile_dir = value->value;
-        }
-    }
-    return policy::environment_from_process(profile_dir, session.config().value_or("defaultProfile", "default"));
-}
-
-}  // namespace
-
 void add_profile(CLI::App& app, CommandEnv& env) {
     auto* group = app.add_subcommand("profile", "Inspect profiles, presets and the package catalog");
     group->require_subcommand(1);
@@ -29,7 +16,7 @@ void add_profile(CLI::App& app, CommandEnv& env) {
     set_examples(*list, {"agentctl profile list", "agentctl profile list --output json"});
     list->callback([&env] {
         env.action = [&env] {
-            auto profiles = policy::list_profiles(environment(env.session));
+            auto profiles = policy::list_profiles(policy_environment(env.session));
             if (env.session.json()) {
                 env.session.out() << policy::profile_list_to_json(profiles).dump(2) << "\n";
             } else {
@@ -45,7 +32,7 @@ void add_profile(CLI::App& app, CommandEnv& env) {
     set_examples(*show, {"agentctl profile show default", "agentctl profile show strict --output json"});
     show->callback([&env, name] {
         env.action = [&env, name] {
-            const auto profile = policy::load_profile(*name, environment(env.session));
+            const auto profile = policy::load_profile(*name, policy_environment(env.session));
             if (env.session.json()) {
                 env.session.out() << policy::profile_to_json(profile).dump(2) << "\n";
             } else {
@@ -62,7 +49,7 @@ void add_profile(CLI::App& app, CommandEnv& env) {
     set->callback([&env, set_name] {
         env.action = [&env, set_name] {
             // Loading it first means a typo or an invalid profile never becomes the default.
-            (void)policy::load_profile(*set_name, environment(env.session));
+            (void)policy::load_profile(*set_name, policy_environment(env.session));
             env.session.config().set("defaultProfile", *set_name);
             env.session.reporter().notice(fmt::format("default profile is now {}", *set_name));
             return 0;

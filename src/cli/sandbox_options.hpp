@@ -11,6 +11,7 @@
 
 #include "agentctl/sandbox.hpp"
 #include "cli/session.hpp"
+#include "policy/profile_store.hpp"
 
 namespace agentctl::cli {
 
@@ -41,6 +42,10 @@ struct CreateOptions {
     std::string isolation;  // vm | container | empty (profile or default)
     MountOptions mount;
 };
+
+// Where profiles are searched, from --profile-dir, the configuration and the
+// process environment.
+[[nodiscard]] policy::Environment policy_environment(Session& session);
 
 // Adds --mount, --mount-only, --mount-none, --mount-writable to a command.
 void add_mount_flags(CLI::App& command, MountOptions& options);

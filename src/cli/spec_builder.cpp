@@ -8,15 +8,6 @@
 namespace agentctl::cli {
 namespace {
 
-policy::Environment policy_environment(Session& session) {
-    auto& config = session.config();
-    std::string profile_dir = session.globals().profile_dir;
-    if (profile_dir.empty()) {
-        if (auto value = config.get("profileDir"); value && value->source != "default") profile_dir = value->value;
-    }
-    return policy::environment_from_process(profile_dir, config.value_or("defaultProfile", "default"));
-}
-
 // The organisation's baseProfile, when set, is applied first to every sandbox.
 std::vector<std::string> with_base_profile(Session& session, std::vector<std::string> profiles,
                                            const policy::Environment& env) {
@@ -32,6 +23,15 @@ policy::MountFlags mount_flags(const MountOptions& options) {
 }
 
 }  // namespace
+
+policy::Environment policy_environment(Session& session) {
+    auto& config = session.config();
+    std::string profile_dir = session.globals().profile_dir;
+    if (profile_dir.empty()) {
+        if (auto value = config.get("profileDir"); value && value->source != "default") profile_dir = value->value;
+    }
+    return policy::environment_from_process(profile_dir, config.value_or("defaultProfile", "default"));
+}
 
 SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories) {
     policy::SpecInputs inputs;
