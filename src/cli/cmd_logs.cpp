@@ -22,7 +22,7 @@ void add_logs(CLI::App& app, CommandEnv& env) {
             request.kind = *exec ? LogKind::Exec : LogKind::Network;
             request.follow = *follow;
             request.json = env.session.json();
-            env.session.gate(*exec ? "logs.exec" : "logs.network");
+            env.session.gate(*exec ? Feature("logs.exec") : Feature("logs.network"));
             return env.session.provider().logs(*name, request);
         };
     });

@@ -84,9 +84,10 @@ const ProviderEntry& Session::provider_entry() {
 
 CapabilityMatrix Session::capabilities() { return provider_entry().capabilities(platform()); }
 
-void Session::gate(std::string_view feature) {
+void Session::gate(Feature feature_name) {
+    const std::string_view feature = feature_name.name();
     const auto& entry = provider_entry();
-    const auto capability = entry.capabilities(platform()).get(feature);
+    const auto capability = entry.capabilities(platform()).get(feature_name);
     switch (capability.status) {
         case CapabilityStatus::Supported: return;
         case CapabilityStatus::NotAvailable:

@@ -47,7 +47,7 @@ public:
     // The capability gate: Supported passes; NotAvailable/UnderDevelopment throw
     // (exit 2); ManualWorkaround prints the plan and throws (exit 3) unless
     // --force-partial, in which case it prints the plan as a warning and passes.
-    void gate(std::string_view feature);
+    void gate(Feature feature);
 
     // Creates the provider (after the caller has gated its feature).
     [[nodiscard]] Provider& provider();

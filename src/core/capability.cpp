@@ -1,6 +1,6 @@
 #include "agentctl/capability.hpp"
 
-#include <algorithm>
+#include <ostream>
 
 namespace agentctl {
 
@@ -14,13 +14,15 @@ std::string_view to_string(CapabilityStatus status) {
     return "Unknown";
 }
 
-CapabilityMatrix& CapabilityMatrix::set(std::string_view feature, CapabilityStatus status, std::string message) {
-    m_entries[std::string(feature)] = Capability{status, std::move(message)};
+std::ostream& operator<<(std::ostream& out, Feature feature) { return out << feature.name(); }
+
+CapabilityMatrix& CapabilityMatrix::set(Feature feature, CapabilityStatus status, std::string message) {
+    m_entries[std::string(feature.name())] = Capability{status, std::move(message)};
     return *this;
 }
 
-Capability CapabilityMatrix::get(std::string_view feature) const {
-    if (auto it = m_entries.find(feature); it != m_entries.end()) return it->second;
+Capability CapabilityMatrix::get(Feature feature) const {
+    if (auto it = m_entries.find(feature.name()); it != m_entries.end()) return it->second;
     return Capability{CapabilityStatus::NotAvailable, "this provider does not declare the feature"};
 }
 

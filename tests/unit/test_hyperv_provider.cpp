@@ -62,12 +62,12 @@ SandboxSpec spec() {
 }
 
 // The gate's wording for an UnderDevelopment feature.
-std::string gate_message(std::string_view feature) {
-    return std::string(feature) + " is under development on the hyperv provider: " +
+std::string gate_message(Feature feature) {
+    return std::string(feature.name()) + " is under development on the hyperv provider: " +
            provider::hyperv::capabilities(Platform()).get(feature).message;
 }
 
-void check_refuses(const std::function<void()>& call, std::string_view feature) {
+void check_refuses(const std::function<void()>& call, Feature feature) {
     INFO(feature);
     try {
         call();

@@ -12,7 +12,7 @@ namespace {
 using Status = CapabilityStatus;
 
 struct Entry {
-    std::string_view feature;
+    Feature feature;
     Status status;
     std::string_view message;
 };

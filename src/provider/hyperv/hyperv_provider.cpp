@@ -58,7 +58,7 @@ public:
     int shell(const std::string&, bool) override { refuse("shell"); }
     void view(const std::string&, bool) override { refuse("view"); }
     int logs(const std::string&, const LogRequest& request) override {
-        refuse(request.kind == LogKind::Network ? "logs.network" : "logs.exec");
+        refuse(request.kind == LogKind::Network ? Feature("logs.network") : Feature("logs.exec"));
     }
     void snapshot_create(const std::string&, const std::string&) override { refuse("snapshot.create"); }
     [[nodiscard]] std::vector<SnapshotInfo> snapshot_list(const std::string&) override { refuse("snapshot.list"); }
@@ -71,8 +71,9 @@ public:
 
 private:
     // The same sentence, hint and exit code the gate gives for this feature.
-    [[noreturn]] void refuse(std::string_view feature) const {
-        const auto capability = m_capabilities.get(feature);
+    [[noreturn]] void refuse(Feature feature_name) const {
+        const auto capability = m_capabilities.get(feature_name);
+        const std::string_view feature = feature_name.name();
         std::string message;
         switch (capability.status) {
             case CapabilityStatus::ManualWorkaround:
@@ -94,7 +95,7 @@ private:
                     exit_code::k_not_available);
     }
 
-    void require_preview(std::string_view feature) const {
+    void require_preview(Feature feature) const {
         if (!m_context.preview) refuse(feature);
     }
 

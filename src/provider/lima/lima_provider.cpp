@@ -1,13 +1,16 @@
 #include "provider/lima/lima_provider.hpp"
 
+#include <initializer_list>
+
 #include "provider/lima/lima_backend.hpp"
 
 namespace agentctl::provider::lima {
 
 CapabilityMatrix capabilities(const HostPlatform& platform) {
     CapabilityMatrix m;
-    for (auto feature : {"create", "start", "stop", "delete", "list", "status", "exec", "shell", "network.port-publish",
-                         "fs.mount", "fs.mount.readonly"}) {
+    for (Feature feature :
+         std::initializer_list<Feature>{"create", "start", "stop", "delete", "list", "status", "exec", "shell",
+                                        "network.port-publish", "fs.mount", "fs.mount.readonly"}) {
         m.set(feature, CapabilityStatus::Supported);
     }
     if (platform.is_macos()) {
@@ -24,7 +27,8 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
     const char* snapshots =
         "`limactl snapshot` is marked experimental and unstable upstream; agentctl will not build on it until it "
         "stabilises. Stop the sandbox and copy its Lima directory if you need a point-in-time copy";
-    for (auto feature : {"snapshot.create", "snapshot.list", "snapshot.restore", "snapshot.delete"}) {
+    for (Feature feature :
+         std::initializer_list<Feature>{"snapshot.create", "snapshot.list", "snapshot.restore", "snapshot.delete"}) {
         m.set(feature, CapabilityStatus::NotAvailable, snapshots);
     }
     m.set("image.pull", CapabilityStatus::NotAvailable,
