@@ -10,8 +10,18 @@
 #   4. a Debian 12 image built with debootstrap, its tarball cached in
 #      $AGENTCTL_INCUS_CACHE between runs, imported with alias $AGENTCTL_INCUS_IMAGE
 #
+# Ownership: up.sh writes down what it made itself into $AGENTCTL_INCUS_OWNED
+# (a directory that survives reboots), so that down.sh removes only that:
+#   started-incusd / started-lxcfs  it started the daemon (pid files in $AGENTCTL_INCUS_RUN)
+#   initialised                     it initialised a daemon that had no state at all
+#                                   (no storage pool, instance, image or network)
+#   image                           the alias of the image it imported
+# An Incus that was already running or already had state is used as it is and
+# is never stopped or wiped by down.sh.
+#
 # Environment (all optional):
 #   AGENTCTL_INCUS_RUN    state dir for pid files and logs   (/run/agentctl-incus)
+#   AGENTCTL_INCUS_OWNED  what up.sh made, for down.sh       (/var/lib/agentctl-incus-owned)
 #   AGENTCTL_INCUS_CACHE  image tarball cache                (/var/cache/agentctl-ci)
 #   AGENTCTL_INCUS_IMAGE  image alias                        (agentctl-debian-12)
 #   AGENTCTL_INCUS_POOL   storage driver: btrfs | dir        (btrfs)
@@ -20,6 +30,7 @@
 set -euo pipefail
 
 RUN_DIR=${AGENTCTL_INCUS_RUN:-/run/agentctl-incus}
+OWNED_DIR=${AGENTCTL_INCUS_OWNED:-/var/lib/agentctl-incus-owned}
 CACHE_DIR=${AGENTCTL_INCUS_CACHE:-/var/cache/agentctl-ci}
 IMAGE_ALIAS=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 POOL_DRIVER=${AGENTCTL_INCUS_POOL:-btrfs}
@@ -34,7 +45,7 @@ say() { local ds=$(( ($(date +%s%N) - START) / 100000000 )); printf '[%4d.%ds] %
 die() { echo "up.sh: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts incusd)"
-mkdir -p "$RUN_DIR" "$CACHE_DIR"
+mkdir -p "$RUN_DIR" "$CACHE_DIR" "$OWNED_DIR"
 
 # ---------------------------------------------------------------- 1. packages
 have_incusd() { [ -x /usr/libexec/incus/incusd ] && command -v incus >/dev/null 2>&1; }
@@ -62,6 +73,7 @@ mkdir -p /var/log/incus /var/lib/lxcfs
 if command -v lxcfs >/dev/null 2>&1 && ! mountpoint -q /var/lib/lxcfs; then
   setsid lxcfs /var/lib/lxcfs >"$RUN_DIR/lxcfs.log" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/lxcfs.pid"
+  : >"$OWNED_DIR/started-lxcfs"
   for _ in $(seq 50); do mountpoint -q /var/lib/lxcfs && break; sleep 0.1; done
 fi
 if ! incus admin waitready --timeout=1 >/dev/null 2>&1; then
@@ -69,13 +81,26 @@ if ! incus admin waitready --timeout=1 >/dev/null 2>&1; then
   setsid /usr/libexec/incus/incusd --group incus-admin --logfile=/var/log/incus/incusd.log \
     >"$RUN_DIR/incusd.out" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/incusd.pid"
+  : >"$OWNED_DIR/started-incusd"
   incus admin waitready --timeout=60 || { tail -20 "$RUN_DIR/incusd.out" >&2; die "incusd did not become ready"; }
+  say "incusd started (pid $(cat "$RUN_DIR/incusd.pid"))"
+elif [ -e "$OWNED_DIR/started-incusd" ] && alive "$RUN_DIR/incusd.pid"; then
+  say "incusd already running (started by an earlier up.sh, pid $(cat "$RUN_DIR/incusd.pid"))"
+else
+  # Someone else's daemon: use it, and never record a pid that down.sh would stop.
+  rm -f "$RUN_DIR/incusd.pid" "$OWNED_DIR/started-incusd"
+  say "incusd already running (not started by up.sh: down.sh leaves it running)"
 fi
-alive "$RUN_DIR/incusd.pid" || pgrep -x incusd >"$RUN_DIR/incusd.pid" || true
-say "incusd ready (pid $(cat "$RUN_DIR/incusd.pid" 2>/dev/null || echo unknown))"
 
 # ---------------------------------------------------------------- 3. storage + profile
+# A daemon with no state at all is ours to initialise (and down.sh's to wipe).
+pristine() {
+  [ -z "$(incus storage list -f csv 2>/dev/null)" ] && [ -z "$(incus list -f csv -c n --all-projects 2>/dev/null)" ] &&
+    [ -z "$(incus image list -f csv -c f --all-projects 2>/dev/null)" ] &&
+    [ -z "$(incus network list -f csv 2>/dev/null | awk -F, '$3=="YES"')" ]
+}
 if ! incus storage show default >/dev/null 2>&1; then
+  pristine && : >"$OWNED_DIR/initialised"
   if [ "$POOL_DRIVER" = btrfs ]; then pool_config="{size: $POOL_SIZE}"; else pool_config="{}"; fi
   incus admin init --preseed <<PRESEED
 config:
@@ -132,5 +157,6 @@ META
     say "image tarball built: $tarball ($(du -h "$tarball" | cut -f1))"
   fi
   incus image import "$tarball" --alias "$IMAGE_ALIAS" >/dev/null
+  echo "$IMAGE_ALIAS" >"$OWNED_DIR/image"
 fi
 say "image '$IMAGE_ALIAS' ready"

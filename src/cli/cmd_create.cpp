@@ -57,7 +57,9 @@ void add_create(CLI::App& app, CommandEnv& env) {
             auto& session = env.session;
             session.gate("create");
             // Checked first without touching the disk: the gate decides before anything is made.
-            auto spec = build_sandbox_spec(session, *o, false);
+            std::vector<std::string> notices;
+            auto spec = build_sandbox_spec(session, *o, false, &notices);
+            for (const auto& notice : notices) session.reporter().notice(notice);
             if (!spec.mounts.empty()) session.gate("fs.mount");
             if (!spec.ports.empty()) session.gate("network.port-publish");
             if (!spec.packages.empty()) session.gate("provision.packages");
@@ -91,7 +93,9 @@ void add_start(CLI::App& app, CommandEnv& env) {
             auto& session = env.session;
             session.gate("start");
             StartRequest request;
-            request.mounts = build_start_mounts(session, *name, *profiles, *mounts);
+            std::vector<std::string> notices;
+            request.mounts = build_start_mounts(session, *name, *profiles, *mounts, &notices);
+            for (const auto& notice : notices) session.reporter().notice(notice);
             if (request.mounts && !request.mounts->empty()) session.gate("fs.mount");
             if (request.mounts) {
                 for (const auto& m : *request.mounts) {

@@ -53,8 +53,10 @@ void add_mount_flags(CLI::App& command, MountOptions& options);
 // Computes the effective spec: profiles (organisation floor first), flags,
 // presets, agent, mounts resolved and checked. Throws agentctl::Error (exit 1)
 // listing every problem; nothing is created then. Missing mount directories
-// (createMissing) are made only when `create_directories` is set.
-[[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories);
+// (createMissing) are made only when `create_directories` is set. `notices`
+// receives a sentence per profile mount that a --mount replaced.
+[[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories,
+                                             std::vector<std::string>* notices = nullptr);
 
 // The network policy of profiles plus --allow/--allow-lan, for `policy check`.
 [[nodiscard]] policy::NetworkPolicy build_network_policy(Session& session, const std::vector<std::string>& profiles,
@@ -64,6 +66,7 @@ void add_mount_flags(CLI::App& command, MountOptions& options);
 // the given profiles; nullopt when no mount flag was given (keep the sticky set).
 [[nodiscard]] std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,
                                                                    const std::vector<std::string>& profiles,
-                                                                   const MountOptions& options);
+                                                                   const MountOptions& options,
+                                                                   std::vector<std::string>* notices = nullptr);
 
 }  // namespace agentctl::cli

@@ -33,7 +33,8 @@ policy::Environment policy_environment(Session& session) {
     return policy::environment_from_process(profile_dir, config.value_or("defaultProfile", "default"));
 }
 
-SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories) {
+SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories,
+                               std::vector<std::string>* notices) {
     policy::SpecInputs inputs;
     inputs.create_directories = create_directories;
     inputs.env = policy_environment(session);
@@ -56,7 +57,7 @@ SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, b
     inputs.packages = options.packages;
     inputs.mount_flags = mount_flags(options.mount);
     inputs.isolation = options.isolation;
-    return policy::compute_sandbox_spec(inputs);
+    return policy::compute_sandbox_spec(inputs, notices);
 }
 
 policy::NetworkPolicy build_network_policy(Session& session, const std::vector<std::string>& profiles,
@@ -72,14 +73,14 @@ policy::NetworkPolicy build_network_policy(Session& session, const std::vector<s
 
 std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,
                                                      const std::vector<std::string>& profiles,
-                                                     const MountOptions& options) {
+                                                     const MountOptions& options, std::vector<std::string>* notices) {
     const bool any = !options.mounts.empty() || options.only || options.none || options.writable;
     if (!any) return std::nullopt;
     const auto env = policy_environment(session);
     std::vector<Mount> previous;
     if (!options.only && !options.none && !session.globals().preview) previous = session.provider().status(name).mounts;
     return policy::resolve_start_mounts(name, with_base_profile(session, profiles, env), mount_flags(options), previous,
-                                        env);
+                                        env, notices);
 }
 
 }  // namespace agentctl::cli

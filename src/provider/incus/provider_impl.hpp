@@ -48,6 +48,7 @@ public:
 
 private:
     // provider_create.cpp
+    std::string image_for(const SandboxSpec& spec);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
     AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network);
