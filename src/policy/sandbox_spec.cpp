@@ -17,6 +17,8 @@
 namespace agentctl::policy {
 namespace {
 
+constexpr std::string_view k_default_user = "agent";
+
 // Runs each step, keeping every failure so they are reported together.
 class Problems {
 public:
@@ -226,6 +228,9 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::stri
     spec.resources = layered.spec.resources;
     spec.packages = layered.spec.packages;
     spec.agent = inputs.agent;
+    // The sandbox user is `agent`, or the agent's own name with --agent (the
+    // reference's `.user.name`); nothing else overrides it today.
+    spec.user = inputs.agent.empty() ? std::string(k_default_user) : inputs.agent;
     spec.isolation = layered.spec.isolation.value_or(Isolation::Vm);
     spec.viewer = layered.spec.viewer;
     auto requests = with_flags(requests_from(layered.spec.mounts), inputs.mount_flags, inputs.name, problems, notices);

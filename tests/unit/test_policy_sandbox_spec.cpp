@@ -74,6 +74,15 @@ TEST_CASE("the default profile alone gives the reference defaults", "[spec]") {
     CHECK(spec.mounts[0].origin == "profile default (built-in:default:14)");
     CHECK(fs::is_directory(t.in.env.home + "/agentctl/workspaces/box"));
     CHECK(spec.isolation == Isolation::Vm);
+    CHECK(spec.user == "agent");
+}
+
+TEST_CASE("--agent names the sandbox user after the agent", "[spec][agent]") {
+    Tree t;
+    t.in.agent = "claude";
+    auto spec = compute_sandbox_spec(t.in);
+    CHECK(spec.agent == "claude");
+    CHECK(spec.user == "claude");
 }
 
 TEST_CASE("every allow source carries its origin", "[spec][origins]") {
