@@ -14,7 +14,7 @@ cmake --build build/release --target agentctl
 cmake --install build/release --prefix /usr/local >/dev/null
 echo "agentctl: installed $(/usr/local/bin/agentctl --version) to /usr/local/bin"
 
-bash scripts/incus/up.sh
+AGENTCTL_BIN=/usr/local/bin/agentctl bash scripts/incus/up.sh
 
 agentctl config set provider=incus
 # A sandbox called demo that already exists is someone's: use it as it is, never delete it.

@@ -47,6 +47,9 @@ public:
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
 
 private:
+    // provider_images.cpp
+    void build_from_nothing(const std::string& output, const std::vector<std::string>& packages);
+
     // provider_create.cpp
     std::string image_for(const SandboxSpec& spec);
     void create_pieces(const SandboxSpec& spec);
