@@ -76,10 +76,10 @@ private:
         stop_spinner();
         if (m_timed.empty()) return;
         // Each step's time at log level info (-v), after its line.
-        spdlog::info("step \"{}\" took {} ms", m_timed,
-                     std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                           m_timed_start)
-                         .count());
+        spdlog::info(
+            "step \"{}\" took {} ms", m_timed,
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - m_timed_start)
+                .count());
         m_timed.clear();
     }
 

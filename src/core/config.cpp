@@ -74,10 +74,12 @@ std::string validate_prefix(std::string_view value) {
 }
 
 std::string validate_image(std::string_view value) {
-    const bool ok = !value.empty() && value.size() <= 255 && std::all_of(value.begin(), value.end(), [](unsigned char c) {
-        return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/' || c == ':';
-    });
-    return ok ? std::string() : fmt::format("must be an image alias or fingerprint such as agentctl-debian-12 (got '{}')", value);
+    const bool ok =
+        !value.empty() && value.size() <= 255 && std::all_of(value.begin(), value.end(), [](unsigned char c) {
+            return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/' || c == ':';
+        });
+    return ok ? std::string()
+              : fmt::format("must be an image alias or fingerprint such as agentctl-debian-12 (got '{}')", value);
 }
 
 std::string validate_pool_name(std::string_view value) {

@@ -164,8 +164,8 @@ std::string render_check_table(const CheckResult& result) {
     const bool v6 = result.host.find(':') != std::string::npos;
     std::string text = fmt::format("Destination: {}:{}\n", v6 ? "[" + result.host + "]" : result.host, result.port);
     if (result.unresolved) {
-        text += fmt::format("Verdict:     allowed by the policy, but the name does not resolve now ({})\n",
-                            result.reason);
+        text +=
+            fmt::format("Verdict:     allowed by the policy, but the name does not resolve now ({})\n", result.reason);
     } else {
         text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", result.reason);
     }

@@ -154,6 +154,8 @@ std::string describe(const MountRequest& request) {
     return fmt::format("mount {} ({})", request.host_path, request.origin.empty() ? "--mount" : request.origin);
 }
 
+constexpr std::string_view k_overlap_marker = " overlap in the guest";
+
 void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& problems) {
     for (std::size_t i = 0; i < mounts.size(); ++i) {
         for (std::size_t j = i + 1; j < mounts.size(); ++j) {
@@ -170,8 +172,6 @@ void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& 
         }
     }
 }
-
-constexpr std::string_view k_overlap_marker = " overlap in the guest";
 
 [[noreturn]] void fail(const std::vector<std::string>& problems) {
     std::string message =
@@ -218,8 +218,8 @@ MountLayering layer_mount_flags(std::vector<MountRequest> earlier, const std::ve
             return guest_key(request, name) != key;
         });
         for (auto it = replaced; it != earlier.end(); ++it) {
-            out.notices.push_back(fmt::format("--mount {}:{} replaces the mount of {} at {} ({})", flag.host_path,
-                                              key, replace_all(it->host_path, "{{.Name}}", name), key,
+            out.notices.push_back(fmt::format("--mount {}:{} replaces the mount of {} at {} ({})", flag.host_path, key,
+                                              replace_all(it->host_path, "{{.Name}}", name), key,
                                               it->origin.empty() ? "an earlier mount" : it->origin));
         }
         earlier.erase(replaced, earlier.end());

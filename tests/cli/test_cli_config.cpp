@@ -102,8 +102,9 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
 
     r = cli.run({"config", "set", "incus.image=two words"});
     CHECK(r.exit_code == 1);
-    CHECK(r.err == "agentctl: invalid value for incus.image: must be an image alias or fingerprint such as "
-                   "agentctl-debian-12 (got 'two words')\n");
+    CHECK(r.err ==
+          "agentctl: invalid value for incus.image: must be an image alias or fingerprint such as "
+          "agentctl-debian-12 (got 'two words')\n");
 
     r = cli.run({"config", "set", "baseProfile=strict"});
     CHECK(r.exit_code == 1);

@@ -152,8 +152,8 @@ std::vector<std::string> words_of(const std::string& text) {
 // A word that stands for something: NAME, KEY=VALUE, [KEY], HOST:PORT, a|b, X..., ...
 bool is_placeholder(const std::string& word) {
     static const std::regex caps(R"(^\[?[A-Z][A-Z0-9_]*([:=\[\]][A-Z0-9_\[\]]*)*(\.\.\.)?\]?$)");
-    return word.find('|') != std::string::npos || word.find("...") != std::string::npos ||
-           word.starts_with("[") || std::regex_match(word, caps);
+    return word.find('|') != std::string::npos || word.find("...") != std::string::npos || word.starts_with("[") ||
+           std::regex_match(word, caps);
 }
 
 // ---------------------------------------------------------------- the command tree
@@ -224,8 +224,8 @@ private:
 };
 
 // Global options that take a value, as written before a command.
-const std::set<std::string> k_global_with_value = {"--provider", "--output", "-o", "--profile-dir", "--log-level",
-                                                   "--format"};
+const std::set<std::string> k_global_with_value = {"--provider",    "--output",    "-o",
+                                                   "--profile-dir", "--log-level", "--format"};
 
 // Checks a synopsis or a mention against the command tree; returns the problems.
 std::vector<std::string> check_synopsis(Surface& surface, const std::vector<std::string>& words) {
@@ -243,7 +243,8 @@ std::vector<std::string> check_synopsis(Surface& surface, const std::vector<std:
         }
         if (path_done) continue;
         // `a|b|c` or `add/remove`: alternatives, each must be a command.
-        auto separator = word.find('|') != std::string::npos ? '|' : (word.find('/') != std::string::npos ? '/' : 0);
+        const char separator =
+            word.find('|') != std::string::npos ? '|' : (word.find('/') != std::string::npos ? '/' : '\0');
         if (separator != 0) {
             std::vector<std::string> alternatives;
             std::stringstream s(word);
@@ -296,10 +297,10 @@ enum class Mode {
 struct Entry {
     const char* scenario;  // entries of one scenario share a HOME and config, in table order
     Mode mode;
-    const char* command;               // as documented (normalised)
-    std::vector<int> exits = {0};      // accepted exit codes
-    const char* out = nullptr;         // expected stdout, when the docs say it
-    const char* err_has = nullptr;     // text stderr must contain
+    const char* command;            // as documented (normalised)
+    std::vector<int> exits = {0};   // accepted exit codes
+    const char* out = nullptr;      // expected stdout, when the docs say it
+    const char* err_has = nullptr;  // text stderr must contain
 };
 
 // Scenarios: "readme" and "quickstart" create real sandboxes on Incus (this
@@ -329,7 +330,11 @@ const std::vector<Entry> k_documented = {
     {"quickstart", Mode::Run, "agentctl delete demo --force"},
 
     {"agent", Mode::Setup, "agentctl config set provider=incus"},
-    {"agent", Mode::Preview, "agentctl create work --agent claude --mount ~/src/app:/workspace:w", {0}, nullptr,
+    {"agent",
+     Mode::Preview,
+     "agentctl create work --agent claude --mount ~/src/app:/workspace:w",
+     {0},
+     nullptr,
      "replaces the mount of"},
     {"agent", Mode::Surface, "agentctl status work"},
     {"agent", Mode::Preview, "agentctl image build agentctl-debian-12", {0}},
@@ -341,7 +346,8 @@ const std::vector<Entry> k_documented = {
 
     {"plain", Mode::Run, "agentctl --preview create demo --allow pypi.org:443"},
     {"plain", Mode::Run, "agentctl policy check --profile default --allow '*.example.com:443' api.example.com", {0, 5}},
-    {"plain", Mode::Run,
+    {"plain",
+     Mode::Run,
      "agentctl --provider hyperv --preview --force-partial create demo --image 'C:\\Images\\ubuntu-24.04.vhdx' "
      "--allow api.github.com:443 --mount ~/src/demo:/workspace --port 8080:80",
      {0},
@@ -423,8 +429,9 @@ TEST_CASE("every agentctl command in README.md and docs/ runs") {
                 path.push_back(words[i]);
             }
             if (!mention) {
-                FAIL_CHECK("a concrete command that no test runs: add it to k_documented in "
-                           "tests/cli/test_cli_docs_commands.cpp (how it runs: Run, Preview, Refused, Surface)");
+                FAIL_CHECK(
+                    "a concrete command that no test runs: add it to k_documented in "
+                    "tests/cli/test_cli_docs_commands.cpp (how it runs: Run, Preview, Refused, Surface)");
             }
         }
     }

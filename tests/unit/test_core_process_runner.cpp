@@ -121,12 +121,18 @@ TEST_CASE("at log level info every process run is logged with argv, its end and 
     spdlog::set_default_logger(logger);
     (void)sh("exit 3");
     (void)sh("kill -TERM $$");
+    auto runner = make_real_process_runner();
+    ProcessRequest secret;
+    secret.argv = {"env", "API_KEY=s3cret", "HOME=/h", "true"};
+    (void)runner->run(secret);
     logger->set_level(spdlog::level::warn);
     (void)sh("exit 0");
     spdlog::set_default_logger(previous);
     const auto text = log.str();
     CHECK(text.find("run sh -c 'exit 3' -> exit 3 (") == 0);
     CHECK(text.find("run sh -c 'kill -TERM $$' -> killed by signal 15 (") != std::string::npos);
-    CHECK(text.find("exit 0") == std::string::npos);  // nothing below info is logged
-    CHECK(std::count(text.begin(), text.end(), '\n') == 2);
+    CHECK(text.find("run env 'API_KEY=(redacted)' HOME=/h true -> exit 0 (") != std::string::npos);
+    CHECK(text.find("s3cret") == std::string::npos);
+    CHECK(text.find("sh -c 'exit 0'") == std::string::npos);  // nothing below info is logged
+    CHECK(std::count(text.begin(), text.end(), '\n') == 3);
 }

@@ -2,7 +2,6 @@
 // commands and files of the plan.
 #include <catch2/catch.hpp>
 
-
 #include "provider/incus/image_bootstrap.hpp"
 
 using namespace agentctl;

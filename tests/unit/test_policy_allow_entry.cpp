@@ -206,7 +206,9 @@ TEST_CASE("a bad allow-file line names the file and line", "[allow][file]") {
 TEST_CASE("an allow file starting with a UTF-8 byte-order mark reads its first line", "[allow][file]") {
     TempDir dir;
     auto file = dir.path / "hosts.txt";
-    write(file, "\xEF\xBB\xBFexample.com:443\r\nbuild_01.corp:22\r\n");
+    write(file,
+          "\xEF\xBB\xBF"
+          "example.com:443\r\nbuild_01.corp:22\r\n");
     auto rules = load_allow_file(file.string());
     REQUIRE(rules.size() == 2);
     CHECK(rules[0].entry() == "example.com:443");

@@ -276,8 +276,9 @@ TEST_CASE("a --mount onto the profile's /workspace replaces it and says so", "[s
     CHECK(spec.mounts[0].writable);
     CHECK(spec.mounts[0].origin == "--mount");
     REQUIRE(notices.size() == 1);
-    CHECK(notices[0].starts_with("--mount ~/src/app:/workspace replaces the mount of ~/agentctl/workspaces/box at "
-                                 "/workspace (profile default"));
+    CHECK(
+        notices[0].starts_with("--mount ~/src/app:/workspace replaces the mount of ~/agentctl/workspaces/box at "
+                               "/workspace (profile default"));
     // the replaced workspace directory is not created
     CHECK_FALSE(fs::exists(t.in.env.home + "/agentctl/workspaces/box"));
 }
@@ -309,6 +310,6 @@ TEST_CASE("start: a --mount onto a current mount's guest path replaces it", "[sp
     REQUIRE(mounts.has_value());
     REQUIRE(mounts->size() == 1);
     CHECK((*mounts)[0].host_path == t.in.env.home + "/src/app");
-    CHECK(notices == std::vector<std::string>{"--mount ~/src/app:/workspace replaces the mount of " +
-                                              t.in.env.home + "/src at /workspace (profile default)"});
+    CHECK(notices == std::vector<std::string>{"--mount ~/src/app:/workspace replaces the mount of " + t.in.env.home +
+                                              "/src at /workspace (profile default)"});
 }

@@ -20,8 +20,8 @@ namespace fs = std::filesystem;
 
 // What agentctl needs in a guest: an init, udev for eth0, the tools its
 // guest scripts and agent installers use, and sudo for --root.
-constexpr const char* k_base_packages[] = {"systemd-sysv",   "udev", "curl", "python3-minimal",
-                                           "iproute2",       "sudo", "ca-certificates"};
+constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",           "python3-minimal",
+                                           "iproute2",     "sudo", "ca-certificates"};
 
 constexpr std::string_view k_networkd_unit =
     "[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n";
@@ -50,10 +50,10 @@ ProcessResult run_stage(ProviderContext& context, const std::string& what, const
     if (!result.ok()) {
         auto output = result.err.empty() ? result.out : result.err;
         if (output.size() > 2000) output = "..." + output.substr(output.size() - 2000);
-        throw Error(fmt::format("image build: {} failed ({}): {}", what,
-                                result.timed_out ? "timed out" : fmt::format("exit {}", result.pass_through_code()),
-                                output),
-                    fmt::format("the command was: {}", shell_join(argv)));
+        throw Error(
+            fmt::format("image build: {} failed ({}): {}", what,
+                        result.timed_out ? "timed out" : fmt::format("exit {}", result.pass_through_code()), output),
+            fmt::format("the command was: {}", shell_join(argv)));
     }
     return result;
 }
@@ -79,8 +79,8 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
         for (const auto& name : policy::package_names_for(neutral, policy::PackageManager::Apt)) include += "," + name;
     }
     const auto root = (fs::path(plan.work_dir) / "rootfs").string();
-    plan.debootstrap = {"debootstrap", "--variant=minbase", "--include=" + include, options.suite, root,
-                        options.mirror};
+    plan.debootstrap = {"debootstrap", "--variant=minbase", "--include=" + include, options.suite,
+                        root,          options.mirror};
     plan.enable_networkd = {"chroot", root, "systemctl", "enable", "systemd-networkd"};
     plan.networkd_unit = std::string(k_networkd_unit);
     plan.metadata = fmt::format(
@@ -89,8 +89,8 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
         "  /etc/hostname: {{when: [create, copy], template: hostname.tpl}}\n"
         "  /etc/hosts: {{when: [create, copy], template: hosts.tpl}}\n",
         architecture, options.creation_date, options.suite, debian_architecture(architecture));
-    plan.pack = {"tar",  "--numeric-owner", "--xattrs",       "-I",        "zstd -T0 -3", "-cf",
-                 plan.tarball + ".tmp", "-C", plan.work_dir, "metadata.yaml", "templates",   "rootfs"};
+    plan.pack = {"tar", "--numeric-owner", "--xattrs",      "-I",        "zstd -T0 -3", "-cf", plan.tarball + ".tmp",
+                 "-C",  plan.work_dir,     "metadata.yaml", "templates", "rootfs"};
     plan.import = {"incus", "image", "import", plan.tarball, "--alias", options.alias};
     return plan;
 }
@@ -113,7 +113,8 @@ void build_bootstrap_image(ProviderContext& context, const BootstrapOptions& opt
         fs::remove_all(plan.work_dir, ec);
         fs::create_directories(plan.work_dir);
         try {
-            context.reporter.step(fmt::format("debootstrap {} from {} (about a minute)", options.suite, options.mirror));
+            context.reporter.step(
+                fmt::format("debootstrap {} from {} (about a minute)", options.suite, options.mirror));
             run_stage(context, "debootstrap", plan.debootstrap, std::chrono::minutes(30));
             context.reporter.step("configuring eth0 (systemd-networkd, DHCP)");
             core::write_file_atomic(root / "etc/systemd/network/10-eth0.network", plan.networkd_unit, 0644);
