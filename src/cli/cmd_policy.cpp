@@ -25,7 +25,13 @@ bool any_policy_flag(const CreateOptions& o) {
 
 // Which provider enforces the policy, and how, for the answer.
 std::string enforcement(Session& session) {
-    const auto& entry = session.provider_entry();
+    const ProviderEntry* chosen = nullptr;
+    try {
+        chosen = &session.provider_entry();
+    } catch (const Error&) {
+        return "no provider chosen (--provider or `agentctl config set provider=...`): this is the policy's answer";
+    }
+    const auto& entry = *chosen;
     auto acl = session.capabilities().get("network.acl");
     std::string text = fmt::format("{}: {}", entry.name, entry.egress);
     if (acl.status != CapabilityStatus::Supported) {

@@ -176,7 +176,8 @@ std::string render_check_table(const CheckResult& result) {
     }
     for (const auto& rule : result.matching_rules) {
         if (result.rule && rule.entry() == result.rule->entry() && rule.origin == result.rule->origin) continue;
-        text += fmt::format("Also names:  {} (from {})\n", rule.entry(), rule.origin.empty() ? "unknown" : rule.origin);
+        text += fmt::format("{}{} (from {})\n", result.rule ? "Also names:  " : "Named by:    ", rule.entry(),
+                            rule.origin.empty() ? "unknown" : rule.origin);
     }
     if (result.address) text += fmt::format("Dial:        {}\n", result.address->to_string());
     if (!result.enforced_by.empty()) text += fmt::format("Enforced by: {}\n", result.enforced_by);

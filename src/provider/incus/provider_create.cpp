@@ -89,9 +89,8 @@ std::string IncusProvider::image_for(const SandboxSpec& spec) {
     if (!is_image_fingerprint(image) && !m_api.preview() && !m_api.image_alias(image)) {
         throw Error(fmt::format("the image \"{}\" is not in Incus's local image store{}", image,
                                 spec.image.empty() ? " (the incus.image setting)" : ""),
-                    fmt::format("build and import the Debian 12 image (debootstrap, about a minute): sudo "
-                                "scripts/incus/up.sh from agentctl's source tree (AGENTCTL_INCUS_IMAGE={} names "
-                                "it); or pick an image you have: --image REF, or agentctl config set "
+                    fmt::format("build it here (Debian 12 with debootstrap, a few minutes, as root): agentctl image "
+                                "build {}; or pick an image you have: --image REF, or agentctl config set "
                                 "incus.image=REF (`incus image list` shows them)",
                                 image));
     }
