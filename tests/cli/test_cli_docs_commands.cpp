@@ -352,13 +352,19 @@ const std::vector<Entry> k_documented = {
      "replaces the mount of"},
     {"agent", Mode::Surface, "agentctl status work"},
     {"agent", Mode::Preview, "agentctl image build agentctl-debian-12", {0}},
+    {"agent", Mode::Run, "agentctl --preview create demo --allow pypi.org:443"},
 
     {"lima", Mode::Run, "agentctl config set provider=lima"},
     {"lima", Mode::Refused, "agentctl create test --image template://ubuntu-lts --allow example.com:443", {2}},
-    {"lima", Mode::Refused, "agentctl start test", {2}},
-    {"lima", Mode::Refused, "agentctl exec test -- curl -fsS -o /dev/null https://example.com", {2}},
+    // create was refused, so there is nothing to start or exec into.
+    {"lima", Mode::Refused, "agentctl start test", {1}, nullptr, "no Lima sandbox named"},
+    {"lima",
+     Mode::Refused,
+     "agentctl exec test -- curl -fsS -o /dev/null https://example.com",
+     {1},
+     nullptr,
+     "no Lima sandbox named"},
 
-    {"plain", Mode::Run, "agentctl --preview create demo --allow pypi.org:443"},
     {"plain", Mode::Run, "agentctl policy check --profile default --allow '*.example.com:443' api.example.com", {0, 5}},
     {"plain",
      Mode::Run,
@@ -464,11 +470,14 @@ TEST_CASE("every agentctl command in README.md and docs/ runs") {
                 auto& cli = *scenario.cli;
                 // Test networks come from a range of their own; a VM-less host needs containers.
                 cli.write(cli.config_file(), "incus.subnetPool: \"10.221.0.0/16\"\n");
-                cli.write(cli.home() / ".config/agentctl/profiles/default.yaml",
-                          "apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  isolation: container\n"
-                          "  network:\n    denyLAN: true\n  mounts:\n    - hostPath: ~/agentctl/workspaces/{{.Name}}\n"
-                          "      guestPath: /workspace\n      writable: true\n  mountPolicy:\n"
-                          "    createMissing: true\n");
+                if (real) {
+                    cli.write(
+                        cli.home() / ".config/agentctl/profiles/default.yaml",
+                        "apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  isolation: container\n"
+                        "  network:\n    denyLAN: true\n  mounts:\n    - hostPath: ~/agentctl/workspaces/{{.Name}}\n"
+                        "      guestPath: /workspace\n      writable: true\n  mountPolicy:\n"
+                        "    createMissing: true\n");
+                }
                 fs::create_directories(cli.home() / "src/app");
                 fs::create_directories(cli.home() / "src/demo");
             }
