@@ -83,10 +83,11 @@ std::vector<fs::path> documents() {
 }
 
 // Code blocks: lines starting with `agentctl ` (after `$ ` or `sudo `), with
-// `\` continuations joined. Prose: inline code spans starting with `agentctl `.
+// `\` continuations joined. Prose: inline code spans starting with `agentctl `
+// (or `sudo agentctl `).
 std::vector<DocCommand> extract_commands() {
     std::vector<DocCommand> out;
-    static const std::regex inline_code("`(agentctl [^`]*)`");
+    static const std::regex inline_code("`(?:sudo )?(agentctl [^`]*)`");
     for (const auto& file : documents()) {
         std::ifstream in(file);
         const auto name = fs::relative(file, AGENTCTL_SOURCE_DIR).string();
