@@ -27,7 +27,8 @@ CLI::Option* add_policy_flags(CLI::App& command, CreateOptions& o) {
         ->excludes(deny_lan);
     command.add_flag("--no-network-policy", o.no_network_policy, "Unrestricted egress (loud warning)");
     command.add_option("--agent", o.agent,
-                       "Install an agent: claude, codex, opencode, pi, gemini, cursor (implies start)");
+                       "Install an agent and allow the hosts it needs: claude, codex, opencode, pi, gemini, cursor "
+                       "(create: implies start)");
     return profile;
 }
 
