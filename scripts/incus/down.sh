@@ -86,6 +86,13 @@ if ! owned initialised; then
   say "incusd (started by up.sh) stopped; its state predates up.sh and is kept"
   exit 0
 fi
+if [ "$daemon_up" != 1 ]; then
+  # Without a running daemon nobody can tell whether instances that are not
+  # the tests' were added since up.sh: keep the state.
+  act rm -f "$OWNED_DIR/started-incusd" "$RUN_DIR/incusd.pid"
+  say "incusd is not running, so its state cannot be checked for instances that are not the tests': kept"
+  exit 0
+fi
 if [ ${#others[@]} -gt 0 ]; then
   say "incusd left running: it holds instances that are not test sandboxes (${others[*]})"
   exit 0
