@@ -14,7 +14,7 @@ namespace {
 bool incus_reachable() { return ::access("/var/lib/incus/unix.socket", W_OK) == 0; }
 }  // namespace
 
-TEST_CASE("-v logs every Incus request with its status and time") {
+TEST_CASE("verbose output logs every Incus request with its status and time") {
     if (!incus_reachable()) {
         WARN("no Incus daemon reachable: skipped");
         return;
@@ -34,7 +34,7 @@ TEST_CASE("-v logs every Incus request with its status and time") {
                             std::regex(R"(incus GET /1\.0/instances/no-such-sandbox-here\S* -> 404 \(\d+ ms\))")));
 }
 
-TEST_CASE("-v gives each step's time") {
+TEST_CASE("verbose output gives each step time") {
     CliSandbox cli;
     auto r = cli.run(
         {"-v", "--provider", "incus", "--preview", "create", "demo", "--isolation", "container", "--mount-none"});

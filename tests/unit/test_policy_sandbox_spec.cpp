@@ -77,7 +77,7 @@ TEST_CASE("the default profile alone gives the reference defaults", "[spec]") {
     CHECK(spec.user == "agent");
 }
 
-TEST_CASE("--agent names the sandbox user after the agent", "[spec][agent]") {
+TEST_CASE("the sandbox user is named after --agent", "[spec][agent]") {
     Tree t;
     t.in.agent = "claude";
     auto spec = compute_sandbox_spec(t.in);
