@@ -14,13 +14,18 @@ cmake --build build/release --target agentctl
 cmake --install build/release --prefix /usr/local >/dev/null
 echo "agentctl: installed $(/usr/local/bin/agentctl --version) to /usr/local/bin"
 
-bash scripts/incus/up.sh
+AGENTCTL_BIN=/usr/local/bin/agentctl bash scripts/incus/up.sh
 
 agentctl config set provider=incus
-agentctl delete demo --force >/dev/null 2>&1 || true
-# This machine cannot run Incus virtual machines (see docs/setup-incus.md), so the
-# demo asks for container isolation explicitly; agentctl says so loudly.
-agentctl create demo --image agentctl-debian-12 --isolation container --mount-none
+# A sandbox called demo that already exists is someone's: use it as it is, never delete it.
+if agentctl status demo >/dev/null 2>&1; then
+  echo "agentctl: a sandbox called 'demo' already exists; setup leaves it as it is (not recreated)"
+else
+  # This machine cannot run Incus virtual machines (see docs/setup-incus.md), so the
+  # demo asks for container isolation explicitly; agentctl says so loudly. The
+  # image is the default one (incus.image), which up.sh built.
+  agentctl create demo --isolation container --mount-none
+fi
 agentctl exec demo -- sh -c 'echo "inside the sandbox as $(whoami) (uid $(id -u))"'
 agentctl status demo
 echo "agentctl: the sandbox 'demo' is running; try: agentctl shell demo    (remove it with: agentctl delete demo --force)"

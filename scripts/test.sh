@@ -31,7 +31,7 @@ fi
 phase "Incus daemon and test image"
 cleanup() { bash "$root/scripts/incus/down.sh" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-bash scripts/incus/up.sh
+AGENTCTL_BIN="$root/build/test/src/agentctl" bash scripts/incus/up.sh
 
 phase "unit, CLI and integration tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -17,6 +17,7 @@ inline constexpr int k_error = 1;              // bad input, backend failure
 inline constexpr int k_not_available = 2;      // capability NotAvailable / UnderDevelopment
 inline constexpr int k_manual_workaround = 3;  // ManualWorkaround without --force-partial
 inline constexpr int k_policy_refused = 4;     // `policy check`: destination refused
+inline constexpr int k_policy_unresolved = 5;  // `policy check`: allowed by the policy, but the name does not resolve
 }  // namespace exit_code
 
 class Error : public std::runtime_error {

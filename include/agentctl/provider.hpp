@@ -159,6 +159,8 @@ struct ProviderEntry {
     std::string_view description;
     CapabilityMatrix (*capabilities)(const HostPlatform& platform);
     std::unique_ptr<Provider> (*create)(ProviderContext& context);
+    // How the provider enforces a network policy, as a phrase for `policy check`.
+    std::string_view egress = {};
 };
 
 // Every compiled-in provider, in display order.

@@ -7,25 +7,36 @@
 #   2. lxcfs (optional) and incusd started by hand, PIDs kept in $AGENTCTL_INCUS_RUN
 #   3. preseed: a storage pool and a default profile WITHOUT a network. agentctl
 #      gives every sandbox its own managed bridge, so no shared network exists.
-#   4. a Debian 12 image built with debootstrap, its tarball cached in
-#      $AGENTCTL_INCUS_CACHE between runs, imported with alias $AGENTCTL_INCUS_IMAGE
+#   4. a Debian 12 image built by `agentctl image build` (debootstrap), its tarball
+#      cached in $AGENTCTL_INCUS_CACHE between runs, imported with alias $AGENTCTL_INCUS_IMAGE
+#
+# Ownership: up.sh writes down what it made itself into $AGENTCTL_INCUS_OWNED
+# (a directory that survives reboots), so that down.sh removes only that:
+#   started-incusd / started-lxcfs  it started the daemon (pid files in $AGENTCTL_INCUS_RUN)
+#   initialised                     it initialised a daemon that had no state at all
+#                                   (no storage pool, instance, image or network)
+#   image                           the alias of the image it imported
+# An Incus that was already running or already had state is used as it is and
+# is never stopped or wiped by down.sh.
 #
 # Environment (all optional):
 #   AGENTCTL_INCUS_RUN    state dir for pid files and logs   (/run/agentctl-incus)
+#   AGENTCTL_INCUS_OWNED  what up.sh made, for down.sh       (/var/lib/agentctl-incus-owned)
 #   AGENTCTL_INCUS_CACHE  image tarball cache                (/var/cache/agentctl-ci)
 #   AGENTCTL_INCUS_IMAGE  image alias                        (agentctl-debian-12)
 #   AGENTCTL_INCUS_POOL   storage driver: btrfs | dir        (btrfs)
 #   AGENTCTL_INCUS_POOL_SIZE  size of the btrfs loop file    (8GiB)
 #   AGENTCTL_DEBIAN_MIRROR    Debian mirror                  (http://deb.debian.org/debian)
+#   AGENTCTL_BIN          the agentctl binary that builds the image (agentctl on PATH)
 set -euo pipefail
 
 RUN_DIR=${AGENTCTL_INCUS_RUN:-/run/agentctl-incus}
+OWNED_DIR=${AGENTCTL_INCUS_OWNED:-/var/lib/agentctl-incus-owned}
 CACHE_DIR=${AGENTCTL_INCUS_CACHE:-/var/cache/agentctl-ci}
 IMAGE_ALIAS=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 POOL_DRIVER=${AGENTCTL_INCUS_POOL:-btrfs}
 POOL_SIZE=${AGENTCTL_INCUS_POOL_SIZE:-8GiB}
 MIRROR=${AGENTCTL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-IMAGE_PACKAGES=systemd-sysv,udev,curl,python3-minimal,iproute2,sudo,ca-certificates
 
 export DEBIAN_FRONTEND=noninteractive
 APT=(apt-get -o DPkg::Lock::Timeout=600 -y -q)
@@ -34,7 +45,7 @@ say() { local ds=$(( ($(date +%s%N) - START) / 100000000 )); printf '[%4d.%ds] %
 die() { echo "up.sh: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (it installs packages and starts incusd)"
-mkdir -p "$RUN_DIR" "$CACHE_DIR"
+mkdir -p "$RUN_DIR" "$CACHE_DIR" "$OWNED_DIR"
 
 # ---------------------------------------------------------------- 1. packages
 have_incusd() { [ -x /usr/libexec/incus/incusd ] && command -v incus >/dev/null 2>&1; }
@@ -62,6 +73,7 @@ mkdir -p /var/log/incus /var/lib/lxcfs
 if command -v lxcfs >/dev/null 2>&1 && ! mountpoint -q /var/lib/lxcfs; then
   setsid lxcfs /var/lib/lxcfs >"$RUN_DIR/lxcfs.log" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/lxcfs.pid"
+  : >"$OWNED_DIR/started-lxcfs"
   for _ in $(seq 50); do mountpoint -q /var/lib/lxcfs && break; sleep 0.1; done
 fi
 if ! incus admin waitready --timeout=1 >/dev/null 2>&1; then
@@ -69,13 +81,26 @@ if ! incus admin waitready --timeout=1 >/dev/null 2>&1; then
   setsid /usr/libexec/incus/incusd --group incus-admin --logfile=/var/log/incus/incusd.log \
     >"$RUN_DIR/incusd.out" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/incusd.pid"
+  : >"$OWNED_DIR/started-incusd"
   incus admin waitready --timeout=60 || { tail -20 "$RUN_DIR/incusd.out" >&2; die "incusd did not become ready"; }
+  say "incusd started (pid $(cat "$RUN_DIR/incusd.pid"))"
+elif [ -e "$OWNED_DIR/started-incusd" ] && alive "$RUN_DIR/incusd.pid"; then
+  say "incusd already running (started by an earlier up.sh, pid $(cat "$RUN_DIR/incusd.pid"))"
+else
+  # Someone else's daemon: use it, and never record a pid that down.sh would stop.
+  rm -f "$RUN_DIR/incusd.pid" "$OWNED_DIR/started-incusd"
+  say "incusd already running (not started by up.sh: down.sh leaves it running)"
 fi
-alive "$RUN_DIR/incusd.pid" || pgrep -x incusd >"$RUN_DIR/incusd.pid" || true
-say "incusd ready (pid $(cat "$RUN_DIR/incusd.pid" 2>/dev/null || echo unknown))"
 
 # ---------------------------------------------------------------- 3. storage + profile
+# A daemon with no state at all is ours to initialise (and down.sh's to wipe).
+pristine() {
+  [ -z "$(incus storage list -f csv 2>/dev/null)" ] && [ -z "$(incus list -f csv -c n --all-projects 2>/dev/null)" ] &&
+    [ -z "$(incus image list -f csv -c f --all-projects 2>/dev/null)" ] &&
+    [ -z "$(incus network list -f csv 2>/dev/null | awk -F, '$3=="YES"')" ]
+}
 if ! incus storage show default >/dev/null 2>&1; then
+  pristine && : >"$OWNED_DIR/initialised"
   if [ "$POOL_DRIVER" = btrfs ]; then pool_config="{size: $POOL_SIZE}"; else pool_config="{}"; fi
   incus admin init --preseed <<PRESEED
 config:
@@ -94,43 +119,14 @@ fi
 say "storage pool 'default' ($(incus storage list -f csv | awk -F, '$1=="default"{print $2}')) ready"
 
 # ---------------------------------------------------------------- 4. image
+# agentctl builds the image itself (`agentctl image build`, without --base:
+# debootstrap, networkd, metadata, import); its tarball is cached below $CACHE_DIR.
+AGENTCTL_BIN=${AGENTCTL_BIN:-$(command -v agentctl || true)}
 if ! incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE_ALIAS"; then
-  tarball="$CACHE_DIR/$IMAGE_ALIAS.tar.zst"
-  if [ ! -s "$tarball" ]; then
-    build=$(mktemp -d "$CACHE_DIR/build.XXXXXX")
-    trap 'rm -rf "$build"' EXIT
-    root="$build/rootfs"
-    debootstrap --variant=minbase --include="$IMAGE_PACKAGES" bookworm "$root" "$MIRROR" \
-      >"$RUN_DIR/debootstrap.log" 2>&1 || { tail -20 "$RUN_DIR/debootstrap.log" >&2; die "debootstrap failed"; }
-    say "debootstrap done"
-    # eth0 by DHCP through systemd-networkd (udev must be present or eth0 stays down).
-    printf '[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' \
-      >"$root/etc/systemd/network/10-eth0.network"
-    chroot "$root" systemctl enable systemd-networkd systemd-resolved >/dev/null 2>&1 \
-      || chroot "$root" systemctl enable systemd-networkd >/dev/null 2>&1
-    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin "$root"/var/lib/apt/lists/*
-    : >"$root/etc/machine-id"
-    mkdir -p "$build/templates"
-    cat >"$build/metadata.yaml" <<META
-architecture: x86_64
-creation_date: $(date +%s)
-properties:
-  description: Debian 12 minbase (agentctl)
-  os: debian
-  release: bookworm
-  architecture: amd64
-templates:
-  /etc/hostname: {when: [create, copy], template: hostname.tpl}
-  /etc/hosts: {when: [create, copy], template: hosts.tpl}
-META
-    echo '{{ instance.name }}' >"$build/templates/hostname.tpl"
-    printf '127.0.0.1 localhost\n127.0.1.1 {{ instance.name }}\n::1 localhost ip6-localhost ip6-loopback\n' \
-      >"$build/templates/hosts.tpl"
-    tar --numeric-owner --xattrs -I 'zstd -T0 -3' -cf "$tarball.tmp" -C "$build" metadata.yaml templates rootfs
-    mv "$tarball.tmp" "$tarball"
-    rm -rf "$build"; trap - EXIT
-    say "image tarball built: $tarball ($(du -h "$tarball" | cut -f1))"
-  fi
-  incus image import "$tarball" --alias "$IMAGE_ALIAS" >/dev/null
+  [ -n "$AGENTCTL_BIN" ] && [ -x "$AGENTCTL_BIN" ] ||
+    die "the image $IMAGE_ALIAS is missing and no agentctl binary was found to build it (set AGENTCTL_BIN or install agentctl first)"
+  XDG_CACHE_HOME="$CACHE_DIR" AGENTCTL_DEBIAN_MIRROR="$MIRROR" "$AGENTCTL_BIN" --provider incus image build "$IMAGE_ALIAS" \
+    || die "agentctl image build $IMAGE_ALIAS failed"
+  echo "$IMAGE_ALIAS" >"$OWNED_DIR/image"
 fi
 say "image '$IMAGE_ALIAS' ready"

@@ -15,30 +15,37 @@ void add_mount_flags(CLI::App& command, MountOptions& options) {
     command.add_flag("--mount-writable", options.writable, "Make every shared directory writable (visible warning)");
 }
 
+CLI::Option* add_policy_flags(CLI::App& command, CreateOptions& o) {
+    auto* profile = command.add_option("--profile", o.profiles, "Profile to apply (repeatable, applied in order)");
+    command.add_option("--allow", o.allow,
+                       "Allow a destination: host, host:443, *.domain:80,443, IP, URL (repeatable)");
+    command.add_option("--allow-file", o.allow_files, "Read allow entries from a file, one per line (repeatable)");
+    command.add_option("--allow-preset", o.allow_presets, "Allow a named group of hosts: apt, pypi, npm, github, ...")
+        ->delimiter(',');
+    auto* deny_lan = command.add_flag("--deny-lan", o.deny_lan, "Refuse private and link-local ranges (the default)");
+    command.add_flag("--allow-lan", o.allow_lan, "Open every LAN address on any port (visible warning)")
+        ->excludes(deny_lan);
+    command.add_flag("--no-network-policy", o.no_network_policy, "Unrestricted egress (loud warning)");
+    command.add_option("--agent", o.agent,
+                       "Install an agent and allow the hosts it needs: claude, codex, opencode, pi, gemini, cursor "
+                       "(create: implies start)");
+    return profile;
+}
+
 void add_create(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("create", "Create a sandbox with a default-deny network policy");
     auto o = std::make_shared<CreateOptions>();
     auto cpu = std::make_shared<int>(0);
     cmd->add_option("NAME", o->name, "Sandbox name")->required();
     auto* image = cmd->add_option("--image", o->image, "Image to start from (provider-specific reference)");
-    auto* profile = cmd->add_option("--profile", o->profiles, "Profile to apply (repeatable, applied in order)");
+    auto* profile = add_policy_flags(*cmd, *o);
     cmd->add_option("--spec", o->spec_file, "A kind: Spec file (image, profiles, overrides)")
         ->excludes(image)
         ->excludes(profile);
-    cmd->add_option("--allow", o->allow, "Allow a destination: host, host:443, *.domain:80,443, IP, URL (repeatable)");
-    cmd->add_option("--allow-file", o->allow_files, "Read allow entries from a file, one per line (repeatable)");
-    cmd->add_option("--allow-preset", o->allow_presets, "Allow a named group of hosts: apt, pypi, npm, github, ...")
-        ->delimiter(',');
-    auto* deny_lan = cmd->add_flag("--deny-lan", o->deny_lan, "Refuse private and link-local ranges (the default)");
-    cmd->add_flag("--allow-lan", o->allow_lan, "Open every LAN address on any port (visible warning)")
-        ->excludes(deny_lan);
-    cmd->add_flag("--no-network-policy", o->no_network_policy, "Unrestricted egress (loud warning)");
     cmd->add_option("--port", o->ports, "Publish a port: [ADDR:]HOST:GUEST[/tcp|udp] (repeatable)");
     cmd->add_option("--cpu-cores", *cpu, "Number of CPU cores")->check(CLI::Range(1, 512));
     cmd->add_option("--memory", o->memory, "Memory size, e.g. 4GiB");
     cmd->add_option("--disk-size", o->disk_size, "Root disk size, e.g. 20GiB");
-    cmd->add_option("--agent", o->agent,
-                    "Install an agent: claude, codex, opencode, pi, gemini, cursor (implies start)");
     cmd->add_option("--package", o->packages, "Install a package in the guest (repeatable)");
     cmd->add_option("--isolation", o->isolation, "vm (default) or container (weaker, visible warning)")
         ->check(CLI::IsMember({"vm", "container"}));
@@ -57,7 +64,9 @@ void add_create(CLI::App& app, CommandEnv& env) {
             auto& session = env.session;
             session.gate("create");
             // Checked first without touching the disk: the gate decides before anything is made.
-            auto spec = build_sandbox_spec(session, *o, false);
+            std::vector<std::string> notices;
+            auto spec = build_sandbox_spec(session, *o, false, &notices);
+            for (const auto& notice : notices) session.reporter().notice(notice);
             if (!spec.mounts.empty()) session.gate("fs.mount");
             if (!spec.ports.empty()) session.gate("network.port-publish");
             if (!spec.packages.empty()) session.gate("provision.packages");
@@ -91,7 +100,9 @@ void add_start(CLI::App& app, CommandEnv& env) {
             auto& session = env.session;
             session.gate("start");
             StartRequest request;
-            request.mounts = build_start_mounts(session, *name, *profiles, *mounts);
+            std::vector<std::string> notices;
+            request.mounts = build_start_mounts(session, *name, *profiles, *mounts, &notices);
+            for (const auto& notice : notices) session.reporter().notice(notice);
             if (request.mounts && !request.mounts->empty()) session.gate("fs.mount");
             if (request.mounts) {
                 for (const auto& m : *request.mounts) {

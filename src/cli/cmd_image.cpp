@@ -1,4 +1,4 @@
-// image pull REF · image build OUT --base REF [--package X]...
+// image pull REF · image build OUT [--base REF] [--package X]...
 #include <fmt/format.h>
 
 #include "cli/commands_list.hpp"
@@ -28,11 +28,14 @@ void add_image(CLI::App& app, CommandEnv& env) {
         std::vector<std::string> packages;
     };
     auto args = std::make_shared<BuildArgs>();
-    auto* build = group->add_subcommand("build", "Build a local image from a base image plus packages");
+    auto* build = group->add_subcommand(
+        "build", "Build a local image: from a base image plus packages, or (no --base) Debian 12 from scratch");
     build->add_option("OUT", args->output, "Name (alias) of the image to create")->required();
-    build->add_option("--base", args->base, "The image to start from")->required();
+    build->add_option("--base", args->base,
+                      "The image to start from; without it, Debian 12 is bootstrapped with debootstrap (Incus, root)");
     build->add_option("--package", args->packages, "A package to install (repeatable)");
-    set_examples(*build, {"agentctl image build dev-image --base agentctl-debian-12 --package git --package make"});
+    set_examples(*build, {"agentctl image build agentctl-debian-12",
+                          "agentctl image build dev-image --base agentctl-debian-12 --package git --package make"});
     build->callback([&env, args] {
         env.action = [&env, args] {
             for (const auto& package : args->packages) policy::check_package_name(package);

@@ -15,17 +15,37 @@ namespace {
 
 struct CheckArgs {
     std::vector<std::string> positional;  // [NAME] HOST[:PORT]
-    std::vector<std::string> profiles;
-    std::vector<std::string> allow;
-    bool allow_lan = false;
+    CreateOptions policy;                 // create's policy flags
 };
+
+bool any_policy_flag(const CreateOptions& o) {
+    return !o.profiles.empty() || !o.allow.empty() || !o.allow_files.empty() || !o.allow_presets.empty() ||
+           o.allow_lan || o.deny_lan || o.no_network_policy || !o.agent.empty();
+}
+
+// Which provider enforces the policy, and how, for the answer.
+std::string enforcement(Session& session) {
+    const ProviderEntry* chosen = nullptr;
+    try {
+        chosen = &session.provider_entry();
+    } catch (const Error&) {
+        return "no provider chosen (--provider or `agentctl config set provider=...`): this is the policy's answer";
+    }
+    const auto& entry = *chosen;
+    auto acl = session.capabilities().get("network.acl");
+    std::string text = fmt::format("{}: {}", entry.name, entry.egress);
+    if (acl.status != CapabilityStatus::Supported) {
+        text += fmt::format(" (network.acl is {} here: {})", to_string(acl.status), acl.message);
+    }
+    return text;
+}
 
 int run_check(Session& session, const CheckArgs& args) {
     policy::NetworkPolicy network;
     std::string destination;
     if (args.positional.size() == 2) {
-        if (!args.profiles.empty() || !args.allow.empty() || args.allow_lan) {
-            throw Error("give either a sandbox NAME or --profile/--allow/--allow-lan, not both",
+        if (any_policy_flag(args.policy)) {
+            throw Error("give either a sandbox NAME or policy flags (--profile, --allow, --agent, ...), not both",
                         "agentctl policy check demo example.com:443");
         }
         validate_instance_name(args.positional[0]);
@@ -35,14 +55,15 @@ int run_check(Session& session, const CheckArgs& args) {
         network = *info.network;
         destination = args.positional[1];
     } else if (args.positional.size() == 1) {
-        network = build_network_policy(session, args.profiles, args.allow, args.allow_lan);
+        network = build_network_policy(session, args.policy);
         destination = args.positional[0];
     } else {
         throw Error("expected [NAME] HOST[:PORT]", "agentctl policy check --allow example.com example.com:443");
     }
     auto resolver = policy::make_system_resolver();
     const auto own = policy::host_own_addresses();
-    const auto result = policy::check_destination(network, destination, *resolver, own);
+    auto result = policy::check_destination(network, destination, *resolver, own);
+    result.enforced_by = enforcement(session);
     if (session.json()) {
         session.out() << policy::check_to_json(result).dump(2) << "\n";
     } else {
@@ -112,13 +133,14 @@ void add_policy(CLI::App& app, CommandEnv& env) {
     auto check_args = std::make_shared<CheckArgs>();
     auto* check = group->add_subcommand("check", "Would the egress policy allow HOST[:PORT], and why");
     check->add_option("ARGS", check_args->positional, "[NAME] HOST[:PORT] (port 443 unless given)")->required();
-    check->add_option("--profile", check_args->profiles, "Check against these profiles (repeatable)");
-    check->add_option("--allow", check_args->allow, "Add an allow entry to check against (repeatable)");
-    check->add_flag("--allow-lan", check_args->allow_lan, "Check as if --allow-lan were given");
+    // The same flags as create, defined once (add_policy_flags): check what create would build.
+    add_policy_flags(*check, check_args->policy);
     check->footer(
-        "\nExit status: 0 allowed, 4 refused, 1 bad input.\n\nExamples:\n"
+        "\nExit status: 0 allowed, 4 refused, 5 allowed by the policy but the name does not resolve now,\n"
+        "1 bad input.\n\nExamples:\n"
         "  agentctl policy check demo api.github.com:443\n"
         "  agentctl policy check --profile strict --allow '*.example.com' www.example.com\n"
+        "  agentctl policy check --agent claude --allow-preset apt api.anthropic.com\n"
         "  agentctl policy check --allow 10.0.0.5 10.0.0.5:22 --output json");
     check->callback(
         [&env, check_args] { env.action = [&env, check_args] { return run_check(env.session, *check_args); }; });

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace agentctl::cli {
 namespace {
@@ -31,8 +32,10 @@ public:
     TerminalReporter& operator=(const TerminalReporter&) = delete;
 
     void step(std::string_view message) override {
-        if (m_json) return;
         finish_step();
+        m_timed = std::string(message);
+        m_timed_start = std::chrono::steady_clock::now();
+        if (m_json) return;
         if (!m_terminal) {
             write_stderr(fmt::format("agentctl: {}...\n", message));
             return;
@@ -70,6 +73,17 @@ private:
     }
 
     void finish_step() {
+        stop_spinner();
+        if (m_timed.empty()) return;
+        // Each step's time at log level info (-v), after its line.
+        spdlog::info(
+            "step \"{}\" took {} ms", m_timed,
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - m_timed_start)
+                .count());
+        m_timed.clear();
+    }
+
+    void stop_spinner() {
         {
             std::lock_guard lock(m_mutex);
             if (!m_running) return;
@@ -87,6 +101,8 @@ private:
     std::thread m_spinner;
     std::string m_current;
     bool m_running = false;
+    std::string m_timed;  // the step being timed (empty: none)
+    std::chrono::steady_clock::time_point m_timed_start;
 };
 
 }  // namespace
@@ -97,7 +113,9 @@ bool use_color() {
 }
 
 std::unique_ptr<Reporter> make_terminal_reporter(bool json) {
-    return std::make_unique<TerminalReporter>(json, stderr_is_terminal(), use_color());
+    // With log lines on stderr (-v) a spinner would be torn apart: plain step lines then.
+    const bool spinner = stderr_is_terminal() && !spdlog::should_log(spdlog::level::info);
+    return std::make_unique<TerminalReporter>(json, spinner, use_color());
 }
 
 }  // namespace agentctl::cli

@@ -47,23 +47,32 @@ struct CreateOptions {
 // process environment.
 [[nodiscard]] policy::Environment policy_environment(Session& session);
 
+// Adds the flags that shape the network policy (--profile, --allow,
+// --allow-file, --allow-preset, --deny-lan, --allow-lan, --no-network-policy,
+// --agent) to a command: create, and policy check, which must accept exactly
+// what create accepts. Returns the --profile option.
+CLI::Option* add_policy_flags(CLI::App& command, CreateOptions& options);
+
 // Adds --mount, --mount-only, --mount-none, --mount-writable to a command.
 void add_mount_flags(CLI::App& command, MountOptions& options);
 
 // Computes the effective spec: profiles (organisation floor first), flags,
 // presets, agent, mounts resolved and checked. Throws agentctl::Error (exit 1)
 // listing every problem; nothing is created then. Missing mount directories
-// (createMissing) are made only when `create_directories` is set.
-[[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories);
+// (createMissing) are made only when `create_directories` is set. `notices`
+// receives a sentence per profile mount that a --mount replaced.
+[[nodiscard]] SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories,
+                                             std::vector<std::string>* notices = nullptr);
 
-// The network policy of profiles plus --allow/--allow-lan, for `policy check`.
-[[nodiscard]] policy::NetworkPolicy build_network_policy(Session& session, const std::vector<std::string>& profiles,
-                                                         const std::vector<std::string>& allow, bool allow_lan);
+// The network policy create would compute from the same flags (profiles,
+// allow entries, files, presets, agent, LAN flags), for `policy check`.
+[[nodiscard]] policy::NetworkPolicy build_network_policy(Session& session, const CreateOptions& options);
 
 // For start: the mounts the flags ask for, checked against the mount policy of
 // the given profiles; nullopt when no mount flag was given (keep the sticky set).
 [[nodiscard]] std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,
                                                                    const std::vector<std::string>& profiles,
-                                                                   const MountOptions& options);
+                                                                   const MountOptions& options,
+                                                                   std::vector<std::string>* notices = nullptr);
 
 }  // namespace agentctl::cli

@@ -33,9 +33,11 @@ policy::Environment policy_environment(Session& session) {
     return policy::environment_from_process(profile_dir, config.value_or("defaultProfile", "default"));
 }
 
-SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories) {
+namespace {
+
+// create's flags as the policy layer's inputs: one mapping for create and policy check.
+policy::SpecInputs spec_inputs(Session& session, const CreateOptions& options) {
     policy::SpecInputs inputs;
-    inputs.create_directories = create_directories;
     inputs.env = policy_environment(session);
     inputs.name = options.name;
     inputs.image = options.image;
@@ -56,30 +58,34 @@ SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, b
     inputs.packages = options.packages;
     inputs.mount_flags = mount_flags(options.mount);
     inputs.isolation = options.isolation;
-    return policy::compute_sandbox_spec(inputs);
+    return inputs;
 }
 
-policy::NetworkPolicy build_network_policy(Session& session, const std::vector<std::string>& profiles,
-                                           const std::vector<std::string>& allow, bool allow_lan) {
-    policy::SpecInputs inputs;
-    inputs.env = policy_environment(session);
-    inputs.name = "policy-check";
-    inputs.profiles = with_base_profile(session, profiles, inputs.env);
-    inputs.allow = allow;
-    inputs.allow_lan = allow_lan;
+}  // namespace
+
+SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, bool create_directories,
+                               std::vector<std::string>* notices) {
+    auto inputs = spec_inputs(session, options);
+    inputs.create_directories = create_directories;
+    return policy::compute_sandbox_spec(inputs, notices);
+}
+
+policy::NetworkPolicy build_network_policy(Session& session, const CreateOptions& options) {
+    auto inputs = spec_inputs(session, options);
+    if (inputs.name.empty()) inputs.name = "policy-check";
     return policy::compute_network_policy(inputs);
 }
 
 std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,
                                                      const std::vector<std::string>& profiles,
-                                                     const MountOptions& options) {
+                                                     const MountOptions& options, std::vector<std::string>* notices) {
     const bool any = !options.mounts.empty() || options.only || options.none || options.writable;
     if (!any) return std::nullopt;
     const auto env = policy_environment(session);
     std::vector<Mount> previous;
     if (!options.only && !options.none && !session.globals().preview) previous = session.provider().status(name).mounts;
     return policy::resolve_start_mounts(name, with_base_profile(session, profiles, env), mount_flags(options), previous,
-                                        env);
+                                        env, notices);
 }
 
 }  // namespace agentctl::cli

@@ -73,6 +73,15 @@ std::string validate_prefix(std::string_view value) {
     return fmt::format("must be a prefix length from 16 to 29 (got '{}')", value);
 }
 
+std::string validate_image(std::string_view value) {
+    const bool ok =
+        !value.empty() && value.size() <= 255 && std::all_of(value.begin(), value.end(), [](unsigned char c) {
+            return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/' || c == ':';
+        });
+    return ok ? std::string()
+              : fmt::format("must be an image alias or fingerprint such as agentctl-debian-12 (got '{}')", value);
+}
+
 std::string validate_pool_name(std::string_view value) {
     const bool ok = !value.empty() && std::all_of(value.begin(), value.end(), [](unsigned char c) {
         return std::isalnum(c) || c == '-' || c == '_' || c == '.';
@@ -95,6 +104,8 @@ constexpr std::array k_keys{
               KeyPolicy::UserMayOverride, &validate_prefix},
     ConfigKey{"incus.storagePool", "the Incus storage pool sandboxes' root disks live in", "default",
               KeyPolicy::UserMayOverride, &validate_pool_name},
+    ConfigKey{"incus.image", "the image a sandbox starts from when create is given no --image (build it: image build)",
+              "agentctl-debian-12", KeyPolicy::UserMayOverride, &validate_image},
     ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
               &validate_remote},
 };

@@ -5,6 +5,8 @@
 // every descendant, and the raw wait status tells an exit from a signal.
 #include <utility>  // must precede Asio (std::exchange in awaitable.hpp on g++ 12)
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <sys/wait.h>
 
@@ -13,6 +15,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/process.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
@@ -85,10 +89,43 @@ public:
         std::vector<std::string> args(request.argv.begin() + 1, request.argv.end());
         auto env = make_environment(request);
         auto cwd = request.cwd.empty() ? boost::filesystem::current_path() : boost::filesystem::path(request.cwd);
-        return request.interactive ? run_interactive(exe, args, env, cwd) : run_captured(request, exe, args, env, cwd);
+        const auto start = std::chrono::steady_clock::now();
+        auto result =
+            request.interactive ? run_interactive(exe, args, env, cwd) : run_captured(request, exe, args, env, cwd);
+        log_run(request, result, std::chrono::steady_clock::now() - start);
+        return result;
     }
 
 private:
+    // An environment assignment in argv (`--env NAME=VALUE`) may carry a
+    // secret: its value is not logged, except for a few harmless names.
+    static std::string redacted(const std::string& word) {
+        auto equals = word.find('=');
+        if (equals == std::string::npos || equals == 0) return word;
+        auto name = std::string_view(word).substr(0, equals);
+        const bool env_name = std::all_of(name.begin(), name.end(), [](char c) {
+            return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        });
+        if (!env_name) return word;
+        for (std::string_view harmless : {"HOME", "USER", "PATH", "LANG", "TERM", "SHELL", "PWD"}) {
+            if (name == harmless) return word;
+        }
+        return std::string(name) + "=(redacted)";
+    }
+
+    // One line per process at log level info (-v): argv, how it ended, time.
+    static void log_run(const ProcessRequest& request, const ProcessResult& result,
+                        std::chrono::steady_clock::duration took) {
+        if (!spdlog::should_log(spdlog::level::info)) return;
+        std::string line;
+        for (const auto& word : request.argv) line += (line.empty() ? "" : " ") + shell_quote(redacted(word));
+        std::string end = result.timed_out  ? "timed out"
+                          : result.signaled ? fmt::format("killed by signal {}", result.signal)
+                                            : fmt::format("exit {}", result.exit_code);
+        spdlog::info("run {} -> {} ({} ms)", line, end,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
+    }
+
     static ProcessResult run_interactive(const boost::filesystem::path& exe, const std::vector<std::string>& args,
                                          bp::environment& env, const boost::filesystem::path& cwd) {
         IgnoreTerminalSignals ignore;

@@ -27,6 +27,10 @@ namespace agentctl::policy {
 // what is wrong, as a phrase ("label \"-a\" starts with a hyphen").
 [[nodiscard]] std::string hostname_problem(std::string_view host);
 
+// Whether `rule` names `host` (a normalised name or an IP literal), whatever
+// its ports: the same matching decide() uses.
+[[nodiscard]] bool rule_names_host(const AllowRule& rule, std::string_view host);
+
 // Lower-cases `host` and removes one trailing dot.
 [[nodiscard]] std::string normalise_host(std::string_view host);
 

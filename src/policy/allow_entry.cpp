@@ -193,8 +193,10 @@ std::string hostname_problem(std::string_view host) {
         for (char c : label) {
             auto u = static_cast<unsigned char>(c);
             if (u >= 0x80) return "the host name is not ASCII; write an internationalised name in its xn-- form";
-            if (!(std::islower(u) || std::isdigit(u) || c == '-')) {
-                return fmt::format("'{}' is not allowed in a host name (letters, digits, '-' and '.')", c);
+            // '_' is not valid in a DNS host name (RFC 952) but common in internal names,
+            // and resolvers pass it through.
+            if (!(std::islower(u) || std::isdigit(u) || c == '-' || c == '_')) {
+                return fmt::format("'{}' is not allowed in a host name (letters, digits, '-', '_' and '.')", c);
             }
         }
         if (label.front() == '-' || label.back() == '-') {
@@ -282,7 +284,11 @@ AllowRule parse_allow_entry(std::string_view raw_entry, std::string origin) {
 }
 
 std::vector<AllowRule> parse_allow_text(std::string_view text, const std::string& label) {
+    constexpr std::string_view k_byte_order_mark = "\xEF\xBB\xBF";
+    if (text.starts_with(k_byte_order_mark)) text.remove_prefix(k_byte_order_mark.size());
     std::vector<AllowRule> rules;
+    std::vector<std::string> problems;
+    std::string hint;
     int line_number = 0;
     while (!text.empty()) {
         ++line_number;
@@ -295,8 +301,15 @@ std::vector<AllowRule> parse_allow_text(std::string_view text, const std::string
         try {
             rules.push_back(parse_allow_entry(content, fmt::format("allow file {}:{}", label, line_number)));
         } catch (const Error& error) {
-            throw Error(fmt::format("{}:{}: {}", label, line_number, error.what()), error.hint());
+            problems.push_back(fmt::format("{}:{}: {}", label, line_number, error.what()));
+            if (hint.empty()) hint = error.hint();
         }
+    }
+    if (problems.size() == 1) throw Error(problems.front(), hint);
+    if (!problems.empty()) {
+        std::string message = fmt::format("{} has {} invalid lines:", label, problems.size());
+        for (const auto& problem : problems) message += "\n  " + problem;
+        throw Error(message, hint);
     }
     return rules;
 }

@@ -10,8 +10,9 @@
 namespace agentctl::policy {
 
 // Parses allow-file text: one entry per line, `#` starts a comment, blank
-// lines ignored. Each rule's origin is "allow file LABEL:LINE". Throws
-// agentctl::Error "LABEL:LINE: invalid allow entry ..." on the first bad line.
+// lines ignored, a leading UTF-8 byte-order mark skipped. Each rule's origin
+// is "allow file LABEL:LINE". Throws agentctl::Error naming every bad line
+// ("LABEL:LINE: invalid allow entry ..."), not only the first.
 [[nodiscard]] std::vector<AllowRule> parse_allow_text(std::string_view text, const std::string& label);
 
 }  // namespace agentctl::policy

@@ -130,6 +130,9 @@ CheckResult check_destination(const NetworkPolicy& policy, std::string_view text
     CheckResult result;
     result.host = destination.host;
     result.port = destination.port;
+    for (const auto& rule : policy.allow) {
+        if (rule_names_host(rule, destination.host)) result.matching_rules.push_back(rule);
+    }
     auto finish = [&](const Decision& decision) {
         result.allowed = decision.allowed;
         result.reason = decision.reason;
@@ -151,18 +154,33 @@ CheckResult check_destination(const NetworkPolicy& policy, std::string_view text
             decide(policy, destination.host, destination.port, std::span<const IpAddress>(&address, 1), host_own);
         result.addresses.push_back({address, one.allowed, one.reason, one.detail});
     }
-    return finish(decide(policy, destination.host, destination.port, addresses, host_own));
+    finish(decide(policy, destination.host, destination.port, addresses, host_own));
+    // decide() says "no-address" only after pre_decide() let the name through.
+    result.unresolved = addresses.empty() && result.reason == "no-address";
+    return result;
 }
 
 std::string render_check_table(const CheckResult& result) {
-    std::string text = fmt::format("Destination: {}:{}\n", result.host, result.port);
-    text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", result.reason);
+    const bool v6 = result.host.find(':') != std::string::npos;
+    std::string text = fmt::format("Destination: {}:{}\n", v6 ? "[" + result.host + "]" : result.host, result.port);
+    if (result.unresolved) {
+        text +=
+            fmt::format("Verdict:     allowed by the policy, but the name does not resolve now ({})\n", result.reason);
+    } else {
+        text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", result.reason);
+    }
     text += fmt::format("Why:         {}\n", result.detail);
     if (result.rule) {
         text += fmt::format("Rule:        {} (from {})\n", result.rule->entry(),
                             result.rule->origin.empty() ? "unknown" : result.rule->origin);
     }
+    for (const auto& rule : result.matching_rules) {
+        if (result.rule && rule.entry() == result.rule->entry() && rule.origin == result.rule->origin) continue;
+        text += fmt::format("{}{} (from {})\n", result.rule ? "Also names:  " : "Named by:    ", rule.entry(),
+                            rule.origin.empty() ? "unknown" : rule.origin);
+    }
     if (result.address) text += fmt::format("Dial:        {}\n", result.address->to_string());
+    if (!result.enforced_by.empty()) text += fmt::format("Enforced by: {}\n", result.enforced_by);
     if (!result.addresses.empty()) {
         std::size_t width = 7;
         for (const auto& verdict : result.addresses) width = std::max(width, verdict.address.to_string().size());
@@ -187,17 +205,23 @@ nlohmann::json check_to_json(const CheckResult& result) {
     }
     nlohmann::json rule = nullptr;
     if (result.rule) rule = {{"entry", result.rule->entry()}, {"origin", result.rule->origin}};
+    nlohmann::json matching = nlohmann::json::array();
+    for (const auto& r : result.matching_rules) matching.push_back({{"entry", r.entry()}, {"origin", r.origin}});
     return {{"host", result.host},
             {"port", result.port},
             {"allowed", result.allowed},
             {"reason", result.reason},
             {"detail", result.detail},
+            {"unresolved", result.unresolved},
             {"rule", rule},
+            {"matching_rules", matching},
+            {"enforced_by", result.enforced_by},
             {"address", result.address ? nlohmann::json(result.address->to_string()) : nlohmann::json(nullptr)},
             {"addresses", addresses}};
 }
 
 int check_exit_code(const CheckResult& result) {
+    if (result.unresolved) return exit_code::k_policy_unresolved;
     return result.allowed ? exit_code::k_ok : exit_code::k_policy_refused;
 }
 

@@ -46,6 +46,11 @@ struct CheckResult {
     std::optional<IpAddress> address;       // the address that would be dialled
     std::vector<AddressVerdict> addresses;  // every resolved address, with its own verdict
     bool resolved = false;                  // a lookup was made
+    // The policy allows the name on this port, but it resolved to no address
+    // now: not a refusal (the connection would go through once it resolves).
+    bool unresolved = false;
+    std::vector<AllowRule> matching_rules;  // every allow rule naming the host (any port), with its origin
+    std::string enforced_by;                // who enforces the policy and how (set by the caller)
 };
 
 // `HOST`, `HOST:PORT`, `[v6]:PORT`, a bare IPv6 address, or an http(s) URL
@@ -63,7 +68,8 @@ struct Destination {
 // Renderings for the CLI.
 [[nodiscard]] std::string render_check_table(const CheckResult& result);
 [[nodiscard]] nlohmann::json check_to_json(const CheckResult& result);
-// 0 allowed, 4 refused (exit_code::k_policy_refused).
+// 0 allowed, 4 refused (exit_code::k_policy_refused), 5 allowed by the policy
+// but the name does not resolve now (exit_code::k_policy_unresolved).
 [[nodiscard]] int check_exit_code(const CheckResult& result);
 
 }  // namespace agentctl::policy

@@ -143,6 +143,16 @@ std::string_view strip_brackets(std::string_view host) {
 
 }  // namespace
 
+bool rule_names_host(const AllowRule& rule, std::string_view raw_host) {
+    std::string host = normalise_host(strip_brackets(raw_host));
+    if (auto ip = parse_ip_literal(host)) {
+        if (rule.kind != HostKind::Ip) return false;
+        auto rule_ip = parse_ip_literal(rule.host);
+        return rule_ip && same_destination(*rule_ip, *ip);
+    }
+    return name_matches(rule, host);
+}
+
 std::optional<Decision> pre_decide(const NetworkPolicy& policy, std::string_view raw_host, std::uint16_t port,
                                    std::span<const IpAddress> host_own_addresses) {
     if (port == 0) return refusal("port-not-allowed", "port 0 is not a destination port");

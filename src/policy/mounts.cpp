@@ -154,6 +154,8 @@ std::string describe(const MountRequest& request) {
     return fmt::format("mount {} ({})", request.host_path, request.origin.empty() ? "--mount" : request.origin);
 }
 
+constexpr std::string_view k_overlap_marker = " overlap in the guest";
+
 void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& problems) {
     for (std::size_t i = 0; i < mounts.size(); ++i) {
         for (std::size_t j = i + 1; j < mounts.size(); ++j) {
@@ -164,8 +166,8 @@ void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& 
                                                b.host_path, b.origin));
             }
             if (path_is_under(a.guest_path, b.guest_path) || path_is_under(b.guest_path, a.guest_path)) {
-                problems.push_back(fmt::format("mounts {} ({}) and {} ({}) overlap in the guest", a.guest_path,
-                                               a.origin, b.guest_path, b.origin));
+                problems.push_back(fmt::format("mounts {} ({}) and {} ({}){}", a.guest_path, a.origin, b.guest_path,
+                                               b.origin, k_overlap_marker));
             }
         }
     }
@@ -175,7 +177,22 @@ void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& 
     std::string message =
         problems.size() == 1 ? "a mount was refused:" : fmt::format("{} mounts were refused:", problems.size());
     for (const auto& problem : problems) message += "\n  " + problem;
+    const bool overlap = std::any_of(problems.begin(), problems.end(), [](const std::string& problem) {
+        return problem.find(k_overlap_marker) != std::string::npos;
+    });
+    if (overlap) {
+        throw Error(message,
+                    "nothing was mounted or created; give the --mount a guest path no other mount covers "
+                    "(HOST:/GUEST), or exactly the other mount's guest path to replace it (e.g. "
+                    "--mount ~/src/app:/workspace:w replaces the profile's /workspace), or pass --mount-only to "
+                    "drop the profile's mounts");
+    }
     throw Error(message, "nothing was mounted or created; change the mount or the profile's mountPolicy");
+}
+
+std::string guest_key(const MountRequest& request, const std::string& name) {
+    if (request.guest_path.empty() || !request.guest_path.starts_with("/")) return {};
+    return clean_path(replace_all(request.guest_path, "{{.Name}}", name), "/");
 }
 
 }  // namespace
@@ -188,6 +205,27 @@ std::vector<std::string> builtin_denied_paths(const std::string& home, const std
         auto clean = clean_path(config_dir, "/");
         if (std::find(out.begin(), out.end(), clean) == out.end()) out.push_back(clean);
     }
+    return out;
+}
+
+MountLayering layer_mount_flags(std::vector<MountRequest> earlier, const std::vector<MountRequest>& added,
+                                const std::string& name) {
+    MountLayering out;
+    for (const auto& flag : added) {
+        auto key = guest_key(flag, name);
+        if (key.empty()) continue;
+        auto replaced = std::stable_partition(earlier.begin(), earlier.end(), [&](const MountRequest& request) {
+            return guest_key(request, name) != key;
+        });
+        for (auto it = replaced; it != earlier.end(); ++it) {
+            out.notices.push_back(fmt::format("--mount {}:{} replaces the mount of {} at {} ({})", flag.host_path, key,
+                                              replace_all(it->host_path, "{{.Name}}", name), key,
+                                              it->origin.empty() ? "an earlier mount" : it->origin));
+        }
+        earlier.erase(replaced, earlier.end());
+    }
+    out.requests = std::move(earlier);
+    out.requests.insert(out.requests.end(), added.begin(), added.end());
     return out;
 }
 

@@ -39,6 +39,20 @@ struct MountContext {
 // agentctl::Error naming the flag value.
 [[nodiscard]] MountRequest parse_mount_flag(std::string_view text);
 
+struct MountLayering {
+    std::vector<MountRequest> requests;  // earlier mounts not replaced, then the added ones
+    std::vector<std::string> notices;    // one sentence per replaced mount
+};
+
+// Adds `added` (the --mount flags) to `earlier` (a profile's mounts, or a
+// sandbox's current set at start). A flag whose guest path is exactly the
+// guest path of an earlier mount replaces that mount (the documented
+// `--mount ~/src/app:/workspace:w` over the default profile's /workspace) and
+// says so in a notice; any other overlap is left for resolve_mounts to refuse.
+// `name` fills {{.Name}} for the comparison.
+[[nodiscard]] MountLayering layer_mount_flags(std::vector<MountRequest> earlier, const std::vector<MountRequest>& added,
+                                              const std::string& name);
+
 // Resolves every request in order: expand ~ and {{.Name}} -> absolute, clean
 // -> (checks on the existing part) -> create if createMissing -> resolve
 // symlinks -> refuse / and $HOME itself unless allowHome -> built-in deny list

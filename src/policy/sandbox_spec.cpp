@@ -17,6 +17,8 @@
 namespace agentctl::policy {
 namespace {
 
+constexpr std::string_view k_default_user = "agent";
+
 // Runs each step, keeping every failure so they are reported together.
 class Problems {
 public:
@@ -186,14 +188,18 @@ std::vector<MountRequest> requests_from(const std::vector<ProfileMount>& mounts)
     return out;
 }
 
-std::vector<MountRequest> with_flags(std::vector<MountRequest> base, const MountFlags& flags, Problems& problems) {
+std::vector<MountRequest> with_flags(std::vector<MountRequest> base, const MountFlags& flags, const std::string& name,
+                                     Problems& problems, std::vector<std::string>* notices) {
     if (flags.none) return {};
     if (flags.only) base.clear();
-    for (const auto& text : flags.mounts) problems.run([&] { base.push_back(parse_mount_flag(text)); });
+    std::vector<MountRequest> added;
+    for (const auto& text : flags.mounts) problems.run([&] { added.push_back(parse_mount_flag(text)); });
+    auto layered = layer_mount_flags(std::move(base), added, name);
+    if (notices) notices->insert(notices->end(), layered.notices.begin(), layered.notices.end());
     if (flags.writable) {
-        for (auto& request : base) request.writable = true;
+        for (auto& request : layered.requests) request.writable = true;
     }
-    return base;
+    return std::move(layered.requests);
 }
 
 MountContext mount_context(const std::string& name, const Environment& env, const MountPolicy& policy) {
@@ -210,7 +216,7 @@ NetworkPolicy compute_network_policy(const SpecInputs& inputs) {
     return policy;
 }
 
-SandboxSpec compute_sandbox_spec(const SpecInputs& inputs) {
+SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::string>* notices) {
     Problems problems;
     auto layered = layer_everything(inputs, problems);
     SandboxSpec spec;
@@ -222,9 +228,12 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs) {
     spec.resources = layered.spec.resources;
     spec.packages = layered.spec.packages;
     spec.agent = inputs.agent;
+    // The sandbox user is `agent`, or the agent's own name with --agent (the
+    // reference's `.user.name`); nothing else overrides it today.
+    spec.user = inputs.agent.empty() ? std::string(k_default_user) : inputs.agent;
     spec.isolation = layered.spec.isolation.value_or(Isolation::Vm);
     spec.viewer = layered.spec.viewer;
-    auto requests = with_flags(requests_from(layered.spec.mounts), inputs.mount_flags, problems);
+    auto requests = with_flags(requests_from(layered.spec.mounts), inputs.mount_flags, inputs.name, problems, notices);
     // Mounts are resolved last and only when everything else is valid, because
     // resolving may create directories.
     problems.throw_if_any();
@@ -237,7 +246,7 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs) {
 std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,
                                                        const std::vector<std::string>& profiles,
                                                        const MountFlags& flags, const std::vector<Mount>& previous,
-                                                       const Environment& env) {
+                                                       const Environment& env, std::vector<std::string>* notices) {
     if (flags.mounts.empty() && !flags.only && !flags.none && !flags.writable) return std::nullopt;
     Problems problems;
     ProfileSpec merged;
@@ -248,7 +257,7 @@ std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,
     std::vector<MountRequest> base;
     for (const auto& mount : previous)
         base.push_back({mount.host_path, mount.guest_path, mount.writable, mount.origin});
-    auto requests = with_flags(std::move(base), flags, problems);
+    auto requests = with_flags(std::move(base), flags, name, problems, notices);
     problems.throw_if_any();
     return resolve_mounts(requests, mount_context(name, env, merged.mount_policy));
 }

@@ -48,8 +48,10 @@ struct SpecInputs {
 // "profile strict (FILE:LINE)", "allow file X:3"). Mounts are resolved and
 // checked against the merged mountPolicy (directories are created only when
 // createMissing is set and every check passed). Throws agentctl::Error (exit
-// 1) listing every problem; nothing on disk changes then.
-[[nodiscard]] SandboxSpec compute_sandbox_spec(const SpecInputs& inputs);
+// 1) listing every problem; nothing on disk changes then. A --mount onto the
+// guest path of a profile's mount replaces that mount; `notices` (when given)
+// receives one sentence per replacement, for the user to see.
+[[nodiscard]] SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::string>* notices = nullptr);
 
 // Only the network policy of the same computation (no mounts resolved, no
 // directories created): for `policy check --profile ... --allow ...`.
@@ -59,11 +61,9 @@ struct SpecInputs {
 // given (the sticky set stays); otherwise the new mount set, where only the
 // given profiles' mountPolicy constrains (their mounts are not added).
 // `previous` is the sticky set, used as the base for additive --mount.
-[[nodiscard]] std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,
-                                                                     const std::vector<std::string>& profiles,
-                                                                     const MountFlags& flags,
-                                                                     const std::vector<Mount>& previous,
-                                                                     const Environment& env);
+[[nodiscard]] std::optional<std::vector<Mount>> resolve_start_mounts(
+    const std::string& name, const std::vector<std::string>& profiles, const MountFlags& flags,
+    const std::vector<Mount>& previous, const Environment& env, std::vector<std::string>* notices = nullptr);
 
 // The layering of two profile specs: `later` over `base`. Exposed for tests
 // and `profile show`. See docs/profiles.md for the rule of every field.

@@ -12,11 +12,16 @@ namespace {
 
 constexpr std::array k_providers{
     ProviderEntry{"incus", "Incus virtual machines on Linux, per-sandbox network ACL", &provider::incus::capabilities,
-                  &provider::incus::create},
+                  &provider::incus::create,
+                  "a network ACL on the sandbox's own bridge; allowed names are resolved to addresses when the "
+                  "policy is applied (create, start, policy add)"},
     ProviderEntry{"lima", "Lima virtual machines on macOS, confined by sandbox-exec and an egress proxy",
-                  &provider::lima::capabilities, &provider::lima::create},
+                  &provider::lima::capabilities, &provider::lima::create,
+                  "agentctl's egress proxy, deciding each connection by name and resolved address; sandbox-exec "
+                  "keeps the VM from going around it"},
     ProviderEntry{"hyperv", "Hyper-V on Windows (not implemented yet: every feature is gated)",
-                  &provider::hyperv::capabilities, &provider::hyperv::create},
+                  &provider::hyperv::capabilities, &provider::hyperv::create,
+                  "nothing yet: the Hyper-V provider cannot enforce a network policy"},
 };
 
 }  // namespace

@@ -78,7 +78,7 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     CHECK(r.exit_code == 1);
     CHECK(r.err ==
           "agentctl: unknown configuration key 'colour'\nhint: known keys: provider, profileDir, defaultProfile, "
-          "baseProfile, incus.subnetPool, incus.subnetPrefix, incus.storagePool, incus.imageRemote\n");
+          "baseProfile, incus.subnetPool, incus.subnetPrefix, incus.storagePool, incus.image, incus.imageRemote\n");
 
     r = cli.run({"config", "set", "provider"});
     CHECK(r.exit_code == 1);
@@ -99,6 +99,12 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     CHECK(r.exit_code == 1);
     CHECK(r.err ==
           "agentctl: invalid value for incus.subnetPrefix: must be a prefix length from 16 to 29 (got '30')\n");
+
+    r = cli.run({"config", "set", "incus.image=two words"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err ==
+          "agentctl: invalid value for incus.image: must be an image alias or fingerprint such as "
+          "agentctl-debian-12 (got 'two words')\n");
 
     r = cli.run({"config", "set", "baseProfile=strict"});
     CHECK(r.exit_code == 1);

@@ -2,10 +2,15 @@
 // signal, timeouts that kill the whole group, stdin, environment.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <sstream>
 #include <unistd.h>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
@@ -105,4 +110,29 @@ TEST_CASE("the recording runner records requests and answers from its script") {
     CHECK(r.out == "scripted");
     CHECK(runner.command_lines() == std::vector<std::string>{"limactl list --json"});
     CHECK_THROWS_WITH(runner.run(request), "unexpected command: limactl list --json");
+}
+
+TEST_CASE("at log level info every process run is logged with argv, its end and its time") {
+    std::ostringstream log;
+    auto previous = spdlog::default_logger();
+    auto logger = std::make_shared<spdlog::logger>("test", std::make_shared<spdlog::sinks::ostream_sink_mt>(log));
+    logger->set_pattern("%v");
+    logger->set_level(spdlog::level::info);
+    spdlog::set_default_logger(logger);
+    (void)sh("exit 3");
+    (void)sh("kill -TERM $$");
+    auto runner = make_real_process_runner();
+    ProcessRequest secret;
+    secret.argv = {"env", "API_KEY=s3cret", "HOME=/h", "true"};
+    (void)runner->run(secret);
+    logger->set_level(spdlog::level::warn);
+    (void)sh("exit 0");
+    spdlog::set_default_logger(previous);
+    const auto text = log.str();
+    CHECK(text.find("run sh -c 'exit 3' -> exit 3 (") == 0);
+    CHECK(text.find("run sh -c 'kill -TERM $$' -> killed by signal 15 (") != std::string::npos);
+    CHECK(text.find("run env 'API_KEY=(redacted)' HOME=/h true -> exit 0 (") != std::string::npos);
+    CHECK(text.find("s3cret") == std::string::npos);
+    CHECK(text.find("sh -c 'exit 0'") == std::string::npos);  // nothing below info is logged
+    CHECK(std::count(text.begin(), text.end(), '\n') == 3);
 }

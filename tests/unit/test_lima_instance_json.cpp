@@ -21,8 +21,17 @@ std::string fixture(const std::string& name) {
 
 }  // namespace
 
+TEST_CASE("an instance whose configuration Lima could not load has none", "[lima]") {
+    auto inst = parse_instance_json(fixture("list-broken.json"), "/Users/dev");
+    CHECK(inst.status == "Broken");
+    CHECK_FALSE(inst.has_config);
+    REQUIRE(inst.errors.size() == 1);
+    CHECK(inst.errors[0].find("override.yaml") != std::string::npos);
+}
+
 TEST_CASE("a running instance is read with its effective configuration", "[lima]") {
     auto inst = parse_instance_json(fixture("list-running.json"), "/Users/dev");
+    CHECK(inst.has_config);
     CHECK(inst.name == "demo");
     CHECK(inst.status == "Running");
     CHECK(inst.vm_type == "vz");

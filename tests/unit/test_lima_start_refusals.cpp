@@ -47,6 +47,16 @@ std::string refused_start(LimaWorld& world, const std::function<void()>& setup) 
 
 }  // namespace
 
+TEST_CASE("refused: Lima cannot load the configuration (\"config\": null)", "[lima][fake][refusal]") {
+    LimaWorld world;
+    auto msg = refused_start(world, [&] {
+        agentctl::core::write_file_atomic(world.lima_home() / "_config" / "override.yaml", "mounts: [unclosed");
+    });
+    CHECK(msg.find("`limactl list --json` gave no effective configuration for it (\"config\": null), so agentctl "
+                   "cannot verify its mounts, forwards and network; Lima says: failed to load YAML file") !=
+          std::string::npos);
+}
+
 TEST_CASE("refused: default.yaml adds a mount", "[lima][fake][refusal]") {
     LimaWorld world;
     auto msg = refused_start(world, [&] {

@@ -48,6 +48,8 @@ void write(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 TEST_CASE("every allow entry form parses to its rule", "[allow]") {
+    CHECK(parse_allow_entry("build_01.corp.example:8443", "").entry() == "build_01.corp.example:8443");
+    CHECK(parse_allow_entry("*._tcp.example.com", "").entry() == "*._tcp.example.com");
     auto rule = parse_allow_entry("Example.COM.", "--allow");
     CHECK(rule.kind == HostKind::Name);
     CHECK(rule.host == "example.com");
@@ -112,8 +114,11 @@ TEST_CASE("bad allow entries are refused with the entry named", "[allow]") {
     CHECK(error_of("example.com:80,,443") == "invalid allow entry \"example.com:80,,443\": port \"\" is not a number");
     CHECK(error_of("example.com:http") == "invalid allow entry \"example.com:http\": port \"http\" is not a number");
     CHECK(error_of("example.com:-1") == "invalid allow entry \"example.com:-1\": port \"-1\" is not a number");
-    CHECK(error_of("exa_mple.com") ==
-          "invalid allow entry \"exa_mple.com\": '_' is not allowed in a host name (letters, digits, '-' and '.')");
+    CHECK(error_of("exa mple.com") ==
+          "invalid allow entry \"exa mple.com\": it contains a space or a control character");
+    CHECK(error_of("exa+mple.com") ==
+          "invalid allow entry \"exa+mple.com\": '+' is not allowed in a host name (letters, digits, '-', '_' and "
+          "'.')");
     CHECK(error_of("-example.com") ==
           "invalid allow entry \"-example.com\": the label \"-example\" starts or ends with '-'");
     CHECK(
@@ -195,5 +200,37 @@ TEST_CASE("a bad allow-file line names the file and line", "[allow][file]") {
         FAIL("no error");
     } catch (const Error& error) {
         CHECK(std::string(error.what()) == "allow file " + (dir.path / "missing.txt").string() + " does not exist");
+    }
+}
+
+TEST_CASE("an allow file starting with a UTF-8 byte-order mark reads its first line", "[allow][file]") {
+    TempDir dir;
+    auto file = dir.path / "hosts.txt";
+    write(file,
+          "\xEF\xBB\xBF"
+          "example.com:443\r\nbuild_01.corp:22\r\n");
+    auto rules = load_allow_file(file.string());
+    REQUIRE(rules.size() == 2);
+    CHECK(rules[0].entry() == "example.com:443");
+    CHECK(rules[0].origin == "allow file " + file.string() + ":1");
+    CHECK(rules[1].entry() == "build_01.corp:22");
+}
+
+TEST_CASE("every bad allow-file line is reported at once", "[allow][file]") {
+    TempDir dir;
+    auto file = dir.path / "hosts.txt";
+    write(file, "example.com\nbad host\nok.example:443\nexample.com:0\n# comment\n10.0.0.0/8\n");
+    try {
+        (void)load_allow_file(file.string());
+        FAIL("no error");
+    } catch (const Error& error) {
+        const auto f = file.string();
+        CHECK(std::string(error.what()) ==
+              f + " has 3 invalid lines:\n  " + f +
+                  ":2: invalid allow entry \"bad host\": it contains a space or a control character\n  " + f +
+                  ":4: invalid allow entry \"example.com:0\": port 0 is outside 1-65535\n  " + f +
+                  ":6: invalid allow entry \"10.0.0.0/8\": '/' is not allowed: filtering is by host and port only, "
+                  "never by path or network range");
+        CHECK(error.hint() == "give one entry per --allow (or per line)");
     }
 }

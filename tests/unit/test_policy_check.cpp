@@ -65,7 +65,10 @@ TEST_CASE("an allowed destination names the rule, its origin and the address dia
         R"J({"address":"93.184.216.34","addresses":[{"address":"10.0.0.8","allowed":false,"detail":"10.0.0.8 is a LAN address and deny-LAN is on","reason":"lan"},)J"
         R"J({"address":"93.184.216.34","allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))","reason":"allowlisted"}],)J"
         R"J("allowed":true,"detail":"api.example.com port 443 is allowed by *.example.com:443 (from profile team (/o/team.yaml:8))",)J"
-        R"J("host":"API.example.com","port":443,"reason":"allowlisted","rule":{"entry":"*.example.com:443","origin":"profile team (/o/team.yaml:8)"}})J");
+        R"J("enforced_by":"","host":"API.example.com",)J"
+        R"J("matching_rules":[{"entry":"*.example.com:443","origin":"profile team (/o/team.yaml:8)"}],)J"
+        R"J("port":443,"reason":"allowlisted","rule":{"entry":"*.example.com:443","origin":"profile team (/o/team.yaml:8)"},)J"
+        R"J("unresolved":false})J");
     CHECK(check_exit_code(result) == 0);
 }
 
@@ -102,13 +105,47 @@ TEST_CASE("a name that does not resolve, and a disabled policy", "[check]") {
     MapResolver resolver;
     auto result = check_destination(policy_of({"gone.example.com"}), "gone.example.com", resolver, {});
     CHECK(result.reason == "no-address");
+    CHECK(result.unresolved);
+    CHECK(check_exit_code(result) == exit_code::k_policy_unresolved);
+    CHECK(render_check_table(result).starts_with(
+        "Destination: gone.example.com:443\n"
+        "Verdict:     allowed by the policy, but the name does not resolve now (no-address)\n"));
     CHECK(render_check_table(result).ends_with("\n(the name did not resolve)\n"));
+    CHECK(check_to_json(result)["unresolved"] == true);
+    // A name the policy refuses is a refusal whether or not it resolves.
+    auto refused = check_destination(policy_of({"gone.example.com"}), "other.example.com", resolver, {});
+    CHECK_FALSE(refused.unresolved);
+    CHECK(check_exit_code(refused) == exit_code::k_policy_refused);
     NetworkPolicy disabled;
     disabled.enabled = false;
     resolver.table["any.example"] = {"93.184.216.34"};
     auto open = check_destination(disabled, "any.example:25", resolver, {});
     CHECK(open.allowed);
     CHECK(open.reason == "policy-disabled");
+}
+
+TEST_CASE("every rule naming the host is shown with its origin; IPv6 in brackets", "[check]") {
+    MapResolver resolver;
+    resolver.table["api.example.com"] = {"93.184.216.34"};
+    NetworkPolicy policy;
+    policy.allow.push_back(parse_allow_entry("api.example.com:22", "allow file /p/hosts.txt:4"));
+    policy.allow.push_back(parse_allow_entry("*.example.com:443", "preset team"));
+    policy.allow.push_back(parse_allow_entry("other.example.org", "--allow"));
+    auto result = check_destination(policy, "api.example.com:443", resolver, {});
+    CHECK(result.allowed);
+    REQUIRE(result.matching_rules.size() == 2);
+    result.enforced_by = "incus: an ACL";
+    auto table = render_check_table(result);
+    CHECK(table.find("Rule:        *.example.com:443 (from preset team)\n"
+                     "Also names:  api.example.com:22 (from allow file /p/hosts.txt:4)\n"
+                     "Dial:        93.184.216.34\n"
+                     "Enforced by: incus: an ACL\n") != std::string::npos);
+
+    NetworkPolicy v6;
+    v6.allow.push_back(parse_allow_entry("[2606:4700::1111]:443", "--allow"));
+    auto bracketed = check_destination(v6, "[2606:4700::1111]:443", resolver, {});
+    CHECK(bracketed.allowed);
+    CHECK(render_check_table(bracketed).starts_with("Destination: [2606:4700::1111]:443\n"));
 }
 
 TEST_CASE("this host's own addresses are refused", "[check]") {

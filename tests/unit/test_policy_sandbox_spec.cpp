@@ -74,6 +74,15 @@ TEST_CASE("the default profile alone gives the reference defaults", "[spec]") {
     CHECK(spec.mounts[0].origin == "profile default (built-in:default:14)");
     CHECK(fs::is_directory(t.in.env.home + "/agentctl/workspaces/box"));
     CHECK(spec.isolation == Isolation::Vm);
+    CHECK(spec.user == "agent");
+}
+
+TEST_CASE("the sandbox user is named after --agent", "[spec][agent]") {
+    Tree t;
+    t.in.agent = "claude";
+    auto spec = compute_sandbox_spec(t.in);
+    CHECK(spec.agent == "claude");
+    CHECK(spec.user == "claude");
 }
 
 TEST_CASE("every allow source carries its origin", "[spec][origins]") {
@@ -253,4 +262,54 @@ TEST_CASE("start: mounts resolve only against the profile's mountPolicy", "[spec
         "a mount was refused:\n  mount ~/src/app (--mount): it is not under an allowed root "
         "(mountPolicy.allowedRoots: " +
             t.in.env.home + "/agentctl/workspaces)");
+}
+
+TEST_CASE("a --mount onto the profile's /workspace replaces it and says so", "[spec][mounts]") {
+    Tree t;
+    fs::create_directories(t.in.env.home + "/src/app");
+    t.in.mount_flags.mounts = {"~/src/app:/workspace/:w"};
+    std::vector<std::string> notices;
+    auto spec = compute_sandbox_spec(t.in, &notices);
+    REQUIRE(spec.mounts.size() == 1);
+    CHECK(spec.mounts[0].host_path == t.in.env.home + "/src/app");
+    CHECK(spec.mounts[0].guest_path == "/workspace");
+    CHECK(spec.mounts[0].writable);
+    CHECK(spec.mounts[0].origin == "--mount");
+    REQUIRE(notices.size() == 1);
+    CHECK(
+        notices[0].starts_with("--mount ~/src/app:/workspace replaces the mount of ~/agentctl/workspaces/box at "
+                               "/workspace (profile default"));
+    // the replaced workspace directory is not created
+    CHECK_FALSE(fs::exists(t.in.env.home + "/agentctl/workspaces/box"));
+}
+
+TEST_CASE("a --mount inside the profile's /workspace is still an overlap, with a hint", "[spec][mounts]") {
+    Tree t;
+    fs::create_directories(t.in.env.home + "/src/app");
+    t.in.mount_flags.mounts = {"~/src/app:/workspace/app"};
+    try {
+        (void)compute_sandbox_spec(t.in);
+        FAIL("no error");
+    } catch (const Error& error) {
+        CHECK(std::string(error.what()).find("/workspace (profile default") != std::string::npos);
+        CHECK(std::string(error.what()).find("/workspace/app (--mount) overlap in the guest") != std::string::npos);
+        CHECK(error.hint().find("--mount ~/src/app:/workspace:w replaces the profile's /workspace") !=
+              std::string::npos);
+        CHECK(error.hint().find("--mount-only") != std::string::npos);
+    }
+}
+
+TEST_CASE("start: a --mount onto a current mount's guest path replaces it", "[spec][start]") {
+    Tree t;
+    fs::create_directories(t.in.env.home + "/src/app");
+    std::vector<Mount> previous = {{t.in.env.home + "/src", "/workspace", false, "profile default"}};
+    MountFlags flags;
+    flags.mounts = {"~/src/app:/workspace:w"};
+    std::vector<std::string> notices;
+    auto mounts = resolve_start_mounts("box", {}, flags, previous, t.in.env, &notices);
+    REQUIRE(mounts.has_value());
+    REQUIRE(mounts->size() == 1);
+    CHECK((*mounts)[0].host_path == t.in.env.home + "/src/app");
+    CHECK(notices == std::vector<std::string>{"--mount ~/src/app:/workspace replaces the mount of " + t.in.env.home +
+                                              "/src at /workspace (profile default)"});
 }

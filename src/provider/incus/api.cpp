@@ -232,4 +232,8 @@ void Api::create_image(const Json& payload, int timeout_seconds) {
     run("POST", "/1.0/images", &payload, timeout_seconds);
 }
 
+std::optional<Json> Api::image_alias(const std::string& name) {
+    return get_optional(fmt::format("/1.0/images/aliases/{}", name));
+}
+
 }  // namespace agentctl::provider::incus

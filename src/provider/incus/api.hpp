@@ -78,6 +78,8 @@ public:
     void delete_snapshot(const std::string& name, const std::string& snapshot);
 
     void create_image(const Json& payload, int timeout_seconds);
+    // GET /1.0/images/aliases/NAME; nullopt when absent (and in preview).
+    std::optional<Json> image_alias(const std::string& name);
 
     // Waits (bounded) for every running operation on instance `name`, e.g. the
     // create or start of an agentctl process that was killed. Returns how many.

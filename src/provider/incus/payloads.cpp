@@ -122,13 +122,14 @@ std::map<std::string, std::string> instance_config(const SandboxSpec& spec, cons
     return config;
 }
 
+bool is_image_fingerprint(std::string_view image) {
+    return image.size() >= 12 && image.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
 Json instance_payload(const SandboxSpec& spec, const std::map<std::string, std::string>& config, const Json& devices,
                       bool start) {
     Json source{{"type", "image"}};
-    // A 64-hex fingerprint selects an image directly; anything else is an alias.
-    const bool fingerprint =
-        spec.image.size() >= 12 && spec.image.find_first_not_of("0123456789abcdef") == std::string::npos;
-    source[fingerprint ? "fingerprint" : "alias"] = spec.image;
+    source[is_image_fingerprint(spec.image) ? "fingerprint" : "alias"] = spec.image;
     return Json{{"name", spec.name},
                 {"type", spec.isolation == Isolation::Vm ? "virtual-machine" : "container"},
                 {"source", std::move(source)},

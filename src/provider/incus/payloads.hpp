@@ -42,6 +42,9 @@ struct GuestUser {
 [[nodiscard]] std::map<std::string, std::string> instance_config(const SandboxSpec& spec, const std::string& bridge,
                                                                  const Ipv4Net& subnet, bool acl_attached);
 
+// A hex fingerprint (12+ digits) selects an image directly; anything else is an alias.
+[[nodiscard]] bool is_image_fingerprint(std::string_view image);
+
 // POST /1.0/instances: source = the local image alias (or fingerprint),
 // type container | virtual-machine, `start: true` (extension instance_create_start).
 [[nodiscard]] Json instance_payload(const SandboxSpec& spec, const std::map<std::string, std::string>& config,

@@ -78,9 +78,30 @@ AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::Netwo
     return rules;
 }
 
-void IncusProvider::create(const SandboxSpec& spec) {
-    check_sandbox_name(spec.name);
+// The image a create starts from: --image, else the incus.image setting; a
+// local alias must exist (a fingerprint is left to Incus to judge).
+std::string IncusProvider::image_for(const SandboxSpec& spec) {
+    auto image = spec.image.empty() ? setting(m_context, "incus.image", "") : spec.image;
+    if (image.empty()) {
+        throw Error("no image to create the sandbox from",
+                    "give --image REF, or set a default: agentctl config set incus.image=agentctl-debian-12");
+    }
+    if (!is_image_fingerprint(image) && !m_api.preview() && !m_api.image_alias(image)) {
+        throw Error(fmt::format("the image \"{}\" is not in Incus's local image store{}", image,
+                                spec.image.empty() ? " (the incus.image setting)" : ""),
+                    fmt::format("build it here (Debian 12 with debootstrap, a few minutes, as root): agentctl image "
+                                "build {}; or pick an image you have: --image REF, or agentctl config set "
+                                "incus.image=REF (`incus image list` shows them)",
+                                image));
+    }
+    return image;
+}
+
+void IncusProvider::create(const SandboxSpec& requested) {
+    check_sandbox_name(requested.name);
     m_api.require_extensions();
+    SandboxSpec spec = requested;
+    spec.image = image_for(requested);
     if (spec.isolation == Isolation::Vm && !m_api.supports_vms()) {
         throw Error(fmt::format("this host cannot run Incus virtual machines (the daemon's drivers: {})",
                                 m_api.server().value("environment", Json::object()).value("driver", "?")),

@@ -1,9 +1,13 @@
 // Snapshots and images.
 #include <unistd.h>
 
+#include <cstdlib>
+#include <ctime>
+
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "provider/incus/image_bootstrap.hpp"
 #include "provider/incus/naming.hpp"
 #include "provider/incus/provider_impl.hpp"
 #include "provider/incus/provisioning.hpp"
@@ -19,6 +23,14 @@ void check_snapshot_name(const std::string& snapshot) {
         throw Error(fmt::format("invalid snapshot name \"{}\"", snapshot),
                     "use letters, digits, '-', '_' and '.', e.g. before-upgrade");
     }
+}
+
+// $XDG_CACHE_HOME/agentctl/images, else ~/.cache/agentctl/images.
+std::string image_cache_dir() {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    if (xdg != nullptr && *xdg == '/') return std::string(xdg) + "/agentctl/images";
+    const char* home = std::getenv("HOME");
+    return std::string(home != nullptr && *home != '\0' ? home : "/root") + "/.cache/agentctl/images";
 }
 
 }  // namespace
@@ -63,6 +75,23 @@ void IncusProvider::snapshot_delete(const std::string& name, const std::string& 
     m_api.delete_snapshot(name, snapshot);
 }
 
+// No base image: agentctl's Debian image, bootstrapped on this host.
+void IncusProvider::build_from_nothing(const std::string& output, const std::vector<std::string>& packages) {
+    m_api.require_extensions();
+    if (!m_api.preview() && m_api.image_alias(output)) {
+        throw Error(fmt::format("an image with the alias \"{}\" already exists", output),
+                    fmt::format("pick another name, or remove it first: incus image delete {}", output));
+    }
+    BootstrapOptions options;
+    options.alias = output;
+    options.packages = packages;
+    if (const char* mirror = std::getenv("AGENTCTL_DEBIAN_MIRROR"); mirror && *mirror) options.mirror = mirror;
+    options.cache_dir = image_cache_dir();
+    options.creation_date = static_cast<long long>(std::time(nullptr));
+    build_bootstrap_image(m_context, options);
+    if (!m_api.preview()) m_context.reporter.notice(fmt::format("image {} is ready", output));
+}
+
 void IncusProvider::image_pull(const std::string& ref) {
     auto it = m_context.settings.find("incus.imageRemote");
     std::string remote = it == m_context.settings.end() || it->second.empty() ? "images" : it->second;
@@ -78,6 +107,10 @@ void IncusProvider::image_pull(const std::string& ref) {
 
 void IncusProvider::image_build(const std::string& output, const std::string& base,
                                 const std::vector<std::string>& packages) {
+    if (base.empty()) {
+        build_from_nothing(output, packages);
+        return;
+    }
     SandboxSpec spec;
     spec.name = fmt::format("agentctl-build-{}", ::getpid());
     spec.image = base;

@@ -47,7 +47,11 @@ public:
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
 
 private:
+    // provider_images.cpp
+    void build_from_nothing(const std::string& output, const std::vector<std::string>& packages);
+
     // provider_create.cpp
+    std::string image_for(const SandboxSpec& spec);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
     AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network);

@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
 #include "provider/incus/client.hpp"
@@ -27,8 +28,29 @@ class UnixTransport final : public Transport {
 public:
     UnixTransport(std::string path, int timeout_seconds) : m_path(std::move(path)), m_timeout(timeout_seconds) {}
 
+    // One line per request at log level info (-v): method, path, status, time.
     HttpResponse send(std::string_view method, std::string_view target, std::string_view body,
                       std::string_view content_type) override {
+        const auto start = std::chrono::steady_clock::now();
+        auto elapsed_ms = [&] {
+            return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+                .count();
+        };
+        try {
+            auto response = exchange(method, target, body, content_type);
+            spdlog::info("incus {} {} -> {} ({} ms)", method, target, response.status, elapsed_ms());
+            return response;
+        } catch (const Error& error) {
+            spdlog::info("incus {} {} failed after {} ms: {}", method, target, elapsed_ms(), error.what());
+            throw;
+        }
+    }
+
+    [[nodiscard]] std::string endpoint() const override { return m_path; }
+
+private:
+    HttpResponse exchange(std::string_view method, std::string_view target, std::string_view body,
+                          std::string_view content_type) {
         asio::io_context io;
         beast::basic_stream<asio::local::stream_protocol> stream(io);
         stream.expires_after(std::chrono::seconds(m_timeout));
@@ -83,9 +105,6 @@ public:
         return result;
     }
 
-    [[nodiscard]] std::string endpoint() const override { return m_path; }
-
-private:
     std::string connect_hint(const beast::error_code& ec) const {
         if (ec == asio::error::access_denied) {
             return "your user may not use Incus: join the incus-admin group (then log in again) or run as root";

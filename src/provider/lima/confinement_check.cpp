@@ -56,6 +56,15 @@ void check_mounts(const LimaInstance& inst, const ExpectedConfig& expected, std:
 
 std::vector<Refusal> check_effective_config(const LimaInstance& inst, const ExpectedConfig& expected) {
     std::vector<Refusal> out;
+    if (!inst.has_config) {
+        std::string why;
+        for (const auto& error : inst.errors) why += (why.empty() ? "; Lima says: " : "; ") + error;
+        out.push_back({RefusalKind::ConfigUnknown,
+                       fmt::format("`limactl list --json` gave no effective configuration for it (\"config\": null), "
+                                   "so agentctl cannot verify its mounts, forwards and network{}",
+                                   why)});
+        return out;
+    }
     const auto& c = inst.config;
     const std::string vm_type = inst.vm_type.empty() ? c.vm_type : inst.vm_type;
     if (expected.confined && vm_type != "vz") {

@@ -17,6 +17,7 @@
 namespace agentctl::provider::lima {
 
 enum class RefusalKind {
+    ConfigUnknown,
     VmType,
     ExtraMount,
     MountHostChanged,
@@ -52,6 +53,8 @@ struct ExpectedConfig {
 // Every refusal, in a fixed order (VM type, mounts, forwarding, host sockets,
 // copies, networks, SSH port, proxy environment, resolver). Mount paths are
 // compared after lexical normalisation; callers pass canonical host paths.
+// An instance without an effective configuration ("config": null) gets one
+// refusal, ConfigUnknown, and nothing else is judged.
 [[nodiscard]] std::vector<Refusal> check_effective_config(const LimaInstance& instance, const ExpectedConfig& expected);
 
 // The launchd registrations `limactl autostart enable` creates

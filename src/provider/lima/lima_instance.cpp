@@ -183,7 +183,10 @@ LimaInstance parse_instance_json(std::string_view line, const std::string& home)
     if (const json* errors = get_array(doc, "errors", path)) {
         for (const auto& e : *errors) inst.errors.push_back(e.is_string() ? e.get<std::string>() : e.dump());
     }
-    if (const json* config = get_object(doc, "config", path)) inst.config = parse_config(*config, home);
+    if (const json* config = get_object(doc, "config", path)) {
+        inst.config = parse_config(*config, home);
+        inst.has_config = true;
+    }
     if (inst.config.vm_type.empty()) inst.config.vm_type = inst.vm_type;
     if (inst.vm_type.empty()) inst.vm_type = inst.config.vm_type;
     return inst;

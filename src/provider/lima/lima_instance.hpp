@@ -73,6 +73,9 @@ struct LimaInstance {
     int ssh_local_port = 0;
     int host_agent_pid = 0;  // 0 when not running
     std::vector<std::string> errors;
+    // false: `config` was null or missing (Lima could not load lima.yaml or
+    // its _config files); then nothing about the instance can be verified.
+    bool has_config = false;
     LimaConfig config;
 };
 

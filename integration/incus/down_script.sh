@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# scripts/incus/down.sh removes only what up.sh and the test suites made. Run in
+# its dry-run mode against the real daemon (it only reads) with ownership
+# records in a scratch directory: without records it must leave the daemon and
+# everything that is not a test sandbox alone; with a record that up.sh started
+# the daemon it stops exactly the recorded pid; it wipes state only when up.sh
+# also initialised the daemon and no foreign instance is left.
+#
+# Usage: down_script.sh REPO_ROOT     (exit 77 = skipped, with the reason printed)
+set -uo pipefail
+ROOT=${1:?usage: down_script.sh REPO_ROOT}
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (down.sh refuses otherwise)"
+command -v incus >/dev/null 2>&1 || skip "the incus client is not installed"
+incus admin waitready --timeout=3 >/dev/null 2>&1 || skip "no Incus daemon is reachable"
+
+PASS=0 FAIL=0
+ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
+WORK=$(mktemp -d /tmp/agentctl-down-test.XXXXXX)
+sleep 300 &
+STANDIN=$!
+trap 'kill $STANDIN 2>/dev/null; rm -rf "$WORK"' EXIT
+down() { AGENTCTL_DOWN_DRY_RUN=1 AGENTCTL_INCUS_OWNED="$WORK/owned" AGENTCTL_INCUS_RUN="$WORK/run" \
+  bash "$ROOT/scripts/incus/down.sh" 2>&1; }
+mkdir -p "$WORK/owned" "$WORK/run"
+before=$(incus list -f csv -c n | sort; incus image list -f csv -c f | sort; incus network list -f csv | sort)
+
+# 1. nothing recorded: only test sandboxes may be named, the daemon stays.
+out=$(down)
+echo "$out" | sed 's/^/    /'
+foreign=$(echo "$out" | grep 'would run' | grep -Ev 'would run: incus (delete --force|network delete|network acl delete) (itest-|doctest-|agc-|agentctl-(itest|doctest)-)')
+[ -z "$foreign" ] && ok "no records: nothing but test sandboxes would be removed" || bad "no records: would touch $foreign"
+echo "$out" | grep -q 'not started by up.sh: left running' && ok "no records: the daemon is left running" || bad "no records: daemon not left alone"
+echo "$out" | grep -Eq 'rm -rf|stop incusd|nft delete|losetup' && bad "no records: destructive step planned" || ok "no records: no stop, no wipe"
+
+# 2. up.sh started the daemon (the recorded pid is a stand-in) but did not initialise it.
+echo "$STANDIN" >"$WORK/run/incusd.pid"
+: >"$WORK/owned/started-incusd"
+out=$(down)
+echo "$out" | grep -q "would stop incusd (pid $STANDIN)" && ok "started by up.sh: stops exactly the recorded pid" || bad "started: $out"
+echo "$out" | grep -q 'rm -rf' && bad "started, not initialised: would wipe state" || ok "started, not initialised: state kept"
+
+# 3. started and initialised: wipe only when no foreign instance is left.
+: >"$WORK/owned/initialised"
+out=$(down)
+if incus list -f csv -c n | grep -Eqv '^(itest-|doctest-)'; then
+  echo "$out" | grep -q 'not test sandboxes' && ok "initialised, foreign instance present: left running" || bad "initialised: $out"
+  echo "$out" | grep -q 'rm -rf' && bad "initialised with a foreign instance: would wipe" || ok "initialised with a foreign instance: no wipe"
+else
+  echo "$out" | grep -q 'would run: rm -rf /var/lib/incus' && ok "initialised, nothing foreign: state would be removed" || bad "initialised: $out"
+fi
+
+after=$(incus list -f csv -c n | sort; incus image list -f csv -c f | sort; incus network list -f csv | sort)
+[ "$before" = "$after" ] && ok "a dry run changed nothing in Incus" || bad "a dry run changed Incus"
+kill -0 "$STANDIN" && ok "the stand-in daemon pid was not signalled" || bad "the stand-in was killed"
+echo "down.sh: $PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]

@@ -1,0 +1,145 @@
+// Building the Debian image with debootstrap: a plan (pure) and its run.
+#include "provider/incus/image_bootstrap.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "agentctl/process.hpp"
+#include "core/files.hpp"
+#include "policy/catalog.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+namespace fs = std::filesystem;
+
+// What agentctl needs in a guest: an init, udev for eth0, the tools its
+// guest scripts and agent installers use, and sudo for --root.
+constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",           "python3-minimal",
+                                           "iproute2",     "sudo", "ca-certificates"};
+
+constexpr std::string_view k_networkd_unit =
+    "[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n";
+constexpr std::string_view k_hostname_template = "{{ instance.name }}\n";
+constexpr std::string_view k_hosts_template =
+    "127.0.0.1 localhost\n127.0.1.1 {{ instance.name }}\n::1 localhost ip6-localhost ip6-loopback\n";
+
+std::string machine_architecture() {
+    struct utsname name {};
+    if (::uname(&name) != 0) return "x86_64";
+    return name.machine;
+}
+
+std::string debian_architecture(const std::string& incus) {
+    if (incus == "x86_64") return "amd64";
+    if (incus == "aarch64") return "arm64";
+    return incus;
+}
+
+ProcessResult run_stage(ProviderContext& context, const std::string& what, const std::vector<std::string>& argv,
+                        std::chrono::seconds timeout) {
+    ProcessRequest request;
+    request.argv = argv;
+    request.timeout = timeout;
+    auto result = context.runner.run(request);
+    if (!result.ok()) {
+        auto output = result.err.empty() ? result.out : result.err;
+        if (output.size() > 2000) output = "..." + output.substr(output.size() - 2000);
+        throw Error(
+            fmt::format("image build: {} failed ({}): {}", what,
+                        result.timed_out ? "timed out" : fmt::format("exit {}", result.pass_through_code()), output),
+            fmt::format("the command was: {}", shell_join(argv)));
+    }
+    return result;
+}
+
+void remove_matching(const fs::path& dir, std::string_view suffix) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        if (suffix.empty() || entry.path().filename().string().ends_with(suffix)) fs::remove_all(entry.path(), ec);
+    }
+}
+
+}  // namespace
+
+BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
+    BootstrapPlan plan;
+    const auto architecture = options.architecture.empty() ? machine_architecture() : options.architecture;
+    plan.tarball = (fs::path(options.cache_dir) / (options.alias + ".tar.zst")).string();
+    plan.work_dir = (fs::path(options.cache_dir) / ("build-" + options.alias)).string();
+    std::string include;
+    for (const char* package : k_base_packages) include += (include.empty() ? "" : ",") + std::string(package);
+    for (const auto& neutral : options.packages) {
+        for (const auto& name : policy::package_names_for(neutral, policy::PackageManager::Apt)) include += "," + name;
+    }
+    const auto root = (fs::path(plan.work_dir) / "rootfs").string();
+    plan.debootstrap = {"debootstrap", "--variant=minbase", "--include=" + include, options.suite,
+                        root,          options.mirror};
+    plan.enable_networkd = {"chroot", root, "systemctl", "enable", "systemd-networkd"};
+    plan.networkd_unit = std::string(k_networkd_unit);
+    plan.metadata = fmt::format(
+        "architecture: {}\ncreation_date: {}\nproperties:\n  description: Debian 12 minbase (agentctl)\n"
+        "  os: debian\n  release: {}\n  architecture: {}\ntemplates:\n"
+        "  /etc/hostname: {{when: [create, copy], template: hostname.tpl}}\n"
+        "  /etc/hosts: {{when: [create, copy], template: hosts.tpl}}\n",
+        architecture, options.creation_date, options.suite, debian_architecture(architecture));
+    plan.pack = {"tar", "--numeric-owner", "--xattrs",      "-I",        "zstd -T0 -3", "-cf", plan.tarball + ".tmp",
+                 "-C",  plan.work_dir,     "metadata.yaml", "templates", "rootfs"};
+    plan.import = {"incus", "image", "import", plan.tarball, "--alias", options.alias};
+    return plan;
+}
+
+void build_bootstrap_image(ProviderContext& context, const BootstrapOptions& options) {
+    const auto plan = bootstrap_plan(options);
+    const auto root = fs::path(plan.work_dir) / "rootfs";
+    if (context.preview) {
+        for (const auto* argv : {&plan.debootstrap, &plan.enable_networkd, &plan.pack, &plan.import}) {
+            context.out << shell_join(*argv) << '\n';
+        }
+        return;
+    }
+    std::error_code ec;
+    if (!fs::exists(plan.tarball, ec)) {
+        if (::geteuid() != 0) {
+            throw Error("image build needs root: debootstrap and chroot build the root file system",
+                        "run it as root (sudo agentctl image build " + options.alias + ")");
+        }
+        fs::remove_all(plan.work_dir, ec);
+        fs::create_directories(plan.work_dir);
+        try {
+            context.reporter.step(
+                fmt::format("debootstrap {} from {} (about a minute)", options.suite, options.mirror));
+            run_stage(context, "debootstrap", plan.debootstrap, std::chrono::minutes(30));
+            context.reporter.step("configuring eth0 (systemd-networkd, DHCP)");
+            core::write_file_atomic(root / "etc/systemd/network/10-eth0.network", plan.networkd_unit, 0644);
+            run_stage(context, "enabling systemd-networkd", plan.enable_networkd, std::chrono::minutes(2));
+            remove_matching(root / "var/cache/apt/archives", ".deb");
+            remove_matching(root / "var/cache/apt", ".bin");
+            remove_matching(root / "var/lib/apt/lists", "");
+            core::write_file_atomic(root / "etc/machine-id", "", 0444);
+            core::write_file_atomic(fs::path(plan.work_dir) / "metadata.yaml", plan.metadata, 0644);
+            core::write_file_atomic(fs::path(plan.work_dir) / "templates/hostname.tpl", k_hostname_template, 0644);
+            core::write_file_atomic(fs::path(plan.work_dir) / "templates/hosts.tpl", k_hosts_template, 0644);
+            context.reporter.step(fmt::format("packing {}", plan.tarball));
+            run_stage(context, "packing the image", plan.pack, std::chrono::minutes(10));
+            fs::rename(plan.tarball + ".tmp", plan.tarball);
+        } catch (...) {
+            fs::remove_all(plan.work_dir, ec);
+            fs::remove(plan.tarball + ".tmp", ec);
+            throw;
+        }
+        fs::remove_all(plan.work_dir, ec);
+    } else {
+        context.reporter.notice(fmt::format("using the cached image tarball {} (delete it to rebuild)", plan.tarball));
+    }
+    context.reporter.step(fmt::format("importing {} as image {}", plan.tarball, options.alias));
+    run_stage(context, "importing the image", plan.import, std::chrono::minutes(10));
+}
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,44 @@
+// `agentctl image build OUT` without --base: agentctl's Debian 12 image built
+// from nothing on this host, for a fresh Incus that has no image and no image
+// server: debootstrap (minbase), eth0 by DHCP through systemd-networkd (udev
+// included, or eth0 stays down), Incus metadata and hostname/hosts templates,
+// one zstd tarball (cached), imported with the alias OUT.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agentctl/provider.hpp"
+
+namespace agentctl::provider::incus {
+
+struct BootstrapOptions {
+    std::string alias;                  // the image alias to import as
+    std::vector<std::string> packages;  // extra neutral package names (--package)
+    std::string mirror = "http://deb.debian.org/debian";
+    std::string suite = "bookworm";
+    std::string architecture;  // Incus's name (x86_64, aarch64); empty: this machine's
+    std::string cache_dir;     // where the tarball is kept between builds
+    long long creation_date = 0;
+};
+
+// What the build runs and writes, in order; pure, for tests and --preview.
+struct BootstrapPlan {
+    std::string work_dir;  // below cache_dir, removed afterwards
+    std::string tarball;   // cache_dir/ALIAS.tar.zst
+    std::vector<std::string> debootstrap;
+    std::vector<std::string> enable_networkd;
+    std::string networkd_unit;  // content of /etc/systemd/network/10-eth0.network
+    std::string metadata;       // metadata.yaml
+    std::vector<std::string> pack;
+    std::vector<std::string> import;
+};
+
+[[nodiscard]] BootstrapPlan bootstrap_plan(const BootstrapOptions& options);
+
+// Runs the plan with a reporter step per stage; an existing cached tarball is
+// imported without rebuilding. In preview prints the commands instead. Throws
+// agentctl::Error naming the stage that failed and its output.
+void build_bootstrap_image(ProviderContext& context, const BootstrapOptions& options);
+
+}  // namespace agentctl::provider::incus

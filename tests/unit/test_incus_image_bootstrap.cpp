@@ -1,0 +1,44 @@
+// The Debian image built from nothing (`image build OUT` without --base): the
+// commands and files of the plan.
+#include <catch2/catch.hpp>
+
+#include "provider/incus/image_bootstrap.hpp"
+
+using namespace agentctl;
+using namespace agentctl::provider::incus;
+
+namespace {
+
+BootstrapOptions options() {
+    BootstrapOptions o;
+    o.alias = "agentctl-debian-12";
+    o.packages = {"git", "procps"};
+    o.cache_dir = "/var/cache/agentctl/images";
+    o.architecture = "x86_64";
+    o.creation_date = 1700000000;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd tarball, import", "[image]") {
+    auto plan = bootstrap_plan(options());
+    CHECK(plan.tarball == "/var/cache/agentctl/images/agentctl-debian-12.tar.zst");
+    CHECK(plan.work_dir == "/var/cache/agentctl/images/build-agentctl-debian-12");
+    CHECK(plan.debootstrap ==
+          std::vector<std::string>{"debootstrap", "--variant=minbase",
+                                   "--include=systemd-sysv,udev,curl,python3-minimal,iproute2,sudo,ca-certificates,"
+                                   "git,procps",
+                                   "bookworm", plan.work_dir + "/rootfs", "http://deb.debian.org/debian"});
+    CHECK(plan.enable_networkd ==
+          std::vector<std::string>{"chroot", plan.work_dir + "/rootfs", "systemctl", "enable", "systemd-networkd"});
+    CHECK(plan.networkd_unit.find("Name=eth0") != std::string::npos);
+    CHECK(plan.networkd_unit.find("DHCP=ipv4") != std::string::npos);
+    CHECK(plan.metadata.starts_with("architecture: x86_64\ncreation_date: 1700000000\n"));
+    CHECK(plan.metadata.find("  architecture: amd64\n") != std::string::npos);
+    CHECK(plan.metadata.find("/etc/hostname: {when: [create, copy], template: hostname.tpl}") != std::string::npos);
+    CHECK(plan.pack.back() == "rootfs");
+    CHECK(plan.pack[6] == plan.tarball + ".tmp");
+    CHECK(plan.import ==
+          std::vector<std::string>{"incus", "image", "import", plan.tarball, "--alias", "agentctl-debian-12"});
+}
