@@ -21,13 +21,20 @@ IDLE_TUNNELS=${IDLE_TUNNELS:-1000}
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root to create the origin's network namespace" >&2; exit 1; }
 
+# A clean clone: the build dependencies first (idempotent), then the contenders.
+"$ROOT/scripts/install-deps.sh" >&2
 missing=()
 for tool in squid tinyproxy nginx iperf3 wrk; do
   command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: squid tinyproxy nginx-light iperf3 wrk" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends squid tinyproxy nginx-light iperf3 wrk >&2
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends \
+    squid tinyproxy nginx-light iperf3 wrk >&2
+  # Debian starts the packaged services; the bench runs its own instances.
+  for service in squid tinyproxy nginx; do
+    command -v systemctl >/dev/null 2>&1 && systemctl stop "$service" >/dev/null 2>&1 || true
+  done
 fi
 export PATH=$PATH:/usr/sbin
 
@@ -41,8 +48,8 @@ PB=$BUILD/bench/proxy_bench
 
 WORK=$(mktemp -d /tmp/agentctl-bench.XXXXXX)
 chmod 755 "$WORK"
-NS=acpbench$$
-VETH=apb$$
+NS=ag11bench$$
+VETH=ag11b$$
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -148,6 +155,7 @@ json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]]
 calc() { python3 -c "print(round($1, ${2:-2}))"; }
 
 declare -A R
+LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 for c in agentctl squid tinyproxy; do
   case $c in agentctl) pid=$PID_AGENTCTL;; squid) pid=$PID_SQUID;; tinyproxy) pid=$PID_TINY;; esac
   R[$c,rss_idle]=$(rss_kib "$pid")
@@ -214,14 +222,19 @@ run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
 
 # Spawn to listening, on fresh ports.
 squid_conf 38112 "$WORK/squid-spawn.conf"; tiny_conf 38113 "$WORK/tiny-spawn.conf"
-best_spawn() { local best=999999 v; for _ in 1 2 3 4 5; do v=$(json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms); best=$(calc "min($best, $v)"); sleep 0.3; done; echo "$best"; }
-R[agentctl,spawn]=$(best_spawn 38111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:38111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
-R[squid,spawn]=$(best_spawn 38112 squid -N -f "$WORK/squid-spawn.conf")
-R[tinyproxy,spawn]=$(best_spawn 38113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
+spawn_times() {  # best and median of 5: "BEST MEDIAN"
+  local v all=()
+  for _ in 1 2 3 4 5; do v=$(json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms); all+=("$v"); sleep 0.3; done
+  python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(min(v),2), round(statistics.median(v),2))" "${all[@]}"
+}
+read -r R[agentctl,spawn] R[agentctl,spawn_median] < <(spawn_times 38111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:38111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
+read -r R[squid,spawn] R[squid,spawn_median] < <(spawn_times 38112 squid -N -f "$WORK/squid-spawn.conf")
+read -r R[tinyproxy,spawn] R[tinyproxy,spawn_median] < <(spawn_times 38113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
 
 ratio() { calc "$1 / $2" 2; }
 echo
 echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r); $(squid -v | head -1); $(tinyproxy -v 2>&1 | head -1); run $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "Load average (1 min) at start: $LOAD_START, at end: $(cut -d' ' -f1 /proc/loadavg)"
 echo
 echo "| figure | direct | agentctl | squid | tinyproxy |"
 echo "|---|---|---|---|---|"
@@ -251,3 +264,4 @@ row "RSS idle, KiB" rss_idle
 row "RSS with $IDLE_TUNNELS idle tunnels, KiB" rss_tunnels
 row "  per idle tunnel, KiB" rss_per
 row "spawn to listening, ms (best of 5)" spawn
+row "spawn to listening, ms (median of 5)" spawn_median
