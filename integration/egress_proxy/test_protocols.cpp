@@ -61,18 +61,22 @@ std::string ws_frame(const std::string& payload) {
     return frame;
 }
 
-// The payload of one unmasked frame from the server.
+// The payload of one message from the server: unmasked frames up to the one with FIN set.
 std::string ws_read(suite::Client& client) {
-    std::string head = client.read_exact(2);
-    if (head.size() < 2) return "<closed>";
-    std::uint64_t length = static_cast<unsigned char>(head[1]) & 0x7f;
-    int extra = length == 126 ? 2 : length == 127 ? 8 : 0;
-    if (extra > 0) {
-        std::string bytes = client.read_exact(static_cast<std::size_t>(extra));
-        length = 0;
-        for (char c : bytes) length = (length << 8) | static_cast<unsigned char>(c);
+    std::string payload;
+    for (;;) {
+        std::string head = client.read_exact(2);
+        if (head.size() < 2) return payload + "<closed>";
+        std::uint64_t length = static_cast<unsigned char>(head[1]) & 0x7f;
+        int extra = length == 126 ? 2 : length == 127 ? 8 : 0;
+        if (extra > 0) {
+            std::string bytes = client.read_exact(static_cast<std::size_t>(extra));
+            length = 0;
+            for (char c : bytes) length = (length << 8) | static_cast<unsigned char>(c);
+        }
+        payload += client.read_exact(static_cast<std::size_t>(length));
+        if ((static_cast<unsigned char>(head[0]) & 0x80) != 0) return payload;
     }
-    return client.read_exact(static_cast<std::size_t>(length));
 }
 
 void check_websocket_echo(suite::Client& client) {

@@ -59,14 +59,18 @@ asio::awaitable<bool> relay_message(tcp::socket& in, beast::flat_buffer& in_buff
     boost::system::error_code ec;
     do {
         if (!parser.is_done()) {
+            // read_some, not read: a slow stream (server-sent events) is passed
+            // on as it arrives instead of waiting for the buffer to fill.
             parser.get().body().data = chunk.data();
             parser.get().body().size = chunk.size();
-            co_await http::async_read(in, in_buffer, parser, redirect_error(use_awaitable, ec));
+            co_await http::async_read_some(in, in_buffer, parser, redirect_error(use_awaitable, ec));
             if (ec == http::error::need_buffer) ec = {};
             if (ec) co_return false;
-            parser.get().body().size = chunk.size() - parser.get().body().size;
-            parser.get().body().data = chunk.data();
+            std::size_t got = chunk.size() - parser.get().body().size;
+            parser.get().body().size = got;
+            parser.get().body().data = got > 0 ? chunk.data() : nullptr;
             parser.get().body().more = !parser.is_done();
+            if (got == 0 && !parser.is_done() && serializer.is_header_done()) continue;  // nothing new to send
         } else {
             parser.get().body().data = nullptr;
             parser.get().body().size = 0;
