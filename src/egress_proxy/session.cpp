@@ -177,7 +177,7 @@ asio::awaitable<void> Session::serve() {
         // has a verdict. It re-parses from the start, so it runs when the head
         // looks complete (a blank line) and otherwise only each time the
         // buffer has doubled: linear work however the head is split.
-        auto snapshot = m_context.policy;  // this request's decision stays with this snapshot
+        std::shared_ptr<const PolicySnapshot> snapshot;  // the policy in force when the head was complete
         ScreenResult screen;
         std::size_t scanned = 0;
         std::size_t screened_at = 0;
@@ -189,6 +189,7 @@ asio::awaitable<void> Session::serve() {
             if (!bytes.empty() &&
                 (blank != std::string_view::npos || bytes.size() >= 2 * screened_at || bytes.size() > max_head)) {
                 screened_at = bytes.size();
+                snapshot = m_context.policy;  // this request's decision stays with this snapshot
                 screen = screen_request(bytes, snapshot->policy, snapshot->host_addresses, max_head);
                 if (screen.stage != ScreenResult::Stage::NeedMore) break;
             }
