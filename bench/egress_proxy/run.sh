@@ -93,7 +93,8 @@ ip netns exec "$NS" nginx -c "$WORK/nginx.conf" -g 'daemon off;' & PIDS+=($!)
 ip netns exec "$NS" iperf3 -s -B "$ORIGIN" -p 5201 >/dev/null 2>&1 & PIDS+=($!)
 
 # ---------------------------------------------------------------- contenders
-P_AGENTCTL=38101; P_SQUID=38102; P_TINY=38103; P_BRIDGE=38104
+# Below the ephemeral port range (32768-60999), so no client socket of the run can hold them.
+P_AGENTCTL=18101; P_SQUID=18102; P_TINY=18103; P_BRIDGE=18104
 mkdir -p "$WORK/bench1"
 cat > "$WORK/bench1/egress-policy.json" <<JSON
 {"version":1,"enabled":true,"denyLAN":true,"allowLAN":false,
@@ -221,15 +222,15 @@ run_contender squid 127.0.0.1:$P_SQUID $PID_SQUID
 run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
 
 # Spawn to listening, on fresh ports.
-squid_conf 38112 "$WORK/squid-spawn.conf"; tiny_conf 38113 "$WORK/tiny-spawn.conf"
+squid_conf 18112 "$WORK/squid-spawn.conf"; tiny_conf 18113 "$WORK/tiny-spawn.conf"
 spawn_times() {  # best and median of 5: "BEST MEDIAN"
   local v all=()
   for _ in 1 2 3 4 5; do v=$(json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms); all+=("$v"); sleep 0.3; done
   python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(min(v),2), round(statistics.median(v),2))" "${all[@]}"
 }
-read -r R[agentctl,spawn] R[agentctl,spawn_median] < <(spawn_times 38111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:38111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
-read -r R[squid,spawn] R[squid,spawn_median] < <(spawn_times 38112 squid -N -f "$WORK/squid-spawn.conf")
-read -r R[tinyproxy,spawn] R[tinyproxy,spawn_median] < <(spawn_times 38113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
+read -r R[agentctl,spawn] R[agentctl,spawn_median] < <(spawn_times 18111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:18111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
+read -r R[squid,spawn] R[squid,spawn_median] < <(spawn_times 18112 squid -N -f "$WORK/squid-spawn.conf")
+read -r R[tinyproxy,spawn] R[tinyproxy,spawn_median] < <(spawn_times 18113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
 
 ratio() { calc "$1 / $2" 2; }
 echo
