@@ -145,6 +145,7 @@ tiny_conf $P_TINY "$WORK/tinyproxy.conf"
 squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID_SQUID=$!; PIDS+=($PID_SQUID)
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID_TINY=$!; PIDS+=($PID_TINY)
 
+wait_listening() { for _ in $(seq 1 200); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; echo "run.sh: nothing listens on port $1" >&2; exit 1; }
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
 wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY
 sleep 1
@@ -176,7 +177,9 @@ run_contender() {  # name via pid
     out=$(iperf3 -c "$ORIGIN" -p 5201 -t 5 -J)
   else
     "$PB" bridge --via "$via" --target "$ORIGIN:5201" --listen $P_BRIDGE >/dev/null & local bridge=$!
-    wait_port 127.0.0.1 $P_BRIDGE
+    # Not wait_port: a probe connection would reach the iperf3 server through
+    # the bridge as a bogus test and make it drop the real client's control socket.
+    wait_listening $P_BRIDGE
     out=$(iperf3 -c 127.0.0.1 -p $P_BRIDGE -t 5 -J)
     kill $bridge; wait $bridge 2>/dev/null || true
   fi
