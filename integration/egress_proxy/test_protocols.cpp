@@ -124,7 +124,7 @@ TEST_CASE("WebSocket inside a CONNECT tunnel") {
     check_websocket_echo(client);
 }
 
-TEST_CASE("server-sent events: a stream that keeps sending outlives the idle timeout; a quiet one does not") {
+TEST_CASE("server-sent events: a stream that keeps sending outlives the idle timeout, a quiet one does not") {
     SUITE_REQUIRE_READY();
     Fixture f;
     // 12 events 100 ms apart: three times the idle timeout in all, never idle for it.
@@ -214,7 +214,7 @@ TEST_CASE("half-closed connections: the other direction keeps going") {
     }
 }
 
-TEST_CASE("pipelined keep-alive requests to two hosts are each decided; a refusal ends the connection") {
+TEST_CASE("pipelined keep-alive requests to two hosts are each decided, and a refusal ends the connection") {
     SUITE_REQUIRE_READY();
     Fixture f;
     suite::Client client(f.proxy->port);
@@ -258,7 +258,7 @@ TEST_CASE("HTTP/2 inside CONNECT: a long bidirectional exchange of opaque bytes"
     CHECK(same);
 }
 
-TEST_CASE("request heads near the 32 KiB limit pass; past it they get 431") {
+TEST_CASE("request heads near the 32 KiB limit pass, and past it they get 431") {
     SUITE_REQUIRE_READY();
     Fixture f;
     auto head_of = [](std::size_t total) {
