@@ -21,13 +21,20 @@ IDLE_TUNNELS=${IDLE_TUNNELS:-1000}
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root to create the origin's network namespace" >&2; exit 1; }
 
+# A clean clone: the build dependencies first (idempotent), then the contenders.
+"$ROOT/scripts/install-deps.sh" >&2
 missing=()
 for tool in squid tinyproxy nginx iperf3 wrk; do
   command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: squid tinyproxy nginx-light iperf3 wrk" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends squid tinyproxy nginx-light iperf3 wrk >&2
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends \
+    squid tinyproxy nginx-light iperf3 wrk >&2
+  # Debian starts the packaged services; the bench runs its own instances.
+  for service in squid tinyproxy nginx; do
+    command -v systemctl >/dev/null 2>&1 && systemctl stop "$service" >/dev/null 2>&1 || true
+  done
 fi
 export PATH=$PATH:/usr/sbin
 
@@ -41,8 +48,8 @@ PB=$BUILD/bench/proxy_bench
 
 WORK=$(mktemp -d /tmp/agentctl-bench.XXXXXX)
 chmod 755 "$WORK"
-NS=acpbench$$
-VETH=apb$$
+NS=ag11bench$$
+VETH=ag11b$$
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -86,7 +93,8 @@ ip netns exec "$NS" nginx -c "$WORK/nginx.conf" -g 'daemon off;' & PIDS+=($!)
 ip netns exec "$NS" iperf3 -s -B "$ORIGIN" -p 5201 >/dev/null 2>&1 & PIDS+=($!)
 
 # ---------------------------------------------------------------- contenders
-P_AGENTCTL=38101; P_SQUID=38102; P_TINY=38103; P_BRIDGE=38104
+# Below the ephemeral port range (32768-60999), so no client socket of the run can hold them.
+P_AGENTCTL=18101; P_SQUID=18102; P_TINY=18103; P_BRIDGE=18104
 mkdir -p "$WORK/bench1"
 cat > "$WORK/bench1/egress-policy.json" <<JSON
 {"version":1,"enabled":true,"denyLAN":true,"allowLAN":false,
@@ -137,6 +145,7 @@ tiny_conf $P_TINY "$WORK/tinyproxy.conf"
 squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID_SQUID=$!; PIDS+=($PID_SQUID)
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID_TINY=$!; PIDS+=($PID_TINY)
 
+wait_listening() { for _ in $(seq 1 200); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; echo "run.sh: nothing listens on port $1" >&2; exit 1; }
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
 wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY
 sleep 1
@@ -148,6 +157,7 @@ json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]]
 calc() { python3 -c "print(round($1, ${2:-2}))"; }
 
 declare -A R
+LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 for c in agentctl squid tinyproxy; do
   case $c in agentctl) pid=$PID_AGENTCTL;; squid) pid=$PID_SQUID;; tinyproxy) pid=$PID_TINY;; esac
   R[$c,rss_idle]=$(rss_kib "$pid")
@@ -167,7 +177,9 @@ run_contender() {  # name via pid
     out=$(iperf3 -c "$ORIGIN" -p 5201 -t 5 -J)
   else
     "$PB" bridge --via "$via" --target "$ORIGIN:5201" --listen $P_BRIDGE >/dev/null & local bridge=$!
-    wait_port 127.0.0.1 $P_BRIDGE
+    # Not wait_port: a probe connection would reach the iperf3 server through
+    # the bridge as a bogus test and make it drop the real client's control socket.
+    wait_listening $P_BRIDGE
     out=$(iperf3 -c 127.0.0.1 -p $P_BRIDGE -t 5 -J)
     kill $bridge; wait $bridge 2>/dev/null || true
   fi
@@ -213,15 +225,20 @@ run_contender squid 127.0.0.1:$P_SQUID $PID_SQUID
 run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
 
 # Spawn to listening, on fresh ports.
-squid_conf 38112 "$WORK/squid-spawn.conf"; tiny_conf 38113 "$WORK/tiny-spawn.conf"
-best_spawn() { local best=999999 v; for _ in 1 2 3 4 5; do v=$(json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms); best=$(calc "min($best, $v)"); sleep 0.3; done; echo "$best"; }
-R[agentctl,spawn]=$(best_spawn 38111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:38111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
-R[squid,spawn]=$(best_spawn 38112 squid -N -f "$WORK/squid-spawn.conf")
-R[tinyproxy,spawn]=$(best_spawn 38113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
+squid_conf 18112 "$WORK/squid-spawn.conf"; tiny_conf 18113 "$WORK/tiny-spawn.conf"
+spawn_times() {  # best and median of 5: "BEST MEDIAN"
+  local v all=()
+  for _ in 1 2 3 4 5; do v=$(json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms); all+=("$v"); sleep 0.3; done
+  python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(min(v),2), round(statistics.median(v),2))" "${all[@]}"
+}
+read -r R[agentctl,spawn] R[agentctl,spawn_median] < <(spawn_times 18111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:18111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
+read -r R[squid,spawn] R[squid,spawn_median] < <(spawn_times 18112 squid -N -f "$WORK/squid-spawn.conf")
+read -r R[tinyproxy,spawn] R[tinyproxy,spawn_median] < <(spawn_times 18113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
 
 ratio() { calc "$1 / $2" 2; }
 echo
 echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r); $(squid -v | head -1); $(tinyproxy -v 2>&1 | head -1); run $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "Load average (1 min) at start: $LOAD_START, at end: $(cut -d' ' -f1 /proc/loadavg)"
 echo
 echo "| figure | direct | agentctl | squid | tinyproxy |"
 echo "|---|---|---|---|---|"
@@ -251,3 +268,4 @@ row "RSS idle, KiB" rss_idle
 row "RSS with $IDLE_TUNNELS idle tunnels, KiB" rss_tunnels
 row "  per idle tunnel, KiB" rss_per
 row "spawn to listening, ms (best of 5)" spawn
+row "spawn to listening, ms (median of 5)" spawn_median

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -44,7 +45,7 @@ void must(const std::string& command) {
 std::optional<std::string> skip_reason() {
     if (::geteuid() != 0) return "needs root to create network namespaces and veth pairs";
     if (run("ip -V") != 0) return "needs iproute2 (`ip`)";
-    std::string probe = "acp-probe-" + std::to_string(::getpid());
+    std::string probe = "ag11probe" + std::to_string(::getpid());
     if (run("ip netns add " + probe) != 0) return "cannot create a network namespace here";
     run("ip netns del " + probe);
     return std::nullopt;
@@ -117,8 +118,10 @@ int Child::wait_exit(std::chrono::milliseconds timeout) {
 
 Network::Network() {
     std::string id = std::to_string(::getpid());
-    name = "acp-proxy-" + id;
-    m_veth = "apx" + id;
+    // Names and subnets are this suite's own (ag11*, 192.0.3.0/24, 10.231.0.0/24),
+    // so it can run next to other suites that build namespaces on this machine.
+    name = "ag11proxy" + id;
+    m_veth = "ag11x" + id;
     run("ip netns del " + name);
     run("ip link del " + m_veth + "a");
     try {
@@ -138,8 +141,8 @@ Network::Network() {
         m_upstream.emplace(std::vector<std::string>{
             "ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "http:" + std::string(k_origin_a) + ":80",
             "echo:" + std::string(k_origin_a) + ":7", "echo:" + std::string(k_origin_a) + ":9",
-            "backlog:" + std::string(k_origin_a) + ":81", "http:" + std::string(k_origin_b) + ":80",
-            "http:" + std::string(k_lan_origin) + ":80"});
+            "drain:" + std::string(k_origin_a) + ":10", "backlog:" + std::string(k_origin_a) + ":81",
+            "http:" + std::string(k_origin_b) + ":80", "http:" + std::string(k_lan_origin) + ":80"});
         if (m_upstream->wait_for_line("ready", 10s).empty())
             throw std::runtime_error("the origin servers did not start");
     } catch (...) {
@@ -189,6 +192,8 @@ void ProxyFiles::write_resolve(const std::string& hosts_text) const {
 }
 
 std::vector<nlohmann::json> ProxyFiles::log_lines() const {
+    // The proxy writes queued log lines within 20 ms (egress_proxy.cpp, k_log_flush).
+    std::this_thread::sleep_for(60ms);
     std::vector<nlohmann::json> out;
     std::ifstream in(log);
     for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
@@ -327,6 +332,29 @@ bool Client::closed_by_peer() {
         if (n == 0) return true;
         if (n < 0) return errno == ECONNRESET || errno == EPIPE;
     }
+}
+
+std::string Client::read_to_end() {
+    std::string out = std::move(m_buffer);
+    m_buffer.clear();
+    for (;;) {
+        char buffer[65536];
+        ssize_t n = ::recv(m_fd, buffer, sizeof buffer, 0);
+        if (n <= 0) return out;
+        out.append(buffer, static_cast<std::size_t>(n));
+    }
+}
+
+void Client::shutdown_send() const { ::shutdown(m_fd, SHUT_WR); }
+
+int run_capture(const std::string& command, std::string& output) {
+    output.clear();
+    FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+    if (pipe == nullptr) return -1;
+    char buffer[4096];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) output.append(buffer, n);
+    int status = ::pclose(pipe);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 Client::Response connect_through(Client& client, const std::string& authority) {

@@ -58,7 +58,7 @@ public:
     Network& operator=(const Network&) = delete;
 
     static constexpr const char* k_host_side = "192.0.3.1";    // this machine's end of the veth pair
-    static constexpr const char* k_origin_a = "192.0.3.2";     // http :80, echo :7, backlog :81
+    static constexpr const char* k_origin_a = "192.0.3.2";     // http :80, echo :7 and :9, drain :10, backlog :81
     static constexpr const char* k_origin_b = "192.0.3.3";     // http :80
     static constexpr const char* k_lan_origin = "10.231.0.2";  // http :80
     std::string name;
@@ -114,6 +114,10 @@ public:
     std::string read_exact(std::size_t n);
     // True when the proxy closed the connection (EOF or reset) within the timeout.
     bool closed_by_peer();
+    // Everything until EOF (or the timeout).
+    std::string read_to_end();
+    // shutdown(SHUT_WR): a half-close, the connection stays open for reading.
+    void shutdown_send() const;
     [[nodiscard]] int fd() const { return m_fd; }
 
 private:
@@ -124,6 +128,9 @@ private:
 
 // CONNECT host:port; returns the response (status 200 leaves the tunnel open on `client`).
 Client::Response connect_through(Client& client, const std::string& authority);
+
+// Runs a shell command; returns its exit code, and its stdout and stderr in `output`.
+int run_capture(const std::string& command, std::string& output);
 
 // Descriptors and resident memory of a process.
 std::size_t open_fds(pid_t pid);

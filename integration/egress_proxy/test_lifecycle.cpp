@@ -32,18 +32,20 @@ bool echo_on(suite::Client& client, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("a changed policy file applies to new connections; open tunnels keep theirs") {
+TEST_CASE("a changed policy file applies to new connections and closes tunnels it no longer allows") {
     SUITE_REQUIRE_READY();
     suite::Network network;
     suite::ProxyFiles files;
-    files.write_resolve("192.0.3.2 a.test b.test\n");
-    files.write_policy(suite::policy_allowing({"a.test:7"}));
+    files.write_resolve("192.0.3.2 a.test b.test c.test\n");
+    files.write_policy(suite::policy_allowing({"a.test:7", "c.test:7"}));
     suite::Proxy proxy(files);
     CHECK(status_of(proxy.port, "b.test:7") == 403);
     suite::Client tunnel(proxy.port);
     REQUIRE(suite::connect_through(tunnel, "a.test:7").status == 200);
+    suite::Client kept(proxy.port);
+    REQUIRE(suite::connect_through(kept, "c.test:7").status == 200);
 
-    files.write_policy(suite::policy_allowing({"b.test:7"}));  // atomic replace, noticed by polling
+    files.write_policy(suite::policy_allowing({"b.test:7", "c.test:7"}));  // atomic replace, noticed by polling
     int b_status = 0;
     for (int i = 0; i < 30 && b_status != 200; ++i) {
         std::this_thread::sleep_for(100ms);
@@ -51,13 +53,45 @@ TEST_CASE("a changed policy file applies to new connections; open tunnels keep t
     }
     CHECK(b_status == 200);
     CHECK(status_of(proxy.port, "a.test:7") == 403);
-    CHECK(echo_on(tunnel, "still open under the old decision"));
+    CHECK(tunnel.closed_by_peer());  // a.test is no longer allowed: its tunnel is gone
+    CHECK(echo_on(kept, "c.test is still allowed"));
+}
 
-    // SIGHUP reloads at once, without waiting for the poll.
-    files.write_policy(suite::policy_allowing({"a.test:7", "b.test:7"}));
+TEST_CASE("SIGHUP reloads at once and promptly closes a tunnel whose rule was removed") {
+    SUITE_REQUIRE_READY();
+    suite::Network network;
+    suite::ProxyFiles files;
+    files.write_resolve("192.0.3.2 a.test c.test\n");
+    files.write_policy(suite::policy_allowing({"a.test:7", "c.test:7"}));
+    suite::Proxy proxy(files, {"--policy-poll-ms", "600000"});  // only the signal can reload here
+    suite::Client tunnel(proxy.port, 2s);
+    REQUIRE(suite::connect_through(tunnel, "a.test:7").status == 200);
+    REQUIRE(echo_on(tunnel, "before the reload"));
+    suite::Client kept(proxy.port);
+    REQUIRE(suite::connect_through(kept, "c.test:7").status == 200);
+    suite::Client keep_alive(proxy.port);  // plain HTTP keep-alive with an open upstream to a.test:80
+    files.write_policy(suite::policy_allowing({"a.test:7", "a.test:80", "c.test:7"}));
     proxy.process().signal(SIGHUP);
     std::this_thread::sleep_for(100ms);
-    CHECK(status_of(proxy.port, "a.test:7") == 200);
+    keep_alive.send("GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\n\r\n");
+    REQUIRE(keep_alive.read_response().status == 200);
+
+    files.write_policy(suite::policy_allowing({"c.test:7"}));
+    auto signalled = std::chrono::steady_clock::now();
+    proxy.process().signal(SIGHUP);
+    CHECK(tunnel.closed_by_peer());
+    CHECK(std::chrono::steady_clock::now() - signalled < 1s);
+    CHECK(keep_alive.closed_by_peer());
+    CHECK(echo_on(kept, "c.test is still allowed"));
+    int revoked = 0;
+    for (const auto& line : files.log_lines()) {
+        if (line.value("event", "") == "close" && line.value("closed_by", "") == "policy-reload") {
+            CHECK(line.value("reason", "") == "not-allowlisted");
+            CHECK(line.value("host", "") == "a.test");
+            ++revoked;
+        }
+    }
+    CHECK(revoked == 2);
 }
 
 TEST_CASE("a missing or malformed policy denies everything, loudly, and the proxy keeps running") {
@@ -108,6 +142,66 @@ TEST_CASE("SIGTERM closes tunnels, removes the pid file and exits 0") {
     CHECK(tunnel.closed_by_peer());
     CHECK_FALSE(std::filesystem::exists(files.pid));
     CHECK_THROWS(suite::Client(proxy.port));
+}
+
+TEST_CASE("SIGTERM right after a burst of decisions loses no log line") {
+    SUITE_REQUIRE_READY();
+    suite::Network network;
+    suite::ProxyFiles files;
+    files.write_resolve("192.0.3.2 a.test other.test\n");
+    files.write_policy(suite::policy_allowing({"a.test:7"}));
+    suite::Proxy proxy(files);
+    constexpr int k_requests = 300;
+    for (int i = 0; i < k_requests; ++i) {
+        suite::Client client(proxy.port);
+        CHECK(suite::connect_through(client, i % 3 == 0 ? "a.test:7" : "other.test:7").status ==
+              (i % 3 == 0 ? 200 : 403));
+    }
+    proxy.process().signal(SIGTERM);  // within the log's batching interval of the last decision
+    REQUIRE(proxy.process().wait_exit(3s) == 0);
+    int decisions = 0;
+    bool stopped = false;
+    for (const auto& line : files.log_lines()) {
+        if (line.value("event", "") == "decision") ++decisions;
+        if (line.value("event", "") == "stop") stopped = true;
+    }
+    CHECK(decisions == k_requests);
+    CHECK(stopped);
+}
+
+TEST_CASE("the proxy listens only on loopback or an agentctl sandbox bridge") {
+    SUITE_REQUIRE_READY();
+    suite::Network network;
+    suite::ProxyFiles files;
+    files.write_policy(suite::policy_allowing({"a.test:7"}));
+    const std::string base = std::string(EGRESS_PROXY_RUNNER_BIN) + " --policy " + files.policy.string() + " --listen ";
+    std::string output;
+    // The host end of the suite's veth pair: an address of this machine, but not a sandbox bridge.
+    CHECK(suite::run_capture(base + suite::Network::k_host_side + ":0", output) == 1);
+    CHECK_THAT(output, Catch::Contains("refusing to listen on 192.0.3.1 (interface ag11x"));
+    CHECK_THAT(output, Catch::Contains("only on loopback or on an agentctl sandbox bridge (agc-...)"));
+    CHECK(suite::run_capture(base + "0.0.0.0:0", output) == 1);
+    CHECK_THAT(output, Catch::Contains("(every interface)"));
+    CHECK(suite::run_capture(base + "192.0.3.99:0", output) == 1);
+    CHECK_THAT(output, Catch::Contains("(no interface of this machine)"));
+
+    // An interface named like a sandbox bridge (agc-...): its address is accepted.
+    const std::string id = std::to_string(::getpid() % 100000);
+    const std::string bridge = "agc-t11" + id;
+    suite::run_capture("ip link del " + bridge, output);
+    REQUIRE(suite::run_capture("ip link add " + bridge + " type veth peer name ag11p" + id, output) == 0);
+    struct Remove {
+        std::string link;
+        ~Remove() {
+            std::string ignored;
+            suite::run_capture("ip link del " + link, ignored);
+        }
+    } remove{bridge};
+    REQUIRE(suite::run_capture("ip addr add 11.211.0.1/30 dev " + bridge, output) == 0);
+    suite::Proxy on_bridge(files, {"--listen", "11.211.0.1:0"});
+    CHECK(on_bridge.port != 0);
+    on_bridge.process().signal(SIGTERM);
+    CHECK(on_bridge.process().wait_exit(3s) == 0);
 }
 
 TEST_CASE("the real binary: agentctl egress-proxy serves and stops the same way") {

@@ -57,7 +57,7 @@ Round one_round(suite::Proxy& proxy, std::size_t count) {
     for (int i = 0; i < 100; ++i) {
         std::this_thread::sleep_for(50ms);
         round.fds_after = suite::open_fds(proxy.process().pid());
-        if (round.fds_after < 20) break;
+        if (round.fds_after < 20 + 32) break;
     }
     round.rss_after = suite::rss_kib(proxy.process().pid());
     return round;
@@ -85,10 +85,14 @@ TEST_CASE("10k concurrent idle tunnels without descriptor or memory growth") {
               << " KiB (" << per_tunnel_kib << " KiB/tunnel), after " << first.rss_after << " KiB; second round open "
               << second.rss_open << " KiB, after " << second.rss_after << " KiB\n";
 
-    CHECK(first.fds_open >= fds_idle + 2 * count);  // two sockets per tunnel, no pipes while idle
-    CHECK(first.fds_open <= fds_idle + 2 * count + 8);
-    CHECK(first.fds_after == fds_idle);
-    CHECK(second.fds_after == fds_idle);
+    // Two sockets per tunnel, no pipes while idle. The proxy keeps up to 16
+    // empty pipes (32 descriptors) for the next tunnels, except under
+    // descriptor pressure (more than half the connection cap in use).
+    constexpr std::size_t k_spare_fds = 32;
+    CHECK(first.fds_open >= fds_idle + 2 * count);
+    CHECK(first.fds_open <= fds_idle + 2 * count + k_spare_fds);
+    CHECK(first.fds_after <= fds_idle + k_spare_fds);
+    CHECK(second.fds_after <= first.fds_after);
 #if defined(__SANITIZE_ADDRESS__)
     // Under AddressSanitizer the allocator adds redzones and keeps freed memory
     // in quarantine, so RSS measures the sanitizer, not the proxy: only the

@@ -43,7 +43,14 @@ AccessLog::AccessLog(std::string path, std::uint64_t max_bytes) : m_path(std::mo
 }
 
 AccessLog::~AccessLog() {
+    flush();
     if (m_fd >= 0) ::close(m_fd);
+}
+
+void AccessLog::defer_writes(std::function<void()> on_pending) {
+    m_deferred = static_cast<bool>(on_pending);
+    m_on_pending = std::move(on_pending);
+    if (!m_deferred) flush();
 }
 
 void AccessLog::rotate() {
@@ -57,13 +64,38 @@ void AccessLog::rotate() {
 }
 
 void AccessLog::write(const nlohmann::json& entry) {
-    std::string line = entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    line += '\n';
-    if (m_fd >= 0 && m_size > 0 && m_size + line.size() > m_max_bytes) rotate();
+    bool was_empty = m_pending.empty();
+    m_pending += entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    m_pending += '\n';
+    if (!m_deferred || m_pending.size() >= 64 * 1024) {
+        flush();
+    } else if (was_empty && m_on_pending) {
+        m_on_pending();
+    }
+}
+
+void AccessLog::flush() {
+    std::size_t start = 0;
+    while (start < m_pending.size()) {
+        // The longest run of whole lines that keeps the file under its cap (at least one line).
+        std::size_t end = start;
+        while (end < m_pending.size()) {
+            std::size_t next = m_pending.find('\n', end) + 1;
+            if (end > start && m_fd >= 0 && m_size + (next - start) > m_max_bytes) break;
+            end = next;
+        }
+        if (m_fd >= 0 && m_size > 0 && m_size + (end - start) > m_max_bytes) rotate();
+        write_now(m_pending.data() + start, end - start);
+        start = end;
+    }
+    m_pending.clear();
+}
+
+void AccessLog::write_now(const char* data, std::size_t size) {
     int fd = m_fd >= 0 ? m_fd : STDERR_FILENO;
-    // O_APPEND: one write(2) per line keeps lines whole for concurrent readers.
-    ssize_t n = ::write(fd, line.data(), line.size());
-    if (n < 0 || static_cast<std::size_t>(n) != line.size()) {
+    // O_APPEND: one write(2) per run of whole lines keeps lines whole for concurrent readers.
+    ssize_t n = ::write(fd, data, size);
+    if (n < 0 || static_cast<std::size_t>(n) != size) {
         if (!m_reported_failure) {
             std::fprintf(stderr, "agentctl: egress proxy: cannot write the log %s: %s\n", m_path.c_str(),
                          std::strerror(errno));
@@ -71,7 +103,7 @@ void AccessLog::write(const nlohmann::json& entry) {
         }
         return;
     }
-    m_size += line.size();
+    m_size += size;
 }
 
 std::string utc_timestamp() {

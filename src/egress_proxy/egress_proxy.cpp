@@ -2,11 +2,14 @@
 // event loop that serves every connection on one thread.
 #include "egress_proxy/egress_proxy.hpp"
 
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <charconv>
+#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -17,12 +20,15 @@
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/server.hpp"
+#include "provider/incus/naming.hpp"
 
 namespace agentctl::egress_proxy {
 
 namespace asio = boost::asio;
 
 namespace {
+
+constexpr std::chrono::milliseconds k_log_flush{20};
 
 tcp::endpoint parse_listen(const std::string& listen) {
     auto fail = [&](const std::string& why) -> Error {
@@ -50,6 +56,55 @@ tcp::endpoint parse_listen(const std::string& listen) {
         throw fail("`" + port_text + "` is not a port number (0-65535)");
     }
     return {address, static_cast<std::uint16_t>(port)};
+}
+
+// The proxy serves sandboxes only: it listens on loopback (Lima forwards the
+// guest's traffic there) or on an address of an agentctl sandbox bridge
+// (Incus), never on an interface another network can reach.
+void check_listen_address(const tcp::endpoint& endpoint, const std::string& listen) {
+    const auto& address = endpoint.address();
+    if (address.is_loopback()) return;
+    std::string owner;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) == 0) {
+        for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
+            if (it->ifa_addr == nullptr || it->ifa_name == nullptr) continue;
+            asio::ip::address candidate;
+            if (it->ifa_addr->sa_family == AF_INET) {
+                sockaddr_in in4{};
+                std::memcpy(&in4, it->ifa_addr, sizeof in4);
+                asio::ip::address_v4::bytes_type bytes{};
+                std::memcpy(bytes.data(), &in4.sin_addr, 4);
+                candidate = asio::ip::address_v4(bytes);
+            } else if (it->ifa_addr->sa_family == AF_INET6) {
+                sockaddr_in6 in6{};
+                std::memcpy(&in6, it->ifa_addr, sizeof in6);
+                asio::ip::address_v6::bytes_type bytes{};
+                std::memcpy(bytes.data(), &in6.sin6_addr, 16);
+                candidate = asio::ip::address_v6(bytes, in6.sin6_scope_id);
+            } else {
+                continue;
+            }
+            if (candidate.is_v6() != address.is_v6()) continue;
+            bool same =
+                candidate.is_v6() ? candidate.to_v6().to_bytes() == address.to_v6().to_bytes() : candidate == address;
+            if (!same) continue;
+            std::string_view name(it->ifa_name);
+            if (name.substr(0, provider::incus::k_bridge_prefix.size()) == provider::incus::k_bridge_prefix) {
+                ::freeifaddrs(list);
+                return;
+            }
+            owner = name;
+        }
+        ::freeifaddrs(list);
+    }
+    std::string where = address.is_unspecified() ? "every interface"
+                        : owner.empty()          ? "no interface of this machine"
+                                                 : "interface " + owner;
+    throw Error("--listen " + listen + ": refusing to listen on " + address.to_string() + " (" + where +
+                    "): the egress proxy listens only on loopback or on an agentctl sandbox bridge (" +
+                    std::string(provider::incus::k_bridge_prefix) + "...)",
+                "use 127.0.0.1:PORT, or an address of the sandbox's bridge");
 }
 
 // Lifts the soft descriptor limit to the hard one; returns the soft limit now in force.
@@ -81,6 +136,7 @@ int run_egress_proxy(const ProxyOptions& options) {
     try {
         if (options.policy_file.empty()) throw Error("--policy is required", "pass the sandbox's policy file");
         auto endpoint = parse_listen(options.listen);
+        check_listen_address(endpoint, options.listen);
         ::signal(SIGPIPE, SIG_IGN);  // splice(2) to a closed peer must fail, not kill the proxy
 
         ProxyLimits limits = options.limits;
@@ -108,6 +164,16 @@ int run_egress_proxy(const ProxyOptions& options) {
         std::string sandbox =
             options.sandbox_name.empty() ? default_sandbox_name(options.policy_file) : options.sandbox_name;
         ProxyContext context(io, limits, sandbox, log);
+        // Decision lines are queued and written within k_log_flush of the first
+        // one (one write(2) per batch instead of one per connection); SIGTERM and
+        // SIGINT flush before exit.
+        asio::steady_timer log_timer(io);
+        log.defer_writes([&log_timer, &log] {
+            log_timer.expires_after(k_log_flush);
+            log_timer.async_wait([&log](const boost::system::error_code& error) {
+                if (!error) log.flush();
+            });
+        });
         context.resolve_map = resolve_map;
         context.policy = load_policy_snapshot(options.policy_file);
         log.write({{"time", utc_timestamp()},
@@ -126,6 +192,7 @@ int run_egress_proxy(const ProxyOptions& options) {
         std::fflush(stdout);
 
         io.run();
+        log.defer_writes(nullptr);  // flushes what is queued; later lines are written at once
 
         if (!options.pid_file.empty()) ::unlink(options.pid_file.c_str());
         if (!context.sessions.empty()) {

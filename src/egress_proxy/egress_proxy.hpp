@@ -34,8 +34,9 @@ struct ProxyLimits {
 };
 
 struct ProxyOptions {
-    // `ADDRESS:PORT`, e.g. `127.0.0.1:50123` or `[::1]:50123`. Port 0 picks a
-    // free port; the chosen address is printed on stdout as `listening ADDRESS:PORT`.
+    // `ADDRESS:PORT`, e.g. `127.0.0.1:50123` or `[::1]:50123`: loopback, or an
+    // address of an agentctl sandbox bridge (`agc-...`). Port 0 picks a free
+    // port; the chosen address is printed on stdout as `listening ADDRESS:PORT`.
     std::string listen;
     // The policy file (policy::to_policy_file JSON). Missing or malformed means
     // deny everything (logged loudly); the proxy keeps running and re-reads it.
@@ -53,10 +54,12 @@ struct ProxyOptions {
 };
 
 // Runs the proxy in the foreground until SIGTERM or SIGINT: stops accepting,
-// closes tunnels, removes the pid file, returns 0. SIGHUP, or a changed policy
-// file, reloads the policy atomically (open tunnels keep their decision).
+// closes tunnels, writes every queued log line, removes the pid file, returns
+// 0. SIGHUP, or a changed policy file, reloads the policy atomically and
+// closes the open tunnels and keep-alive connections it no longer allows.
 // Returns 1 after printing `agentctl: ...` on stderr when it cannot start
-// (bad --listen, address in use, unreadable resolve file).
+// (bad --listen, an address that is neither loopback nor on an agentctl
+// sandbox bridge, address in use, unreadable resolve file).
 int run_egress_proxy(const ProxyOptions& options);
 
 // `agentctl logs NAME --network`: prints the decision log at `log_path`.

@@ -11,6 +11,8 @@
 #include <memory>
 #include <string>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "egress_proxy/access_log.hpp"
 #include "egress_proxy/egress_proxy.hpp"
@@ -41,6 +43,8 @@ struct ProxyContext {
     std::unordered_set<Session*> sessions;
     // Cancelled whenever a connection ends, to wake an accept loop at the cap.
     boost::asio::steady_timer slot_freed;
+    // Empty kernel pipes (read end, write end) kept for the next tunnel (Linux splice relay).
+    std::vector<std::pair<int, int>> spare_pipes;
 };
 
 }  // namespace agentctl::egress_proxy

@@ -82,7 +82,8 @@ asio::awaitable<void> Server::accept_loop() {
             continue;
         }
         tcp::socket socket(m_context.io);
-        co_await m_acceptor.async_accept(socket, redirect_error(use_awaitable, ec));
+        tcp::endpoint peer;  // from accept(2) itself: no getpeername(2) per connection
+        co_await m_acceptor.async_accept(socket, peer, redirect_error(use_awaitable, ec));
         if (m_context.stopping) break;
         if (ec) {
             // EMFILE, ENOBUFS, ...: log and back off instead of spinning on the error.
@@ -96,7 +97,7 @@ asio::awaitable<void> Server::accept_loop() {
             continue;
         }
         backoff = std::chrono::milliseconds(0);
-        std::make_shared<Session>(m_context, std::move(socket))->start();
+        std::make_shared<Session>(m_context, std::move(socket), peer)->start();
     }
 }
 
@@ -113,8 +114,21 @@ asio::awaitable<void> Server::watch_policy_file() {
 void Server::reload(const char* trigger) {
     m_policy_stamp = stamp_of(m_policy_file);
     auto snapshot = load_policy_snapshot(m_policy_file);
-    m_context.policy = snapshot;  // new connections only; open ones keep theirs
+    m_context.policy = snapshot;
     log_policy(m_context.access_log, *snapshot, trigger);
+    // Open tunnels and keep-alive connections whose destination the new policy
+    // no longer allows are closed now (each logs its `close` line with the reason).
+    std::vector<Session*> open(m_context.sessions.begin(), m_context.sessions.end());
+    std::size_t closed = 0;
+    for (Session* session : open) closed += session->revalidate(*snapshot) ? 1 : 0;
+    if (closed > 0) {
+        m_context.access_log.write(
+            {{"time", utc_timestamp()},
+             {"event", "policy"},
+             {"trigger", trigger},
+             {"message", "closed " + std::to_string(closed) + " open connection(s) the new policy no longer allows"},
+             {"closed_connections", closed}});
+    }
     if (!m_resolve_file.empty() && std::string_view(trigger) == "SIGHUP") {
         try {
             m_context.resolve_map = std::make_shared<const ResolveMap>(ResolveMap::load(m_resolve_file));

@@ -13,6 +13,7 @@
 #include <boost/beast/http/read.hpp>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <cstring>
 
@@ -68,6 +69,13 @@ std::string endpoint_text(const tcp::endpoint& endpoint) {
     return address.to_string() + ":" + std::to_string(endpoint.port());
 }
 
+std::string_view buffer_view(const beast::flat_buffer& buffer) {
+    auto data = buffer.data();
+    return {static_cast<const char*>(data.data()), data.size()};
+}
+
+constexpr std::size_t k_read_chunk = 16 * 1024;
+
 void set_nodelay(tcp::socket& socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
@@ -75,16 +83,14 @@ void set_nodelay(tcp::socket& socket) {
 
 }  // namespace
 
-Session::Session(ProxyContext& context, tcp::socket client)
+Session::Session(ProxyContext& context, tcp::socket client, const tcp::endpoint& peer)
     : m_context(context),
       m_client(std::move(client)),
       m_upstream(context.io),
       m_timer(context.io),
       m_buffer(context.limits.max_header_bytes + 1024) {
     m_id = m_context.next_id++;
-    boost::system::error_code ec;
-    auto remote = m_client.remote_endpoint(ec);
-    m_client_text = ec ? std::string("unknown") : endpoint_text(remote);
+    m_client_text = endpoint_text(peer);
     m_context.sessions.insert(this);
 }
 
@@ -104,6 +110,27 @@ void Session::close() {
     m_client.close(ignored);
     m_upstream.close(ignored);
     m_timer.cancel();
+}
+
+policy::Decision Session::verdict(const PolicySnapshot& snapshot, const std::string& host, std::uint16_t port,
+                                  const policy::IpAddress& address) const {
+    if (!snapshot.usable) return policy::Decision{false, "policy-unavailable", snapshot.problem, {}, {}};
+    auto decision = policy::pre_decide(snapshot.policy, host, port, snapshot.host_addresses);
+    if (!decision) {
+        const std::array<policy::IpAddress, 1> dialled{address};
+        decision = policy::decide(snapshot.policy, host, port, dialled, snapshot.host_addresses);
+    }
+    if (decision->allowed && decision->address != address) decision->allowed = false;
+    return *decision;
+}
+
+bool Session::revalidate(const PolicySnapshot& snapshot) {
+    if (!m_up_endpoint || !m_upstream.is_open() || !m_client.is_open()) return false;
+    auto decision = verdict(snapshot, m_up_host, m_up_port, from_asio(m_up_endpoint->address()));
+    if (decision.allowed) return false;
+    m_revoked = decision.reason;
+    close();
+    return true;
 }
 
 // ------------------------------------------------------------------ deadlines
@@ -141,56 +168,66 @@ void Session::on_timer() {
 
 asio::awaitable<void> Session::serve() {
     auto self = shared_from_this();
+    const std::size_t max_head = m_context.limits.max_header_bytes;
     for (;;) {
         m_phase = Phase::Header;
         m_timed_out = false;
         set_deadline(m_context.limits.header_timeout);
-        auto parser = std::make_unique<RequestParser>();
-        configure_request_parser(*parser, m_context.limits.max_header_bytes);
+        // Read until screen_request (the same function the fuzz target drives)
+        // has a verdict. It re-parses from the start, so it runs when the head
+        // looks complete (a blank line) and otherwise only each time the
+        // buffer has doubled: linear work however the head is split.
+        std::shared_ptr<const PolicySnapshot> snapshot;  // the policy in force when the head was complete
+        ScreenResult screen;
+        std::size_t scanned = 0;
+        std::size_t screened_at = 0;
         boost::system::error_code ec;
-        co_await http::async_read_header(m_client, m_buffer, *parser, redirect_error(use_awaitable, ec));
-        if (ec) {
-            bool started = m_buffer.size() > 0;
-            if (m_timed_out) {
-                if (started)
-                    log_rejected_request("", {408, "header-timeout", "the request head did not arrive in time"}, "", 0);
-            } else if (ec == http::error::header_limit) {
-                Refusal refusal{
-                    431, "header-too-large",
-                    "the request head is larger than " + std::to_string(m_context.limits.max_header_bytes) + " bytes"};
-                log_rejected_request("", refusal, "", 0);
-                co_await send_refusal(refusal, "", 0);
-            } else if (ec == http::error::buffer_overflow) {
-                Refusal refusal{431, "header-too-large", "the request head is too large"};
-                log_rejected_request("", refusal, "", 0);
-                co_await send_refusal(refusal, "", 0);
-            } else if (ec.category() == make_error_code(http::error::end_of_stream).category() &&
-                       ec != http::error::end_of_stream && ec != http::error::partial_message) {
-                Refusal refusal{400, "malformed-request",
-                                "the request could not be parsed as HTTP/1.1: " + ec.message()};
-                log_rejected_request("", refusal, "", 0);
-                co_await send_refusal(refusal, "", 0);
+        for (;;) {
+            auto bytes = buffer_view(m_buffer);
+            auto blank = bytes.find("\r\n\r\n", scanned);
+            scanned = bytes.size() >= 3 ? bytes.size() - 3 : 0;
+            if (!bytes.empty() &&
+                (blank != std::string_view::npos || bytes.size() >= 2 * screened_at || bytes.size() > max_head)) {
+                screened_at = bytes.size();
+                snapshot = m_context.policy;  // this request's decision stays with this snapshot
+                screen = screen_request(bytes, snapshot->policy, snapshot->host_addresses, max_head);
+                if (screen.stage != ScreenResult::Stage::NeedMore) break;
             }
+            std::size_t room = std::min<std::size_t>(k_read_chunk, max_head + 1 - std::min(max_head, bytes.size()));
+            auto n = co_await m_client.async_read_some(m_buffer.prepare(std::max<std::size_t>(room, 1)),
+                                                       redirect_error(use_awaitable, ec));
+            if (ec) break;
+            m_buffer.commit(n);
+        }
+        if (ec) {
+            if (m_timed_out && m_buffer.size() > 0)
+                log_rejected_request("", {408, "header-timeout", "the request head did not arrive in time"}, "", 0);
             break;
         }
         clear_deadline();
-        auto& head = parser->get();
-        std::string method(head.method_string());
-        auto target_view = head.target();
-        auto parsed = parse_request_target(method, std::string_view(target_view.data(), target_view.size()));
-        if (auto* error = std::get_if<TargetError>(&parsed)) {
-            Refusal refusal{error->status, error->reason, error->detail};
-            log_rejected_request(method, refusal, "", 0);
-            co_await send_refusal(refusal, "", 0);
+        if (screen.stage == ScreenResult::Stage::Rejected) {
+            log_rejected_request(screen.method, *screen.refusal, "", 0);
+            co_await send_refusal(*screen.refusal, "", 0);
             break;
         }
-        auto target = std::get<RequestTarget>(std::move(parsed));
+        // The head is complete and valid: let the streaming parser take it
+        // (and leave any body or pipelined bytes in the buffer).
+        auto parser = std::make_unique<RequestParser>();
+        configure_request_parser(*parser, max_head);
+        while (!parser->is_header_done()) {
+            auto n = parser->put(m_buffer.data(), ec);
+            m_buffer.consume(n);
+            if (ec || n == 0) break;
+        }
+        if (!parser->is_header_done()) break;  // cannot happen: screen_request accepted this head
+        const RequestTarget& target = *screen.target;
         if (target.kind == RequestKind::Connect) {
             parser.reset();  // nothing of the request head stays allocated for the tunnel's lifetime
-            co_await handle_connect(target);
+            co_await handle_connect(target, snapshot, std::move(screen.decision));
             co_return;
         }
-        bool again = co_await handle_forward(std::move(parser), target);
+        bool again = co_await handle_forward(std::move(parser), target, snapshot, std::move(screen.decision));
+        if (m_upgraded) co_return;  // the tunnel's relays own the connection now
         if (!again) break;
     }
     close_upstream("client closed");
@@ -234,9 +271,10 @@ asio::awaitable<bool> Session::refuse(nlohmann::json& entry, const Refusal& refu
     co_return false;
 }
 
-asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const RequestTarget& target) {
+asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const RequestTarget& target,
+                                                  std::shared_ptr<const PolicySnapshot> snapshot,
+                                                  std::optional<policy::Decision> decision) {
     auto self = shared_from_this();
-    auto snapshot = m_context.policy;  // this connection's decision stays with this snapshot
     auto started = Clock::now();
     nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id},
                          {"client", m_client_text}, {"method", method},    {"host", target.host},
@@ -250,7 +288,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         }
     }
     const auto& own = snapshot->host_addresses;
-    std::optional<policy::Decision> decision = policy::pre_decide(snapshot->policy, target.host, target.port, own);
+    // `decision`: pre_decide's verdict from screen_request, made with `snapshot`.
     if (!decision) {
         std::vector<policy::IpAddress> addresses;
         auto dns_start = Clock::now();
@@ -341,6 +379,16 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
             co_return co_await refuse(entry, refusal, target);
         }
     }
+    if (m_context.policy != snapshot) {
+        // The policy was reloaded while this request was being decided: the new one has the last word.
+        auto now = verdict(*m_context.policy, target.host, target.port, *decision->address);
+        if (!now.allowed) {
+            boost::system::error_code ignored;
+            m_upstream.close(ignored);
+            const Refusal refusal{403, now.reason, now.detail};
+            co_return co_await refuse(entry, refusal, target);
+        }
+    }
     set_nodelay(m_upstream);
     entry["decision"] = "allow";
     entry["status"] = 200;
@@ -377,6 +425,10 @@ void Session::log_upstream_closed() {
                          {"bytes_down", m_bytes_down},
                          {"duration_ms", round_ms(ms_since(m_up_since))}};
     if (m_timed_out) entry["timed_out"] = true;
+    if (!m_revoked.empty()) {
+        entry["closed_by"] = "policy-reload";
+        entry["reason"] = m_revoked;
+    }
     m_context.access_log.write(entry);
 }
 

@@ -31,7 +31,7 @@ using RequestParser = boost::beast::http::request_parser<boost::beast::http::buf
 
 class Session : public std::enable_shared_from_this<Session> {
 public:
-    Session(ProxyContext& context, tcp::socket client);
+    Session(ProxyContext& context, tcp::socket client, const tcp::endpoint& peer);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -40,19 +40,31 @@ public:
     void start();
     // Closes both sockets; pending operations finish with an error (shutdown).
     void close();
+    // After a policy reload: closes the connection when the destination its
+    // open upstream connection goes to (tunnel or keep-alive) is no longer
+    // allowed by `snapshot`. Returns true when it closed it.
+    bool revalidate(const PolicySnapshot& snapshot);
 
 private:
     enum class Phase { Header, Connecting, Forwarding, Tunnel };
 
     boost::asio::awaitable<void> serve();
-    boost::asio::awaitable<void> handle_connect(const RequestTarget& target);
+    // `snapshot` is the policy the request was screened with; `decision` is
+    // screen_request's pre_decide verdict (nullopt: a name to resolve).
+    boost::asio::awaitable<void> handle_connect(const RequestTarget& target,
+                                                std::shared_ptr<const PolicySnapshot> snapshot,
+                                                std::optional<policy::Decision> decision);
     // Returns true when the client connection may carry another request.
-    boost::asio::awaitable<bool> handle_forward(std::unique_ptr<RequestParser> parser, const RequestTarget& target);
+    boost::asio::awaitable<bool> handle_forward(std::unique_ptr<RequestParser> parser, const RequestTarget& target,
+                                                std::shared_ptr<const PolicySnapshot> snapshot,
+                                                std::optional<policy::Decision> decision);
 
-    // Decides host:port against the current policy, resolving if needed, and
+    // Decides host:port against `snapshot`, resolving if needed, and
     // connects m_upstream to the one allowed address. Writes the decision log line.
     // On refusal or failure returns false after answering the client.
-    boost::asio::awaitable<bool> decide_and_connect(std::string_view method, const RequestTarget& target);
+    boost::asio::awaitable<bool> decide_and_connect(std::string_view method, const RequestTarget& target,
+                                                    std::shared_ptr<const PolicySnapshot> snapshot,
+                                                    std::optional<policy::Decision> decision);
     // Logs the refusal on `entry` and answers the client; always yields false.
     boost::asio::awaitable<bool> refuse(nlohmann::json& entry, const Refusal& refusal, const RequestTarget& target);
     boost::asio::awaitable<void> send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port);
@@ -68,6 +80,10 @@ private:
     void set_deadline(Clock::duration from_now);
     void clear_deadline() { m_deadline = Clock::time_point::max(); }
     void on_timer();
+    // The verdict of `snapshot` on host:port dialled at `address` (the dialled
+    // address must still be the one the policy would pick among itself).
+    [[nodiscard]] policy::Decision verdict(const PolicySnapshot& snapshot, const std::string& host, std::uint16_t port,
+                                           const policy::IpAddress& address) const;
     void close_upstream(const char* why);
     void log_upstream_closed();
 
@@ -81,6 +97,8 @@ private:
     boost::beast::flat_buffer m_up_buffer;  // upstream bytes read ahead (plain HTTP)
     Phase m_phase = Phase::Header;
     bool m_timed_out = false;
+    bool m_upgraded = false;  // a plain-HTTP request was upgraded (101): the connection is now a tunnel
+    std::string m_revoked;    // why a reload closed this connection (the new policy's reason)
     int m_relays_running = 0;
 
     std::uint64_t m_id = 0;

@@ -47,24 +47,30 @@ void strip_hop_by_hop(Fields& fields) {
 }
 
 // Streams the rest of a message whose head `parser` has read from `in` to
-// `out`, through one fixed buffer. Returns false on any error.
+// `out`, through one fixed buffer. Returns false on any error. Every chunk
+// moved pushes `deadline` (the idle timeout) out again: a stream that keeps
+// sending (server-sent events, a long upload) is never cut while data flows.
 template <bool IsRequest>
 asio::awaitable<bool> relay_message(tcp::socket& in, beast::flat_buffer& in_buffer,
                                     http::parser<IsRequest, http::buffer_body>& parser, tcp::socket& out,
-                                    std::uint64_t& counter) {
+                                    std::uint64_t& counter, Clock::time_point& deadline, Clock::duration idle) {
     std::array<char, k_body_chunk> chunk;
     http::serializer<IsRequest, http::buffer_body> serializer{parser.get()};
     boost::system::error_code ec;
     do {
         if (!parser.is_done()) {
+            // read_some, not read: a slow stream (server-sent events) is passed
+            // on as it arrives instead of waiting for the buffer to fill.
             parser.get().body().data = chunk.data();
             parser.get().body().size = chunk.size();
-            co_await http::async_read(in, in_buffer, parser, redirect_error(use_awaitable, ec));
+            co_await http::async_read_some(in, in_buffer, parser, redirect_error(use_awaitable, ec));
             if (ec == http::error::need_buffer) ec = {};
             if (ec) co_return false;
-            parser.get().body().size = chunk.size() - parser.get().body().size;
-            parser.get().body().data = chunk.data();
+            std::size_t got = chunk.size() - parser.get().body().size;
+            parser.get().body().size = got;
+            parser.get().body().data = got > 0 ? chunk.data() : nullptr;
             parser.get().body().more = !parser.is_done();
+            if (got == 0 && !parser.is_done() && serializer.is_header_done()) continue;  // nothing new to send
         } else {
             parser.get().body().data = nullptr;
             parser.get().body().size = 0;
@@ -72,6 +78,7 @@ asio::awaitable<bool> relay_message(tcp::socket& in, beast::flat_buffer& in_buff
         }
         auto n = co_await http::async_write(out, serializer, redirect_error(use_awaitable, ec));
         counter += n;
+        deadline = Clock::now() + idle;
         if (ec == http::error::need_buffer) ec = {};
         if (ec) co_return false;
     } while (!parser.is_done() || !serializer.is_done());
@@ -86,28 +93,41 @@ std::string host_field(const RequestTarget& target) {
 
 }  // namespace
 
-asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> parser, const RequestTarget& target) {
+asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> parser, const RequestTarget& target,
+                                              std::shared_ptr<const PolicySnapshot> snapshot,
+                                              std::optional<policy::Decision> decision) {
     auto self = shared_from_this();
     auto& request = parser->get();
     std::string method(request.method_string());
     bool client_keep_alive = request.keep_alive();
-    if (!co_await decide_and_connect(method, target)) co_return false;
+    if (!co_await decide_and_connect(method, target, std::move(snapshot), std::move(decision))) co_return false;
 
     m_phase = Phase::Forwarding;
     set_deadline(m_context.limits.idle_timeout);
     bool expects_continue = beast::iequals(request[http::field::expect], "100-continue");
+    // An Upgrade (WebSocket, ...) is passed on; a 101 answer turns the
+    // connection into a tunnel to the destination decided above.
+    std::string upgrade;
+    for (auto token : http::token_list(request[http::field::connection])) {
+        if (beast::iequals(token, "upgrade")) upgrade = std::string(request[http::field::upgrade]);
+    }
     strip_hop_by_hop(request);
     request.erase(http::field::expect);
     request.target(target.origin_form);
     request.set(http::field::host, host_field(target));
     request.keep_alive(true);
+    if (!upgrade.empty()) {
+        request.set(http::field::connection, "Upgrade");
+        request.set(http::field::upgrade, upgrade);
+    }
     boost::system::error_code ec;
     if (expects_continue && !parser->is_done()) {
         static constexpr std::string_view k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
         co_await asio::async_write(m_client, asio::buffer(k_continue), redirect_error(use_awaitable, ec));
         if (ec) co_return false;
     }
-    if (!co_await relay_message(m_client, m_buffer, *parser, m_upstream, m_bytes_up)) {
+    const auto idle = m_context.limits.idle_timeout;
+    if (!co_await relay_message(m_client, m_buffer, *parser, m_upstream, m_bytes_up, m_deadline, idle)) {
         close_upstream("request relay failed");
         co_return false;
     }
@@ -134,7 +154,38 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
         auto& response = response_parser.get();
         unsigned status = response.result_int();
         if (status == 101) {
-            close_upstream("upgrade refused");  // Upgrade was stripped; a 101 is a protocol violation
+            std::string accepted(response[http::field::upgrade]);
+            if (upgrade.empty() || accepted.empty()) {
+                close_upstream("unrequested upgrade");  // a 101 nobody asked for is a protocol violation
+                co_return false;
+            }
+            strip_hop_by_hop(response);
+            response.set(http::field::connection, "Upgrade");
+            response.set(http::field::upgrade, accepted);
+            if (!co_await relay_message(m_upstream, m_up_buffer, response_parser, m_client, m_bytes_down, m_deadline,
+                                        idle)) {
+                close_upstream("response relay failed");
+                co_return false;
+            }
+            // Bytes either side sent right behind the heads go first, then the tunnel.
+            if (m_up_buffer.size() > 0) {
+                auto n = co_await asio::async_write(m_client, m_up_buffer.data(), redirect_error(use_awaitable, ec));
+                m_bytes_down += n;
+                m_up_buffer.consume(n);
+            }
+            if (!ec && m_buffer.size() > 0) {
+                auto n = co_await asio::async_write(m_upstream, m_buffer.data(), redirect_error(use_awaitable, ec));
+                m_bytes_up += n;
+                m_buffer.consume(n);
+            }
+            if (ec) {
+                close_upstream("upgrade relay failed");
+                co_return false;
+            }
+            m_buffer = beast::flat_buffer();
+            m_up_buffer = beast::flat_buffer();
+            m_upgraded = true;
+            start_tunnel();
             co_return false;
         }
         bool interim = status >= 100 && status < 200;
@@ -142,7 +193,8 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
         strip_hop_by_hop(response);
         bool keep = interim || (client_keep_alive && upstream_keep_alive);
         response.keep_alive(keep);
-        if (!co_await relay_message(m_upstream, m_up_buffer, response_parser, m_client, m_bytes_down)) {
+        if (!co_await relay_message(m_upstream, m_up_buffer, response_parser, m_client, m_bytes_down, m_deadline,
+                                    idle)) {
             close_upstream("response relay failed");
             co_return false;
         }

@@ -36,31 +36,49 @@ namespace {
 
 constexpr std::size_t k_splice_chunk = 1 << 20;
 constexpr int k_pipe_bytes = 256 * 1024;
+// Empty pipes kept for the next tunnel (two per tunnel): saves pipe2, fcntl and
+// two closes per direction on short connections.
+constexpr std::size_t k_spare_pipes = 16;
 
-// A pipe created on first use and closed with the relay.
+// A pipe taken on first use from the proxy's spare pipes (or created), and
+// given back empty when the relay ends; one that still holds bytes is closed.
 class Pipe {
 public:
-    Pipe() = default;
+    explicit Pipe(ProxyContext& context) : m_context(context) {}
     ~Pipe() { release(); }
     Pipe(const Pipe&) = delete;
     Pipe& operator=(const Pipe&) = delete;
 
     bool ensure() {
         if (m_fds[0] >= 0) return true;
+        if (!m_context.spare_pipes.empty()) {
+            auto [read_end, write_end] = m_context.spare_pipes.back();
+            m_context.spare_pipes.pop_back();
+            m_fds[0] = read_end;
+            m_fds[1] = write_end;
+            return true;
+        }
         if (::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
         ::fcntl(m_fds[1], F_SETPIPE_SZ, k_pipe_bytes);  // best effort: fewer splice calls per MiB
         return true;
     }
-    void release() {
+    // `empty`: nothing is left in the pipe, so another relay may reuse it.
+    void release(bool empty = false) {
         if (m_fds[0] < 0) return;
-        ::close(m_fds[0]);
-        ::close(m_fds[1]);
+        bool pressure = m_context.sessions.size() * 2 > m_context.limits.max_connections;
+        if (empty && !pressure && m_context.spare_pipes.size() < k_spare_pipes) {
+            m_context.spare_pipes.emplace_back(m_fds[0], m_fds[1]);
+        } else {
+            ::close(m_fds[0]);
+            ::close(m_fds[1]);
+        }
         m_fds[0] = m_fds[1] = -1;
     }
     [[nodiscard]] int read_end() const { return m_fds[0]; }
     [[nodiscard]] int write_end() const { return m_fds[1]; }
 
 private:
+    ProxyContext& m_context;
     int m_fds[2] = {-1, -1};
 };
 
@@ -70,9 +88,11 @@ constexpr unsigned k_splice_flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
 
 #endif
 
-asio::awaitable<void> Session::handle_connect(const RequestTarget& target) {
+asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
+                                              std::shared_ptr<const PolicySnapshot> snapshot,
+                                              std::optional<policy::Decision> decision) {
     auto self = shared_from_this();
-    if (!co_await decide_and_connect("CONNECT", target)) {
+    if (!co_await decide_and_connect("CONNECT", target, std::move(snapshot), std::move(decision))) {
         close();
         co_return;
     }
@@ -96,9 +116,8 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target) {
 void Session::start_tunnel() {
     m_phase = Phase::Tunnel;
     set_deadline(m_context.limits.idle_timeout);
-    boost::system::error_code ignored;
-    m_client.native_non_blocking(true, ignored);
-    m_upstream.native_non_blocking(true, ignored);
+    // Both descriptors are already O_NONBLOCK: Asio set that for the reads and
+    // the connect before, and splice(2) needs nothing more.
     m_relays_running = 2;
     auto self = shared_from_this();
     asio::co_spawn(
@@ -119,29 +138,24 @@ void Session::relay_finished() {
 #if defined(__linux__) && !defined(AGENTCTL_PORTABLE_RELAY)
 
 asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
-    Pipe pipe;
+    Pipe pipe(m_context);
     std::size_t in_pipe = 0;
-    // Whether `from` has data: probed before the first wait, because a
-    // readiness edge that arrived before the wait was registered is not
-    // reported again (edge-triggered epoll), e.g. a server that speaks first.
-    enum class Source { Unknown, Empty, Ready } source = Source::Unknown;
+    // Whether `from` may have data. A direction starts by trying to read:
+    // a readiness edge that arrived before the first wait is not reported
+    // again (edge-triggered epoll), e.g. a server that speaks first.
+    bool source_ready = true;
     boost::system::error_code ec;
     for (;;) {
         if (!from.is_open() || !to.is_open()) break;
         if (in_pipe == 0) {
-            if (source == Source::Unknown) {
-                char probe = 0;
-                ssize_t p = ::recv(from.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
-                if (p < 0 && errno != EAGAIN && errno != EINTR) break;
-                source = p < 0 ? Source::Empty : Source::Ready;
-            }
-            if (source == Source::Empty) {
-                // Under descriptor pressure a waiting direction gives its pipe
-                // back; otherwise it keeps it for the next burst.
-                if (m_context.sessions.size() * 2 > m_context.limits.max_connections) pipe.release();
+            if (!source_ready) {
+                // A waiting direction holds no pipe: its empty pipe goes back to
+                // the spare ones (closed under descriptor pressure), so an idle
+                // tunnel holds its two sockets and nothing else.
+                pipe.release(true);
                 co_await from.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
                 if (ec || !from.is_open() || !to.is_open()) break;
-                source = Source::Ready;
+                source_ready = true;
             }
             if (!pipe.ensure()) break;
             ssize_t n =
@@ -150,10 +164,11 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 in_pipe = static_cast<std::size_t>(n);
             } else if (n == 0) {
                 // Half-close: pass the FIN on and let the other direction finish.
+                pipe.release(true);
                 to.shutdown(tcp::socket::shutdown_send, ec);
                 co_return;
             } else if (errno == EAGAIN) {
-                source = Source::Empty;
+                source_ready = false;
                 continue;
             } else if (errno == EINTR) {
                 continue;
@@ -178,6 +193,7 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
         }
         if (in_pipe > 0) break;
     }
+    pipe.release(in_pipe == 0);
     // An error in either direction ends the tunnel.
     boost::system::error_code ignored;
     from.close(ignored);

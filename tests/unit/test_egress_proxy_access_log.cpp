@@ -141,3 +141,32 @@ TEST_CASE("follow mode keeps printing across rotation until SIGINT") {
     CHECK(ids == expected);
     fs::remove_all(dir);
 }
+
+TEST_CASE("deferred log lines reach the file at flush, whole, rotating between lines") {
+    auto dir = fresh_dir("deferred");
+    auto path = dir / "egress-proxy.log";
+    int armed = 0;
+    {
+        AccessLog log(path.string(), 2000);
+        log.defer_writes([&armed] { ++armed; });
+        for (int i = 0; i < 3; ++i) log.write(decision(i));
+        CHECK(armed == 1);  // once per batch, not per line
+        CHECK(log.has_pending());
+        CHECK(fs::file_size(path) == 0);
+        log.flush();
+        CHECK_FALSE(log.has_pending());
+        CHECK(read_lines(path).size() == 3);
+        for (int i = 3; i < 40; ++i) log.write(decision(i));
+        CHECK(armed == 2);
+        log.flush();
+        CHECK(fs::file_size(path) <= 2000);
+        CHECK(fs::file_size(dir / "egress-proxy.log.1") <= 2000);
+        CHECK(read_lines(path).back()["id"] == 39);
+        log.write(decision(40));
+    }  // the destructor writes what is still queued
+    auto current = read_lines(path);
+    auto old = read_lines(dir / "egress-proxy.log.1");
+    CHECK(current.back()["id"] == 40);
+    CHECK(old.back()["id"].get<int>() + 1 == current.front()["id"].get<int>());
+    fs::remove_all(dir);
+}

@@ -21,7 +21,7 @@ std::uint64_t fnv1a64(std::string_view text) {
 }  // namespace
 
 std::string bridge_name(std::string_view sandbox) {
-    return fmt::format("agc-{:011x}", fnv1a64(sandbox) & 0xfffffffffffULL);
+    return fmt::format("{}{:011x}", k_bridge_prefix, fnv1a64(sandbox) & 0xfffffffffffULL);
 }
 
 std::string acl_name(std::string_view sandbox) { return fmt::format("agentctl-{}", sandbox); }

@@ -9,6 +9,9 @@
 
 namespace agentctl::provider::incus {
 
+// Every sandbox bridge's name starts with this (the egress proxy relies on it
+// to tell a sandbox bridge from any other interface).
+inline constexpr std::string_view k_bridge_prefix = "agc-";
 // `agc-` + 11 hex digits of a 64-bit FNV-1a hash of the sandbox name: 15
 // characters, the Linux interface name limit.
 [[nodiscard]] std::string bridge_name(std::string_view sandbox);
