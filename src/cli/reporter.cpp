@@ -22,34 +22,45 @@ void write_stderr(const std::string& text) {
     std::fflush(stderr);
 }
 
-class TerminalReporter final : public Reporter {
+class StderrReporter final : public Reporter {
 public:
-    TerminalReporter(bool json, bool terminal, bool color) : m_json(json), m_terminal(terminal), m_color(color) {}
+    StderrReporter(bool json, bool terminal, bool color) : m_json(json), m_terminal(terminal), m_color(color) {}
 
-    ~TerminalReporter() override { finish_step(); }
-    TerminalReporter(const TerminalReporter&) = delete;
-    TerminalReporter& operator=(const TerminalReporter&) = delete;
+    ~StderrReporter() override { finish_step(false); }
+    StderrReporter(const StderrReporter&) = delete;
+    StderrReporter& operator=(const StderrReporter&) = delete;
 
     void step(std::string_view message) override {
         if (m_json) return;
-        finish_step();
+        end_step();
+        m_current = std::string(message);
         if (!m_terminal) {
             write_stderr(fmt::format("agentctl: {}...\n", message));
             return;
         }
         std::lock_guard lock(m_mutex);
-        m_current = std::string(message);
         m_running = true;
+        m_failed = false;
         m_spinner = std::thread([this] { spin(); });
     }
 
+    void fail_step() override {
+        if (m_json || m_current.empty()) return;
+        if (m_terminal) {
+            finish_step(true);
+        } else {
+            write_stderr(fmt::format("agentctl: failed: {}\n", m_current));
+        }
+        m_current.clear();
+    }
+
     void notice(std::string_view message) override {
-        finish_step();
+        end_step();
         write_stderr(fmt::format("agentctl: {}\n", message));
     }
 
     void warning(std::string_view message) override {
-        finish_step();
+        end_step();
         if (m_color) {
             write_stderr(fmt::format("\033[1;33mWARNING:\033[0m {}\n", message));
         } else {
@@ -65,15 +76,24 @@ private:
             write_stderr(fmt::format("\r{} {}...", k_frames[frame % 4], m_current));
             m_wake.wait_for(lock, std::chrono::milliseconds(120), [this] { return !m_running; });
         }
-        const char* done = m_color ? "\033[32mok\033[0m" : "ok";
+        const char* done =
+            m_failed ? (m_color ? "\033[1;31mfailed\033[0m" : "failed") : (m_color ? "\033[32mok\033[0m" : "ok");
         write_stderr(fmt::format("\r{} {}\033[K\n", done, m_current));
     }
 
-    void finish_step() {
+    // The running step finished well: anything printed next is not part of it.
+    void end_step() {
+        finish_step(false);
+        m_current.clear();
+    }
+
+    // Stops the spinner, which prints the step's final line: "ok" or "failed".
+    void finish_step(bool failed) {
         {
             std::lock_guard lock(m_mutex);
             if (!m_running) return;
             m_running = false;
+            m_failed = failed;
         }
         m_wake.notify_all();
         if (m_spinner.joinable()) m_spinner.join();
@@ -85,8 +105,9 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_wake;
     std::thread m_spinner;
-    std::string m_current;
+    std::string m_current;  // the step in progress; empty when none
     bool m_running = false;
+    bool m_failed = false;
 };
 
 }  // namespace
@@ -97,7 +118,7 @@ bool use_color() {
 }
 
 std::unique_ptr<Reporter> make_terminal_reporter(bool json) {
-    return std::make_unique<TerminalReporter>(json, stderr_is_terminal(), use_color());
+    return std::make_unique<StderrReporter>(json, stderr_is_terminal(), use_color());
 }
 
 }  // namespace agentctl::cli
