@@ -88,7 +88,7 @@ TEST_CASE("zsh and fish completion scripts are generated from the same tree") {
     REQUIRE(zsh.exit_code == 0);
     CHECK(zsh.out.rfind("#compdef agentctl\n", 0) == 0);
     CHECK(contains(zsh.out, "complete -o default -F __agentctl_bash agentctl"));
-    CHECK(contains(zsh.out, "_bash_complete -F __agentctl_bash"));
+    CHECK(contains(zsh.out, "_bash_complete -o default -F __agentctl_bash\n"));
 
     auto fish = cli.run({"completion", "fish"});
     REQUIRE(fish.exit_code == 0);
@@ -100,8 +100,8 @@ TEST_CASE("zsh and fish completion scripts are generated from the same tree") {
     // Values: files where files go, names from agentctl itself, catalog words.
     CHECK(contains(f, "-n \"__agentctl_at 'create'\" -l allow-file -r -F"));
     CHECK(contains(f, "-n \"__agentctl_at 'create'\" -l agent -r -a 'claude"));
-    CHECK(contains(f, "-n \"__agentctl_at 'stop'\" -r -a '(agentctl __complete sandboxes 2>/dev/null)'"));
-    CHECK(contains(f, "-n \"__agentctl_at 'profile show'\" -r -a '(agentctl __complete profiles 2>/dev/null)'"));
+    CHECK(contains(f, "-n \"__agentctl_at 'stop'\" -a '(agentctl __complete sandboxes 2>/dev/null)'\n"));
+    CHECK(contains(f, "-n \"__agentctl_at 'profile show'\" -a '(agentctl __complete profiles 2>/dev/null)'\n"));
     // Nested commands: `profile list` is not offered again after `profile list`.
     CHECK(contains(f, "-n \"__agentctl_at 'profile'\" -a list"));
     CHECK(contains(f, "case '|delete' '|rm'\n            echo delete\n"));
@@ -122,6 +122,49 @@ TEST_CASE("zsh and fish completion scripts are generated from the same tree") {
         INFO(r.err);
         CHECK(r.exit_code == 0);
     }
+}
+
+TEST_CASE("fish completes commands, nested commands and values with the generated script") {
+    if (!std::filesystem::exists("/usr/bin/fish")) {
+        WARN("not run: fish is not installed");
+        return;
+    }
+    CliSandbox cli;
+    auto fish = cli.run({"completion", "fish"});
+    REQUIRE(fish.exit_code == 0);
+    const auto script = cli.home() / "agentctl.fish";
+    cli.write(script, fish.out);
+    cli.write(cli.home() / "allow-list.txt", "example.com\n");
+    // Only the completion words (fish prints WORD<TAB>DESCRIPTION).
+    auto complete = [&](const std::string& line) {
+        auto runner = agentctl::make_real_process_runner();
+        agentctl::ProcessRequest request;
+        request.argv = {"fish",
+                        "--no-config",
+                        "-c",
+                        "source $argv[1]; complete -C $argv[2] | string replace -r '\\t.*' ''",
+                        script.string(),
+                        line};
+        const auto bin_dir = std::filesystem::path(AGENTCTL_BINARY).parent_path().string();
+        request.env = {{"HOME", cli.home().string()},
+                       {"XDG_CONFIG_HOME", (cli.home() / ".config").string()},
+                       {"AGENTCTL_ORG_DIR", cli.org_dir().string()},
+                       {"PATH", bin_dir + ":/usr/bin:/bin"}};
+        request.cwd = cli.home().string();
+        auto r = runner->run(request);
+        INFO(r.err);
+        return r.out;
+    };
+    CHECK(complete("agentctl cre") == "create\n");
+    CHECK(complete("agentctl profile pr") == "presets\n");
+    // Once `profile list` is typed, the profile subcommands are not offered again.
+    CHECK_FALSE(contains(complete("agentctl profile list "), "presets"));
+    CHECK(complete("agentctl profile show stri") == "strict\n");
+    CHECK(complete("agentctl create demo --agent cl") == "claude\n");
+    CHECK(complete("agentctl --provider hy") == "hyperv\n");
+    CHECK(complete("agentctl create demo --allow-file allow-l") == "allow-list.txt\n");
+    CHECK(complete("agentctl completion f") == "fish\n");
+    CHECK(complete("agentctl egress") == "");
 }
 
 TEST_CASE("an unknown shell is refused") {

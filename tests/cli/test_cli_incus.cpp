@@ -26,8 +26,8 @@ struct RealSandbox {
     std::string name;
     RealSandbox(CliSandbox& c, std::string n) : cli(c), name(std::move(n)) {
         (void)cli.run({"delete", "-f", name});  // leftovers of an interrupted run
-        auto r = cli.run(
-            {"create", name, "--isolation", "container", "--image", "agentctl-debian-12", "--allow", "192.0.2.10:443"});
+        auto r = cli.run({"create", name, "--isolation", "container", "--image", "agentctl-debian-12", "--allow",
+                          "93.184.216.34:443"});
         INFO(r.err);
         REQUIRE(r.exit_code == 0);
     }
@@ -50,18 +50,18 @@ TEST_CASE("incus: list -q, preview of policy add and start --mount, several name
     CHECK_FALSE(contains(r.out, "NAME"));
 
     // The preview request carries the whole new allowlist: what is there plus the new entry.
-    r = cli.run({"--preview", "policy", "add", "u12-a", "192.0.2.20:443"});
+    r = cli.run({"--preview", "policy", "add", "u12-a", "93.184.216.35:443"});
     INFO(r.err);
     CHECK(r.exit_code == 0);
     CHECK(contains(r.out, "-X PUT --data"));
-    CHECK(contains(r.out, "192.0.2.10/32"));
-    CHECK(contains(r.out, "192.0.2.20/32"));
-    r = cli.run({"--preview", "policy", "remove", "u12-a", "192.0.2.10:443"});
+    CHECK(contains(r.out, "93.184.216.34/32"));
+    CHECK(contains(r.out, "93.184.216.35/32"));
+    r = cli.run({"--preview", "policy", "remove", "u12-a", "93.184.216.34:443"});
     CHECK(r.exit_code == 0);
-    CHECK_FALSE(contains(r.out, "192.0.2.10/32"));
+    CHECK_FALSE(contains(r.out, "93.184.216.34/32"));
     auto status = nlohmann::json::parse(cli.run({"status", "u12-a", "--output", "json"}).out);
     REQUIRE(status["network"]["allow"].size() == 1);  // nothing changed
-    CHECK(status["network"]["allow"][0]["entry"] == "192.0.2.10:443");
+    CHECK(status["network"]["allow"][0]["entry"] == "93.184.216.34:443");
 
     // A preview start --mount starts from the sandbox's real mounts.
     const auto extra = cli.home() / "extra";

@@ -46,7 +46,7 @@ TEST_CASE("a preview create shows the provisioning steps and the mounts it asks 
     std::filesystem::create_directories(shared);
     const auto before = tree_listing(cli.root());
     auto r = cli.run({"--preview", "create", "u12-preview", "--isolation", "container", "--image", "agentctl-debian-12",
-                      "--allow", "192.0.2.10:443", "--package", "git", "--agent", "codex", "--mount-only", "--mount",
+                      "--allow", "93.184.216.34:443", "--package", "git", "--agent", "codex", "--mount-only", "--mount",
                       shared.string() + ":/src:w"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);

@@ -102,9 +102,11 @@ void IncusProvider::create(const SandboxSpec& spec) {
     } catch (...) {
         m_context.reporter.fail_step();
         if (!m_api.preview()) {
-            m_context.reporter.step(fmt::format("create failed; removing what was made for {}", spec.name));
+            m_context.reporter.notice(fmt::format("create failed; removing what was made for {}", spec.name));
             try {
                 remove_pieces(spec.name);
+                // Ends the last cleanup step as done: the error printed next is the create's.
+                m_context.reporter.notice(fmt::format("removed what was made for {}", spec.name));
             } catch (const std::exception& cleanup) {
                 m_context.reporter.warning(fmt::format("cleanup of {} failed: {} (run agentctl delete {})", spec.name,
                                                        cleanup.what(), spec.name));
