@@ -40,7 +40,10 @@ void add_help(CLI::App& app, CommandEnv& env) {
                 prefix = prefix.empty() ? root->get_name() : prefix + " " + target->get_name();
                 target = next;
             }
-            env.session.out() << target->help(target == root ? std::string() : prefix);
+            // The root's own help() would show the help of the selected subcommand (this one).
+            env.session.out() << (target == root ? root->get_formatter()->make_help(root, root->get_name(),
+                                                                                    CLI::AppFormatMode::Normal)
+                                                 : target->help(prefix));
             return 0;
         };
     });

@@ -189,57 +189,45 @@ std::string bash_completion(const CLI::App& root, std::string_view function) {
   local words=""
   case "$1" in
 {values}    {assignment}) COMPREPLY=( $(compgen -S = -W '{keys}' -- "$2") ); compopt -o nospace 2>/dev/null; return ;;
-    {sandbox}) words="$(agentctl __complete sandboxes 2>/dev/null)";
-                       ; {profile}) words = "$(agentctl __complete profiles 2>/dev/null)";
-    ;
-    {file}|{path}) COMPREPLY=( $(compgen -f -- "$2") );
-    compopt - o filenames 2 > / dev / null;
-    return;
-    ;
-    {dir}) COMPREPLY=( $(compgen -d -- "$2") );
-    compopt - o filenames 2 > / dev / null;
-    return;
-    ;
-    "{{"*) words="${{1:1:${{#1}}-2}}" ;
-    ;
-    *) return ;
-    ;
-    esac COMPREPLY = ($(compgen - W "$words" --"$2"))
-}
-}
-{fn}() {
-    {
-        local cur = "${{COMP_WORDS[COMP_CWORD]}}" path = "" word next i skip = 0 npos = 0 COMPREPLY =
-            () for ((i = 1; i < COMP_CWORD; i++));
-        do word = "${{COMP_WORDS[i]}}" if ((skip));
-        then skip = 0;
-        continue; fi
+    {sandbox}) words="$(agentctl __complete sandboxes 2>/dev/null)" ;;
+    {profile}) words="$(agentctl __complete profiles 2>/dev/null)" ;;
+    {file}|{path}) COMPREPLY=( $(compgen -f -- "$2") ); compopt -o filenames 2>/dev/null; return ;;
+    {dir}) COMPREPLY=( $(compgen -d -- "$2") ); compopt -o filenames 2>/dev/null; return ;;
+    "{{"*) words="${{1:1:${{#1}}-2}}" ;;
+    *) return ;;
+  esac
+  COMPREPLY=( $(compgen -W "$words" -- "$2") )
+}}
+{fn}() {{
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" path="" word next i skip=0 npos=0
+  COMPREPLY=()
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    word="${{COMP_WORDS[i]}}"
+    if ((skip)); then skip=0; continue; fi
     case "$word" in
-      --) return ;
-        ;
-      -*=*) continue ;
-      ;
-      -*) [[ -n "$({fn}_flag_value "$path" "$word")" ]] && skip=1;
-      continue;
-      ;
-      esac next = "$({fn}_command " $path " " $word ")" if[[-n "$next"]];
-      then path = "${{path:+$path }}$next";
-      npos = 0;
-      else npos = $((npos + 1));
-      fi done if ((skip));
-      then{fn} _values "$({fn}_flag_value " $path " " $ {
-          { COMP_WORDS[COMP_CWORD - 1] }
-      }
-      ")"
-      "$cur" return fi if[["$cur" == -*]];
-      then COMPREPLY = ($(compgen - W "$({fn}_flags " $path ")" --"$cur")) return fi local subcommands subcommands =
-          "$({fn}_subcommands " $path ")" if[[-n "$subcommands"]];
-      then COMPREPLY =
-          ($(compgen - W "$subcommands" --"$cur")) return fi{fn} _values "$({fn}_positional " $path " " $npos
-                                                                         ")"
-                                                                         "$cur"
-    }
-}
+      --) return ;;
+      -*=*) continue ;;
+      -*) [[ -n "$({fn}_flag_value "$path" "$word")" ]] && skip=1; continue ;;
+    esac
+    next="$({fn}_command "$path" "$word")"
+    if [[ -n "$next" ]]; then path="${{path:+$path }}$next"; npos=0; else npos=$((npos + 1)); fi
+  done
+  if ((skip)); then
+    {fn}_values "$({fn}_flag_value "$path" "${{COMP_WORDS[COMP_CWORD-1]}}")" "$cur"
+    return
+  fi
+  if [[ "$cur" == -* ]]; then
+    COMPREPLY=( $(compgen -W "$({fn}_flags "$path")" -- "$cur") )
+    return
+  fi
+  local subcommands
+  subcommands="$({fn}_subcommands "$path")"
+  if [[ -n "$subcommands" ]]; then
+    COMPREPLY=( $(compgen -W "$subcommands" -- "$cur") )
+    return
+  fi
+  {fn}_values "$({fn}_positional "$path" "$npos")" "$cur"
+}}
 complete -o default -F {fn} agentctl
 )SH",
         fmt::arg("fn", function), fmt::arg("commands", commands), fmt::arg("subcommands", subcommands),

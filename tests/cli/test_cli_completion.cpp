@@ -55,7 +55,7 @@ TEST_CASE("bash completion offers commands, subcommands and flags") {
     CHECK(complete("agentctl -o ") == "table\njson\n");
     CHECK(complete("agentctl egress") == "\n");   // hidden
     CHECK(complete("agentctl __compl") == "\n");  // hidden
-    CHECK(complete("agentctl rm --fo") == "--force\n");
+    CHECK(complete("agentctl rm --forc") == "--force\n--force-partial\n");
     CHECK(complete("agentctl ls --q") == "--quiet\n");
 }
 

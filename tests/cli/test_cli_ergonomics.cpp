@@ -65,9 +65,12 @@ TEST_CASE("-f, rm, --format and several names") {
     auto r = cli.run({"--provider", "hyperv", "--preview", "stop", "-f", "one", "two"});
     INFO(r.err);
     CHECK(r.exit_code == 0);
-    CHECK(contains(r.out, "Stop-VM -Name 'one'"));
-    CHECK(contains(r.out, "Stop-VM -Name 'two'"));
-    CHECK(contains(r.out, "-TurnOff"));
+    // One plan per name, in order: PowerShell quoting makes the name '\''one'\''.
+    const auto one = r.out.find("Stop-VM -Name '\\''one'\\'' -TurnOff");
+    const auto two = r.out.find("Stop-VM -Name '\\''two'\\'' -TurnOff");
+    CHECK(one != std::string::npos);
+    CHECK(two != std::string::npos);
+    CHECK(one < two);
 
     r = cli.run({"--provider", "hyperv", "--preview", "rm", "-f", "one", "two"});
     INFO(r.err);

@@ -123,7 +123,16 @@ private:
         return std::string(path.substr(0, slash));
     }
 
-    // A read: what the printed writes made, else the daemon's answer (instances only).
+    // What a preview may ask the daemon: the sandbox's instance, bridges and ACLs.
+    // Not the server itself, so a preview plans the same on every host.
+    static bool readable(std::string_view path) {
+        for (std::string_view prefix : {"/1.0/instances/", "/1.0/networks", "/1.0/network-acls"}) {
+            if (path.starts_with(prefix)) return true;
+        }
+        return false;
+    }
+
+    // A read: what the printed writes made, else the daemon's answer.
     Json read(std::string_view path) {
         const auto instance = instance_path(path);
         const bool whole = !instance.empty() && path.substr(0, path.find('?')) == instance;
@@ -131,7 +140,7 @@ private:
             if (m_deleted.contains(instance)) throw NotFound(fmt::format("Incus has no {}", instance));
             if (auto it = m_instances.find(instance); it != m_instances.end()) return it->second;
         }
-        if (instance.empty() || m_reader == nullptr) return nullptr;
+        if (!readable(path) || m_reader == nullptr) return nullptr;
         try {
             return m_reader->query("GET", path, nullptr).metadata;
         } catch (const NotFound&) {
@@ -174,6 +183,11 @@ private:
             return;
         }
         Json* current = body == nullptr ? nullptr : known(instance);
+        if (current == nullptr && method == "PUT" && bare == instance) {
+            // A whole instance put over one the daemon does not have (a preview of a
+            // sandbox that does not exist): the body is all there is to know.
+            current = &(m_instances[instance] = Json{{"name", instance.substr(instance.rfind('/') + 1)}});
+        }
         if (current == nullptr) return;
         if (method == "PATCH" && bare == instance && body->contains("config")) {
             for (const auto& [key, value] : (*body)["config"].items()) (*current)["config"][key] = value;

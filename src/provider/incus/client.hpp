@@ -131,10 +131,11 @@ public:
 // writes would do to instances (create, config patches, PUTs, state changes,
 // delete), so later reads in the same run see the sandbox the real run would
 // have: a preview create shows its package and agent installs and its mount
-// report. Reads of instances it has not written go to `reader` (a real client;
-// reading changes nothing) when given and the daemon answers, so a preview
-// start, view or policy change works from the sandbox as it is. Without an
-// answer a read returns null metadata.
+// report. Reads of instances, networks and network ACLs it has not written go
+// to `reader` (a real client; reading changes nothing) when given and the
+// daemon answers, so a preview start, view or policy change works from the
+// sandbox as it is. Other reads, and every read without an answer, return
+// null metadata.
 [[nodiscard]] std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project = {},
                                                           std::unique_ptr<Client> reader = nullptr);
 
