@@ -7,16 +7,15 @@ include(GNUInstallDirs)
 
 set(_generated "${CMAKE_BINARY_DIR}/generated/share")
 set(_outputs "")
-foreach(_item IN ITEMS "agentctl.1|man" "agentctl.bash|completion;bash" "_agentctl|completion;zsh"
-                       "agentctl.fish|completion;fish")
+foreach(_item IN ITEMS "agentctl.1|man" "agentctl.bash|completion bash" "_agentctl|completion zsh"
+                       "agentctl.fish|completion fish")
   string(REPLACE "|" ";" _parts "${_item}")
   list(GET _parts 0 _file)
-  list(SUBLIST _parts 1 -1 _args)
-  string(REPLACE ";" "\\;" _args_escaped "${_args}")
+  list(GET _parts 1 _args)
   add_custom_command(
     OUTPUT "${_generated}/${_file}"
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${_generated}"
-    COMMAND "${CMAKE_COMMAND}" "-DEXE=$<TARGET_FILE:agentctl>" "-DARGS=${_args_escaped}"
+    COMMAND "${CMAKE_COMMAND}" "-DEXE=$<TARGET_FILE:agentctl>" "-DARGS=${_args}"
             "-DOUT=${_generated}/${_file}" -P "${PROJECT_SOURCE_DIR}/cmake/RunToFile.cmake"
     DEPENDS agentctl "${PROJECT_SOURCE_DIR}/cmake/RunToFile.cmake"
     COMMENT "Generating ${_file} from agentctl's command tree"

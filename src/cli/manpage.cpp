@@ -33,7 +33,11 @@ std::string option_label(const CLI::Option* option) {
     for (const auto& l : option->get_lnames()) names += (names.empty() ? "--" : ", --") + l;
     std::string label = "\\fB" + roff(names) + "\\fR";
     if (option->get_expected_min() > 0 || option->get_items_expected_max() > 0) {
-        if (option->get_type_size() != 0) label += " \\fI" + roff(option->get_type_name()) + "\\fR";
+        if (option->get_type_size() != 0) {
+            auto type = option->get_type_name();  // "TEXT:{a,b}" for a fixed set: show the set
+            if (auto open = type.find('{'); open != std::string::npos) type = type.substr(open);
+            label += " \\fI" + roff(type) + "\\fR";
+        }
     }
     return label;
 }
