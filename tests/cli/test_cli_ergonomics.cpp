@@ -59,7 +59,7 @@ TEST_CASE("version prints the version, the commit and why the backend's version 
     }
 }
 
-TEST_CASE("-f, rm, --format and several names") {
+TEST_CASE("the short force flag, the rm alias, --format and several names") {
     CliSandbox cli;
     // A preview on the Hyper-V provider prints the plan without a Hyper-V host.
     auto r = cli.run({"--provider", "hyperv", "--preview", "stop", "-f", "one", "two"});
