@@ -62,8 +62,8 @@ void add_version(CLI::App& app, CommandEnv& env) {
                 provider = std::string(session.provider_entry().name);
                 backend = session.provider().backend_version();
                 if (backend.empty()) why = fmt::format("the {} provider cannot report it", provider);
-            } catch (const Error& e) {
-                why = e.what();
+            } catch (const std::exception& e) {
+                why = e.what();  // unavailable, and why: never a failure of `version` itself
             }
             if (session.json()) {
                 nlohmann::json doc{{"version", k_version},

@@ -41,6 +41,22 @@ LimaBackend::LimaBackend(ProviderContext& context) : m_ctx(context) {
 
 // ------------------------------------------------------------------ limactl
 
+// `limactl --version` prints "limactl version 1.0.3" (cobra's version template
+// over rootCmd.Version, lima cmd/limactl/main.go).
+std::string LimaBackend::backend_version() {
+    ProcessRequest request;
+    request.argv = {"limactl", "--version"};
+    request.timeout = std::chrono::seconds(20);
+    const auto result = m_ctx.runner.run(request);
+    const auto line = first_line(result.out);
+    const auto space = line.rfind(' ');
+    if (!result.ok() || space == std::string::npos || line.rfind("limactl version ", 0) != 0) {
+        throw Error(fmt::format("`limactl --version` failed ({}): {}", result.exit_code,
+                                first_line(result.err.empty() ? result.out : result.err)));
+    }
+    return "Lima " + line.substr(space + 1);
+}
+
 void LimaBackend::print_preview(const std::vector<std::string>& argv) { m_ctx.out << shell_join(argv) << "\n"; }
 
 ProcessResult LimaBackend::run_limactl(const std::vector<std::string>& argv, const std::string& what,
