@@ -9,6 +9,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libboost-system-dev catch2
   clang-14 libclang-rt-14-dev clang-format-14
   iproute2 python3 curl procps
+  zsh fish groff-base  # completion scripts and the man page are checked by the shells and groff
 )
 
 missing=()

@@ -23,6 +23,9 @@ cmake -S . -B build/test -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEB
   -DAGENTCTL_SANITIZE=ON -DAGENTCTL_WERROR=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
 cmake --build build/test
 
+phase "package (.deb: install, run, remove)"
+bash scripts/package-test.sh build/test
+
 phase "fuzzing (short runs)"
 if [ -x tests/fuzz/run.sh ]; then
   AGENTCTL_FUZZ_SECONDS=${AGENTCTL_FUZZ_SECONDS:-45} sh tests/fuzz/run.sh

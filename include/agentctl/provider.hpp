@@ -44,6 +44,9 @@ public:
     virtual void step(std::string_view message) = 0;     // a step of a long operation
     virtual void notice(std::string_view message) = 0;   // `agentctl: ...` on stderr
     virtual void warning(std::string_view message) = 0;  // `WARNING: ...` on stderr, never suppressed
+    // The running step failed: it is shown as failed (not "ok"), and what is
+    // printed next (cleanup steps, the error) stands on its own lines after it.
+    virtual void fail_step() {}
 };
 
 struct ProviderContext {
@@ -52,9 +55,14 @@ struct ProviderContext {
     Reporter& reporter;
     std::ostream& out;  // preview lines and command output
     bool preview = false;
-    std::string config_dir;                       // ~/.config/agentctl (per-instance state lives below it)
+    std::string config_dir;                       // core::config_dir(): configuration only, never state
     std::string self_exe;                         // this agentctl binary, for `agentctl egress-proxy`
     std::map<std::string, std::string> settings;  // config values (e.g. incus.subnetPool)
+    // core::state_dir() (~/.local/state/agentctl): per-sandbox state and logs live
+    // below it, in `<state_dir>/<provider>/<name>/`. Private (0700).
+    std::string state_dir;
+    // core::runtime_dir() ($XDG_RUNTIME_DIR/agentctl): locks and pid files. Private (0700).
+    std::string runtime_dir;
 };
 
 struct InstanceInfo {
@@ -111,6 +119,11 @@ public:
     virtual ~Provider() = default;
 
     [[nodiscard]] virtual std::string_view name() const = 0;
+
+    // The backend's own name and version for `agentctl version` ("Incus 6.0.4").
+    // Empty when the provider has no way to ask; throws agentctl::Error saying
+    // why when the backend cannot be reached.
+    [[nodiscard]] virtual std::string backend_version() { return {}; }
 
     // Creates the instance with everything in `spec` applied: limits, mounts,
     // ports, the non-root user and the network policy. MUST leave nothing behind

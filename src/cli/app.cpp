@@ -11,6 +11,7 @@
 #include "cli/command.hpp"
 #include "cli/reporter.hpp"
 #include "cli/suggest.hpp"
+#include "cli/version.hpp"
 
 namespace agentctl::cli {
 namespace {
@@ -92,14 +93,15 @@ int run(int argc, char** argv) {
     Action action;
     CLI::App app{"agentctl runs AI coding agents inside virtual machines, with default-deny network egress.",
                  "agentctl"};
-    app.set_version_flag("--version", std::string("agentctl ") + AGENTCTL_VERSION);
-    app.require_subcommand(1);
+    app.set_version_flag("--version", std::string("agentctl ") + k_version);
+    app.require_subcommand(0, 1);
     app.fallthrough();
     app.add_option("--provider", globals.provider, "Backend to use: incus, lima or hyperv (default: config)")
         ->check(CLI::IsMember({"incus", "lima", "hyperv"}));
-    app.add_option("--output,-o", globals.output, "Output format: table or json")
+    app.add_option("--output,-o,--format", globals.output, "Output format: table or json")
         ->check(CLI::IsMember({"table", "json"}));
-    app.add_option("--profile-dir", globals.profile_dir, "Organisation profile directory (overrides profileDir)");
+    app.add_option("--profile-dir", globals.profile_dir, "Organisation profile directory (overrides profileDir)")
+        ->type_name(value_type::k_dir);
     app.add_flag("--force-partial", globals.force_partial,
                  "Proceed where a feature needs manual steps (ManualWorkaround)");
     app.add_flag("--preview,--dry-run", globals.preview, "Print the backend commands that would run; change nothing");
@@ -112,7 +114,8 @@ int run(int argc, char** argv) {
         "  agentctl create demo --isolation container --allow api.github.com:443\n"
         "  agentctl exec demo -- whoami\n"
         "  agentctl status demo\n"
-        "  agentctl delete demo --force");
+        "  agentctl delete -f demo\n"
+        "\nRun `agentctl help COMMAND` (or `agentctl COMMAND --help`) for a command's flags and examples.");
 
     Session session(globals);
     CommandEnv env{session, action};
@@ -140,15 +143,20 @@ int run(int argc, char** argv) {
 
     setup_logging(globals);
     if (!action) {
-        print_error("no command given", "run `agentctl --help` for the list of commands");
-        return exit_code::k_error;
+        // `agentctl` alone: the overview, as incus, gh and docker print.
+        std::cout << app.help();
+        return exit_code::k_ok;
     }
     try {
-        return action();
+        const int code = action();
+        session.finish();
+        return code;
     } catch (const Error& e) {
+        session.fail_step();
         print_error(e.what(), e.hint());
         return e.code();
     } catch (const std::exception& e) {
+        session.fail_step();
         print_error(fmt::format("internal error: {}", e.what()), "please report this with the command you ran");
         return exit_code::k_error;
     }

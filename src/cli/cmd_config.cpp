@@ -7,6 +7,17 @@
 
 namespace agentctl::cli {
 
+void set_config_key(Session& session, const std::string& key, const std::string& value) {
+    auto& config = session.config();
+    if (!session.globals().preview) {
+        config.set(key, value);
+        return;
+    }
+    // The same checks as the real run; the file is shown, not written.
+    const auto content = config.plan_set(key, value);
+    session.out() << fmt::format("# {} would become:\n{}", config.paths().user_file.string(), content);
+}
+
 void add_config(CLI::App& app, CommandEnv& env) {
     auto* group = app.add_subcommand("config", "Read and change agentctl's configuration");
     group->require_subcommand(1);
@@ -16,7 +27,9 @@ void add_config(CLI::App& app, CommandEnv& env) {
 
     auto assignment = std::make_shared<std::string>();
     auto* set = group->add_subcommand("set", "Set a key in your configuration file");
-    set->add_option("KEY=VALUE", *assignment, "The key and its new value")->required();
+    set->add_option("KEY=VALUE", *assignment, "The key and its new value")
+        ->required()
+        ->type_name(value_type::k_assignment);
     set_examples(*set, {"agentctl config set provider=incus", "agentctl config set defaultProfile=strict"});
     set->callback([&env, assignment] {
         env.action = [&env, assignment] {
@@ -25,15 +38,14 @@ void add_config(CLI::App& app, CommandEnv& env) {
                 throw Error(fmt::format("expected KEY=VALUE, got '{}'", *assignment),
                             "for example: agentctl config set provider=incus");
             }
-            auto& config = env.session.config();
-            config.set(assignment->substr(0, eq), assignment->substr(eq + 1));
+            set_config_key(env.session, assignment->substr(0, eq), assignment->substr(eq + 1));
             return 0;
         };
     });
 
     auto key = std::make_shared<std::string>();
     auto* get = group->add_subcommand("get", "Show one key, or every key with where its value comes from");
-    get->add_option("KEY", *key, "The key to show");
+    get->add_option("KEY", *key, "The key to show")->type_name(value_type::k_config_key);
     set_examples(*get, {"agentctl config get", "agentctl config get provider", "agentctl config get --output json"});
     get->callback([&env, key] {
         env.action = [&env, key] {

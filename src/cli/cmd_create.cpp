@@ -8,27 +8,34 @@
 namespace agentctl::cli {
 
 void add_mount_flags(CLI::App& command, MountOptions& options) {
-    command.add_option("--mount", options.mounts,
-                       "Share a host directory: HOST[:GUEST][:w|:ro] (read-only unless :w; repeatable)");
+    command
+        .add_option("--mount", options.mounts,
+                    "Share a host directory: HOST[:GUEST][:w|:ro] (read-only unless :w; repeatable)")
+        ->type_name(value_type::k_path);
     auto* only = command.add_flag("--mount-only", options.only, "Use only the --mount directories, not the profile's");
     command.add_flag("--mount-none", options.none, "Share no host directory at all")->excludes(only);
     command.add_flag("--mount-writable", options.writable, "Make every shared directory writable (visible warning)");
 }
 
 CLI::Option* add_policy_flags(CLI::App& command, CreateOptions& o) {
-    auto* profile = command.add_option("--profile", o.profiles, "Profile to apply (repeatable, applied in order)");
+    auto* profile = command.add_option("--profile", o.profiles, "Profile to apply (repeatable, applied in order)")
+                        ->type_name(value_type::k_profile);
     command.add_option("--allow", o.allow,
                        "Allow a destination: host, host:443, *.domain:80,443, IP, URL (repeatable)");
-    command.add_option("--allow-file", o.allow_files, "Read allow entries from a file, one per line (repeatable)");
+    command.add_option("--allow-file", o.allow_files, "Read allow entries from a file, one per line (repeatable)")
+        ->type_name(value_type::k_file);
     command.add_option("--allow-preset", o.allow_presets, "Allow a named group of hosts: apt, pypi, npm, github, ...")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->type_name(value_type::k_preset);
     auto* deny_lan = command.add_flag("--deny-lan", o.deny_lan, "Refuse private and link-local ranges (the default)");
     command.add_flag("--allow-lan", o.allow_lan, "Open every LAN address on any port (visible warning)")
         ->excludes(deny_lan);
     command.add_flag("--no-network-policy", o.no_network_policy, "Unrestricted egress (loud warning)");
-    command.add_option("--agent", o.agent,
-                       "Install an agent and allow the hosts it needs: claude, codex, opencode, pi, gemini, cursor "
-                       "(create: implies start)");
+    command
+        .add_option("--agent", o.agent,
+                    "Install an agent and allow the hosts it needs: claude, codex, opencode, pi, gemini, cursor "
+                    "(create: implies start)")
+        ->type_name(value_type::k_agent);
     return profile;
 }
 
@@ -36,10 +43,11 @@ void add_create(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("create", "Create a sandbox with a default-deny network policy");
     auto o = std::make_shared<CreateOptions>();
     auto cpu = std::make_shared<int>(0);
-    cmd->add_option("NAME", o->name, "Sandbox name")->required();
+    cmd->add_option("NAME", o->name, "Name of the new sandbox")->required();
     auto* image = cmd->add_option("--image", o->image, "Image to start from (provider-specific reference)");
     auto* profile = add_policy_flags(*cmd, *o);
     cmd->add_option("--spec", o->spec_file, "A kind: Spec file (image, profiles, overrides)")
+        ->type_name(value_type::k_file)
         ->excludes(image)
         ->excludes(profile);
     cmd->add_option("--port", o->ports, "Publish a port: [ADDR:]HOST:GUEST[/tcp|udp] (repeatable)");
@@ -89,8 +97,9 @@ void add_start(CLI::App& app, CommandEnv& env) {
     auto name = std::make_shared<std::string>();
     auto profiles = std::make_shared<std::vector<std::string>>();
     auto mounts = std::make_shared<MountOptions>();
-    cmd->add_option("NAME", *name, "Sandbox name")->required();
-    cmd->add_option("--profile", *profiles, "Profile whose mountPolicy constrains the mount flags (repeatable)");
+    cmd->add_option("NAME", *name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
+    cmd->add_option("--profile", *profiles, "Profile whose mountPolicy constrains the mount flags (repeatable)")
+        ->type_name(value_type::k_profile);
     add_mount_flags(*cmd, *mounts);
     set_examples(*cmd, {"agentctl start demo", "agentctl start demo --mount ~/src/app:/workspace:w",
                         "agentctl start demo --mount-none", "agentctl --preview start demo"});

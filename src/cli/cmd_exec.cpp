@@ -12,7 +12,7 @@ void add_exec(CLI::App& app, CommandEnv& env) {
     auto request = std::make_shared<ExecRequest>();
     cmd->add_flag("--root", request->root, "Run as root instead of the sandbox user");
     cmd->add_flag("-t,--tty", request->tty, "Give the command the terminal (interactive)");
-    cmd->add_option("NAME", *name, "Sandbox name")->required();
+    cmd->add_option("NAME", *name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
     cmd->add_option("COMMAND", request->argv, "The command and its arguments, after --")->required();
     set_examples(*cmd, {"agentctl exec demo -- whoami", "agentctl exec --root demo -- apt-get update",
                         "agentctl exec -t demo -- htop"});
@@ -29,7 +29,7 @@ void add_shell(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("shell", "Open an interactive shell in a sandbox");
     auto name = std::make_shared<std::string>();
     auto root = std::make_shared<bool>(false);
-    cmd->add_option("NAME", *name, "Sandbox name")->required();
+    cmd->add_option("NAME", *name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
     cmd->add_flag("--root", *root, "Open a root shell instead of the sandbox user's");
     set_examples(*cmd, {"agentctl shell demo", "agentctl shell demo --root"});
     cmd->callback([&env, name, root] {
@@ -45,7 +45,7 @@ void add_view(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("view", "Open the sandbox's graphical console");
     auto name = std::make_shared<std::string>();
     auto read_only = std::make_shared<bool>(false);
-    cmd->add_option("NAME", *name, "Sandbox name")->required();
+    cmd->add_option("NAME", *name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
     cmd->add_flag("--read-only", *read_only, "Watch without sending input");
     set_examples(*cmd, {"agentctl view demo", "agentctl view demo --read-only"});
     cmd->callback([&env, name, read_only] {

@@ -9,11 +9,17 @@ namespace agentctl::cli {
 void add_list(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("list", "List sandboxes");
     cmd->alias("ls");
-    set_examples(*cmd, {"agentctl list", "agentctl ls --output json"});
-    cmd->callback([&env] {
-        env.action = [&env] {
+    auto quiet = std::make_shared<bool>(false);
+    cmd->add_flag("-q,--quiet", *quiet, "Print only the names, one per line");
+    set_examples(*cmd, {"agentctl list", "agentctl ls --output json", "agentctl list -q | xargs agentctl stop"});
+    cmd->callback([&env, quiet] {
+        env.action = [&env, quiet] {
             env.session.gate("list");
             const auto instances = env.session.provider().list();
+            if (*quiet) {
+                for (const auto& info : instances) env.session.out() << info.name << "\n";
+                return 0;
+            }
             if (env.session.json()) {
                 auto array = nlohmann::json::array();
                 for (const auto& info : instances) array.push_back(instance_json(info));
@@ -33,7 +39,7 @@ void add_list(CLI::App& app, CommandEnv& env) {
 void add_status(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("status", "Show a sandbox: state, mounts, network policy, confinement");
     auto name = std::make_shared<std::string>();
-    cmd->add_option("NAME", *name, "Sandbox name")->required();
+    cmd->add_option("NAME", *name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
     set_examples(*cmd, {"agentctl status demo", "agentctl status demo --output json"});
     cmd->callback([&env, name] {
         env.action = [&env, name] {

@@ -9,7 +9,7 @@ void add_logs(CLI::App& app, CommandEnv& env) {
     auto network = std::make_shared<bool>(false);
     auto exec = std::make_shared<bool>(false);
     auto follow = std::make_shared<bool>(false);
-    cmd->add_option("NAME", *name, "Sandbox name")->required();
+    cmd->add_option("NAME", *name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
     auto* network_flag = cmd->add_flag("--network", *network, "Egress decisions: allowed and refused (default)");
     cmd->add_flag("--exec", *exec, "Commands run with exec/shell")->excludes(network_flag);
     cmd->add_flag("-f,--follow", *follow, "Keep printing new lines until interrupted");

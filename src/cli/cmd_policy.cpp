@@ -85,14 +85,10 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
     session.gate("network.acl");
     session.lock_instance(args.name);
     auto& provider = session.provider();
-    policy::NetworkPolicy network;
-    if (session.globals().preview) {
-        network.allow = {};
-    } else {
-        auto info = provider.status(args.name);
-        if (!info.network) throw Error(fmt::format("the network policy of {} is not known", args.name));
-        network = *info.network;
-    }
+    // Read even in a preview (reading changes nothing): the request carries the whole new allowlist.
+    auto info = provider.status(args.name);
+    if (!info.network) throw Error(fmt::format("the network policy of {} is not known", args.name));
+    policy::NetworkPolicy network = *info.network;
     if (!network.enabled) {
         throw Error(fmt::format("{} was created with --no-network-policy: it has no allowlist to change", args.name),
                     "recreate it without --no-network-policy");
@@ -150,7 +146,7 @@ void add_policy(CLI::App& app, CommandEnv& env) {
         auto* cmd = group->add_subcommand(is_add ? "add" : "remove",
                                           is_add ? "Allow more destinations in a sandbox, live (no restart)"
                                                  : "Remove allow entries from a sandbox, live (no restart)");
-        cmd->add_option("NAME", args->name, "Sandbox name")->required();
+        cmd->add_option("NAME", args->name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
         cmd->add_option("ENTRY", args->entries, "Allow entries: host, host:443, *.domain:80,443, IP, URL")->required();
         set_examples(*cmd, {is_add ? "agentctl policy add demo pypi.org:443 files.pythonhosted.org:443"
                                    : "agentctl policy remove demo pypi.org:443"});

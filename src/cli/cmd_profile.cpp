@@ -28,7 +28,7 @@ void add_profile(CLI::App& app, CommandEnv& env) {
 
     auto name = std::make_shared<std::string>();
     auto* show = group->add_subcommand("show", "Show a profile as it applies, its allow file merged in");
-    show->add_option("NAME", *name, "Profile name")->required();
+    show->add_option("NAME", *name, "Profile name")->required()->type_name(value_type::k_profile);
     set_examples(*show, {"agentctl profile show default", "agentctl profile show strict --output json"});
     show->callback([&env, name] {
         env.action = [&env, name] {
@@ -44,14 +44,16 @@ void add_profile(CLI::App& app, CommandEnv& env) {
 
     auto set_name = std::make_shared<std::string>();
     auto* set = group->add_subcommand("set", "Make a profile the default for create (writes defaultProfile)");
-    set->add_option("NAME", *set_name, "Profile name")->required();
+    set->add_option("NAME", *set_name, "Profile name")->required()->type_name(value_type::k_profile);
     set_examples(*set, {"agentctl profile set strict"});
     set->callback([&env, set_name] {
         env.action = [&env, set_name] {
             // Loading it first means a typo or an invalid profile never becomes the default.
             (void)policy::load_profile(*set_name, policy_environment(env.session));
-            env.session.config().set("defaultProfile", *set_name);
-            env.session.reporter().notice(fmt::format("default profile is now {}", *set_name));
+            set_config_key(env.session, "defaultProfile", *set_name);
+            if (!env.session.globals().preview) {
+                env.session.reporter().notice(fmt::format("default profile is now {}", *set_name));
+            }
             return 0;
         };
     });

@@ -15,7 +15,7 @@ struct SnapshotArgs {
 CLI::App* add_verb(CLI::App& parent, const std::string& verb, const std::string& description,
                    std::shared_ptr<SnapshotArgs> args, bool needs_snapshot) {
     auto* cmd = parent.add_subcommand(verb, description);
-    cmd->add_option("NAME", args->name, "Sandbox name")->required();
+    cmd->add_option("NAME", args->name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
     if (needs_snapshot) cmd->add_option("SNAPSHOT", args->snapshot, "Snapshot name")->required();
     return cmd;
 }

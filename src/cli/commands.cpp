@@ -29,7 +29,10 @@ constexpr std::array k_commands{
     CommandEntry{"config", &add_config},
     CommandEntry{"capabilities", &add_capabilities},
     CommandEntry{"completion", &add_completion},
+    CommandEntry{"version", &add_version},
+    CommandEntry{"help", &add_help},
     CommandEntry{"egress-proxy", &add_egress_proxy},  // hidden
+    CommandEntry{"man", &add_man},                    // hidden
 };
 
 }  // namespace

@@ -5,6 +5,10 @@
 
 namespace agentctl::cli {
 
+// `config set` and `profile set`: writes KEY=VALUE to the user's file, or with
+// --preview prints what the file would become and writes nothing.
+void set_config_key(Session& session, const std::string& key, const std::string& value);
+
 void add_create(CLI::App& app, CommandEnv& env);
 void add_start(CLI::App& app, CommandEnv& env);
 void add_stop(CLI::App& app, CommandEnv& env);
@@ -23,5 +27,8 @@ void add_config(CLI::App& app, CommandEnv& env);
 void add_capabilities(CLI::App& app, CommandEnv& env);
 void add_completion(CLI::App& app, CommandEnv& env);
 void add_egress_proxy(CLI::App& app, CommandEnv& env);
+void add_help(CLI::App& app, CommandEnv& env);
+void add_version(CLI::App& app, CommandEnv& env);
+void add_man(CLI::App& app, CommandEnv& env);
 
 }  // namespace agentctl::cli

@@ -23,36 +23,51 @@ void write_stderr(const std::string& text) {
     std::fflush(stderr);
 }
 
-class TerminalReporter final : public Reporter {
+class StderrReporter final : public Reporter {
 public:
-    TerminalReporter(bool json, bool terminal, bool color) : m_json(json), m_terminal(terminal), m_color(color) {}
+    StderrReporter(bool json, bool terminal, bool color) : m_json(json), m_terminal(terminal), m_color(color) {}
 
-    ~TerminalReporter() override { finish_step(); }
-    TerminalReporter(const TerminalReporter&) = delete;
-    TerminalReporter& operator=(const TerminalReporter&) = delete;
+    ~StderrReporter() override {
+        finish_step(false);
+        log_step_time("took");
+    }
+    StderrReporter(const StderrReporter&) = delete;
+    StderrReporter& operator=(const StderrReporter&) = delete;
 
     void step(std::string_view message) override {
-        finish_step();
+        end_step();
         m_timed = std::string(message);
         m_timed_start = std::chrono::steady_clock::now();
         if (m_json) return;
+        m_current = std::string(message);
         if (!m_terminal) {
             write_stderr(fmt::format("agentctl: {}...\n", message));
             return;
         }
         std::lock_guard lock(m_mutex);
-        m_current = std::string(message);
         m_running = true;
+        m_failed = false;
         m_spinner = std::thread([this] { spin(); });
     }
 
+    void fail_step() override {
+        log_step_time("failed after");
+        if (m_json || m_current.empty()) return;
+        if (m_terminal) {
+            finish_step(true);
+        } else {
+            write_stderr(fmt::format("agentctl: failed: {}\n", m_current));
+        }
+        m_current.clear();
+    }
+
     void notice(std::string_view message) override {
-        finish_step();
+        end_step();
         write_stderr(fmt::format("agentctl: {}\n", message));
     }
 
     void warning(std::string_view message) override {
-        finish_step();
+        end_step();
         if (m_color) {
             write_stderr(fmt::format("\033[1;33mWARNING:\033[0m {}\n", message));
         } else {
@@ -68,26 +83,34 @@ private:
             write_stderr(fmt::format("\r{} {}...", k_frames[frame % 4], m_current));
             m_wake.wait_for(lock, std::chrono::milliseconds(120), [this] { return !m_running; });
         }
-        const char* done = m_color ? "\033[32mok\033[0m" : "ok";
+        const char* done =
+            m_failed ? (m_color ? "\033[1;31mfailed\033[0m" : "failed") : (m_color ? "\033[32mok\033[0m" : "ok");
         write_stderr(fmt::format("\r{} {}\033[K\n", done, m_current));
     }
 
-    void finish_step() {
-        stop_spinner();
+    // The running step finished well: anything printed next is not part of it.
+    void end_step() {
+        finish_step(false);
+        m_current.clear();
+        log_step_time("took");
+    }
+
+    // Each step's time at log level info (-v), after its line.
+    void log_step_time(std::string_view outcome) {
         if (m_timed.empty()) return;
-        // Each step's time at log level info (-v), after its line.
-        spdlog::info(
-            "step \"{}\" took {} ms", m_timed,
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - m_timed_start)
-                .count());
+        const auto elapsed = std::chrono::steady_clock::now() - m_timed_start;
+        spdlog::info("step \"{}\" {} {} ms", m_timed, outcome,
+                     std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count());
         m_timed.clear();
     }
 
-    void stop_spinner() {
+    // Stops the spinner, which prints the step's final line: "ok" or "failed".
+    void finish_step(bool failed) {
         {
             std::lock_guard lock(m_mutex);
             if (!m_running) return;
             m_running = false;
+            m_failed = failed;
         }
         m_wake.notify_all();
         if (m_spinner.joinable()) m_spinner.join();
@@ -99,9 +122,10 @@ private:
     std::mutex m_mutex;
     std::condition_variable m_wake;
     std::thread m_spinner;
-    std::string m_current;
+    std::string m_current;  // the step in progress; empty when none
     bool m_running = false;
-    std::string m_timed;  // the step being timed (empty: none)
+    bool m_failed = false;
+    std::string m_timed;  // the step being timed (empty: none), also with --output json
     std::chrono::steady_clock::time_point m_timed_start;
 };
 
@@ -115,7 +139,7 @@ bool use_color() {
 std::unique_ptr<Reporter> make_terminal_reporter(bool json) {
     // With log lines on stderr (-v) a spinner would be torn apart: plain step lines then.
     const bool spinner = stderr_is_terminal() && !spdlog::should_log(spdlog::level::info);
-    return std::make_unique<TerminalReporter>(json, spinner, use_color());
+    return std::make_unique<StderrReporter>(json, spinner, use_color());
 }
 
 }  // namespace agentctl::cli

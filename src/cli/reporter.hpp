@@ -1,6 +1,10 @@
 // The terminal side of agentctl::Reporter: progress steps (a spinner on a
 // terminal, plain lines otherwise, nothing with --output json), notices and
 // warnings on stderr. Colour only on a terminal and never with NO_COLOR.
+//
+// A step ends when the next step, notice or warning begins (shown "ok"), or
+// when the command fails: fail_step() marks the running step failed, so the
+// error that follows stands on its own line under it.
 #pragma once
 
 #include <memory>

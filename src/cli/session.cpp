@@ -1,16 +1,19 @@
 #include "cli/session.hpp"
 
 #include <iostream>
+#include <sstream>
 #include <unistd.h>
 #if defined(__APPLE__)
 #include <mach-o/dyld.h>
 #endif
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
 #include "cli/reporter.hpp"
 #include "core/files.hpp"
+#include "core/paths.hpp"
 
 namespace agentctl::cli {
 
@@ -22,12 +25,40 @@ struct Session::State {
     std::unique_ptr<ProviderContext> context;
     std::unique_ptr<Provider> provider;
     std::vector<std::unique_ptr<core::FileLock>> locks;
+    std::optional<std::filesystem::path> state_dir;
+    std::optional<std::filesystem::path> runtime_dir;
+    // --preview --output json: the command's output and the preview lines, kept
+    // apart until finish() prints them as one document.
+    std::ostringstream json_result;
+    std::ostringstream json_preview;
 };
 
 Session::Session(GlobalOptions& globals) : m_globals(globals), m_state(std::make_unique<State>()) {}
 Session::~Session() = default;
 
-std::ostream& Session::out() { return std::cout; }
+bool Session::collecting() const { return m_globals.preview && json(); }
+
+std::ostream& Session::out() { return collecting() ? static_cast<std::ostream&>(m_state->json_result) : std::cout; }
+
+void Session::fail_step() {
+    if (m_state->reporter) m_state->reporter->fail_step();
+}
+
+void Session::finish() {
+    if (!collecting()) return;
+    nlohmann::json commands = nlohmann::json::array();
+    std::istringstream lines(m_state->json_preview.str());
+    for (std::string line; std::getline(lines, line);) {
+        if (!line.empty()) commands.push_back(line);
+    }
+    nlohmann::json doc{{"preview", true}, {"commands", commands}};
+    const auto result = m_state->json_result.str();
+    if (!result.empty()) {
+        auto parsed = nlohmann::json::parse(result, nullptr, false);
+        doc["result"] = parsed.is_discarded() ? nlohmann::json(result) : parsed;
+    }
+    std::cout << doc.dump(2) << "\n";
+}
 
 Reporter& Session::reporter() {
     if (!m_state->reporter) m_state->reporter = make_terminal_reporter(json());
@@ -125,17 +156,44 @@ Provider& Session::provider() {
     for (const auto& key : core::config_keys()) {
         if (auto value = config().get(key.name)) settings[std::string(key.name)] = value->value;
     }
-    m_state->context = std::make_unique<ProviderContext>(
-        ProviderContext{runner(), platform(), reporter(), out(), m_globals.preview,
-                        config().paths().config_dir.string(), self_exe(), std::move(settings)});
+    std::ostream& preview_out = collecting() ? static_cast<std::ostream&>(m_state->json_preview) : out();
+    m_state->context = std::make_unique<ProviderContext>(ProviderContext{
+        runner(), platform(), reporter(), preview_out, m_globals.preview, config().paths().config_dir.string(),
+        self_exe(), std::move(settings), state_dir().string(), runtime_dir().string()});
     m_state->provider = entry.create(*m_state->context);
     return *m_state->provider;
 }
 
 void Session::lock_instance(const std::string& name) {
     if (m_globals.preview) return;
-    const auto path = config().paths().config_dir / "locks" / fmt::format("{}-{}.lock", provider_entry().name, name);
-    m_state->locks.push_back(std::make_unique<core::FileLock>(path));
+    const auto path = runtime_dir() / "locks" / fmt::format("{}-{}.lock", provider_entry().name, name);
+    m_state->locks.push_back(std::make_unique<core::FileLock>(path, [&] {
+        reporter().notice(
+            fmt::format("waiting for another agentctl that is working on {} (lock {})", name, path.string()));
+    }));
+}
+
+const std::filesystem::path& Session::state_dir() {
+    if (m_state->state_dir) return *m_state->state_dir;
+    auto dir = core::state_dir();
+    if (!m_globals.preview) {
+        core::ensure_private_dir(dir);
+        const auto old_dir = config().paths().config_dir;
+        for (const auto& moved : core::migrate_state(old_dir, dir)) {
+            reporter().notice(fmt::format("moved {} to {} (agentctl now keeps its state there)",
+                                          (old_dir / moved).string(), (dir / moved).string()));
+        }
+    }
+    m_state->state_dir = std::move(dir);
+    return *m_state->state_dir;
+}
+
+const std::filesystem::path& Session::runtime_dir() {
+    if (m_state->runtime_dir) return *m_state->runtime_dir;
+    auto dir = core::runtime_dir();
+    if (!m_globals.preview) core::ensure_private_dir(dir);
+    m_state->runtime_dir = std::move(dir);
+    return *m_state->runtime_dir;
 }
 
 }  // namespace agentctl::cli

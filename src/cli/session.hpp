@@ -2,6 +2,7 @@
 // provider behind its capability gate, and the streams to print to.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <iosfwd>
 #include <memory>
@@ -33,8 +34,16 @@ public:
 
     [[nodiscard]] GlobalOptions& globals() { return m_globals; }
     [[nodiscard]] bool json() const { return m_globals.output == "json"; }
+    // Where a command prints its result. With --preview --output json this is
+    // collected, and finish() prints one JSON document holding it and the
+    // backend commands the preview printed.
     [[nodiscard]] std::ostream& out();
     [[nodiscard]] Reporter& reporter();
+
+    // Prints what out() collected (see out()); called once the command ended.
+    void finish();
+    // The command failed: the running progress step is shown as failed.
+    void fail_step();
 
     // Loaded on first use, so commands that need no configuration never fail on it.
     [[nodiscard]] core::Config& config();
@@ -52,14 +61,22 @@ public:
     // Creates the provider (after the caller has gated its feature).
     [[nodiscard]] Provider& provider();
 
-    // Serialises agentctl processes acting on one sandbox; held until the session ends.
+    // Serialises agentctl processes acting on one sandbox; held until the session
+    // ends. Says so on stderr when it has to wait for another agentctl.
     void lock_instance(const std::string& name);
+
+    // core::state_dir() and core::runtime_dir(), made private (0700) on first
+    // use; state left below the config directory by older versions is moved
+    // to the state directory first. With --preview nothing is created or moved.
+    [[nodiscard]] const std::filesystem::path& state_dir();
+    [[nodiscard]] const std::filesystem::path& runtime_dir();
 
     [[nodiscard]] ProcessRunner& runner();
     [[nodiscard]] const HostPlatform& platform();
     [[nodiscard]] std::string self_exe() const;
 
 private:
+    [[nodiscard]] bool collecting() const;
     struct State;
     GlobalOptions& m_globals;
     std::unique_ptr<State> m_state;

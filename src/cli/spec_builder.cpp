@@ -83,9 +83,10 @@ std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std
     if (!any) return std::nullopt;
     const auto env = policy_environment(session);
     std::vector<Mount> previous;
-    if (!options.only && !options.none && !session.globals().preview) previous = session.provider().status(name).mounts;
+    // Read in a preview too: reading changes nothing, and the preview must resolve what the real run would.
+    if (!options.only && !options.none) previous = session.provider().status(name).mounts;
     return policy::resolve_start_mounts(name, with_base_profile(session, profiles, env), mount_flags(options), previous,
-                                        env, notices);
+                                        env, notices, !session.globals().preview);
 }
 
 }  // namespace agentctl::cli

@@ -9,6 +9,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "core/paths.hpp"
 
 namespace agentctl::core {
 namespace {
@@ -110,12 +111,6 @@ constexpr std::array k_keys{
               &validate_remote},
 };
 
-std::string home_dir() {
-    const char* home = std::getenv("HOME");
-    if (home == nullptr || *home == '\0') throw Error("HOME is not set", "set HOME to your home directory");
-    return home;
-}
-
 std::map<std::string, std::string, std::less<>> load_file(const std::filesystem::path& path) {
     std::map<std::string, std::string, std::less<>> values;
     auto text = read_file_if_exists(path);
@@ -159,10 +154,7 @@ const ConfigKey* find_config_key(std::string_view name) {
 
 ConfigPaths config_paths_from_environment() {
     ConfigPaths paths;
-    const char* xdg = std::getenv("XDG_CONFIG_HOME");
-    std::filesystem::path base =
-        (xdg != nullptr && *xdg == '/') ? std::filesystem::path(xdg) : std::filesystem::path(home_dir()) / ".config";
-    paths.config_dir = base / "agentctl";
+    paths.config_dir = config_dir();
     const char* explicit_file = std::getenv("AGENTCTL_CONFIG");
     paths.user_file = (explicit_file != nullptr && *explicit_file != '\0') ? std::filesystem::path(explicit_file)
                                                                            : paths.config_dir / "config.yaml";
@@ -206,7 +198,7 @@ std::string Config::value_or(std::string_view key, std::string fallback) const {
     return value ? value->value : std::move(fallback);
 }
 
-void Config::set(std::string_view key, std::string_view value) {
+std::string Config::plan_set(std::string_view key, std::string_view value) const {
     const auto* spec = find_config_key(key);
     if (spec == nullptr) {
         std::string known;
@@ -230,8 +222,12 @@ void Config::set(std::string_view key, std::string_view value) {
     out << YAML::BeginMap;
     for (const auto& [k, v] : updated) out << YAML::Key << k << YAML::Value << YAML::DoubleQuoted << v;
     out << YAML::EndMap;
-    write_file_atomic(m_paths.user_file, std::string(out.c_str()) + "\n", 0644);
-    m_user = std::move(updated);
+    return std::string(out.c_str()) + "\n";
+}
+
+void Config::set(std::string_view key, std::string_view value) {
+    write_file_atomic(m_paths.user_file, plan_set(key, value), 0644);
+    m_user[std::string(key)] = std::string(value);
 }
 
 }  // namespace agentctl::core

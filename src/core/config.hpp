@@ -36,7 +36,7 @@ struct ConfigKey {
 struct ConfigPaths {
     std::filesystem::path user_file;   // $AGENTCTL_CONFIG or $XDG_CONFIG_HOME/agentctl/config.yaml
     std::filesystem::path org_file;    // /etc/agentctl/config.yaml ($AGENTCTL_ORG_DIR replaces /etc/agentctl)
-    std::filesystem::path config_dir;  // $XDG_CONFIG_HOME/agentctl: per-instance state, user profiles
+    std::filesystem::path config_dir;  // core::config_dir(): config.yaml, user profiles (state: core::state_dir())
     std::filesystem::path org_dir;     // /etc/agentctl
 };
 
@@ -61,6 +61,10 @@ public:
     // Validates `key=value` against the table and the organisation's locks,
     // then rewrites the user's file atomically. On any error nothing changes.
     void set(std::string_view key, std::string_view value);
+
+    // The same checks as set(), but only returns the user file's new content
+    // (for --preview); nothing is written.
+    [[nodiscard]] std::string plan_set(std::string_view key, std::string_view value) const;
 
 private:
     ConfigPaths m_paths;

@@ -82,11 +82,13 @@ std::string read_file(const std::filesystem::path& path) {
     return *content;
 }
 
-FileLock::FileLock(const std::filesystem::path& path) {
+FileLock::FileLock(const std::filesystem::path& path, const std::function<void()>& on_wait) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
     m_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (m_fd < 0) fail("cannot open lock file", path, errno);
+    if (::flock(m_fd, LOCK_EX | LOCK_NB) == 0) return;
+    if (errno == EWOULDBLOCK && on_wait) on_wait();
     while (::flock(m_fd, LOCK_EX) != 0) {
         if (errno == EINTR) continue;
         int err = errno;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,9 +21,11 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
 
 // An exclusive advisory lock (flock) on a lock file, held for the object's
 // lifetime. Two agentctl processes acting on one sandbox are serialised.
+// When another process holds the lock, `on_wait` (if set) is called once
+// before blocking, so the person at the terminal knows why nothing happens.
 class FileLock {
 public:
-    explicit FileLock(const std::filesystem::path& path);
+    explicit FileLock(const std::filesystem::path& path, const std::function<void()>& on_wait = {});
     ~FileLock();
     FileLock(const FileLock&) = delete;
     FileLock& operator=(const FileLock&) = delete;

@@ -109,7 +109,8 @@ struct Checker {
             auto canonical = canonical_prefix(clean_path(path, "/"));
             if (canonical != clean_path(path, "/")) denied.emplace_back(canonical, why);
         };
-        for (const auto& path : builtin_denied_paths(c.home, c.config_dir)) add(path, "credentials or backend state");
+        for (const auto& path : builtin_denied_paths(c.home, c.config_dir, c.private_dirs))
+            add(path, "credentials or backend state");
         for (const auto& path : c.policy.deny_paths) add(path, "listed in mountPolicy.denyPaths");
         if (c.policy.allowed_roots) {
             roots.emplace();
@@ -197,12 +198,16 @@ std::string guest_key(const MountRequest& request, const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir) {
+std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir,
+                                              const std::vector<std::string>& private_dirs) {
     std::vector<std::string> out;
     for (auto relative : k_home_denied) out.push_back(clean_path(home + "/" + std::string(relative), "/"));
     for (auto path : k_incus_state) out.emplace_back(path);
-    if (!config_dir.empty()) {
-        auto clean = clean_path(config_dir, "/");
+    std::vector<std::string> own{config_dir};
+    own.insert(own.end(), private_dirs.begin(), private_dirs.end());
+    for (const auto& dir : own) {
+        if (dir.empty()) continue;
+        auto clean = clean_path(dir, "/");
         if (std::find(out.begin(), out.end(), clean) == out.end()) out.push_back(clean);
     }
     return out;

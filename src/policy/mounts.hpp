@@ -29,11 +29,14 @@ struct MountContext {
     // create nothing (for --preview, and for checks that must precede the
     // capability gate). The paths returned are the ones creation would give.
     bool create_directories = true;
+    // agentctl's state and runtime directories (core::state_dir/runtime_dir): never mountable.
+    std::vector<std::string> private_dirs;
 };
 
-// The fixed deny list under `home` plus Incus's state directories and
-// `config_dir`, in display order.
-[[nodiscard]] std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir);
+// The fixed deny list under `home` plus Incus's state directories,
+// `config_dir` and `private_dirs`, in display order.
+[[nodiscard]] std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir,
+                                                            const std::vector<std::string>& private_dirs = {});
 
 // `--mount host[:guest][:w|:ro]` -> request (origin "--mount"). Throws
 // agentctl::Error naming the flag value.

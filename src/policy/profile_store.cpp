@@ -10,6 +10,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "core/paths.hpp"
 #include "policy/paths.hpp"
 #include "policy/sandbox_spec.hpp"
 
@@ -86,9 +87,9 @@ Environment environment_from_process(const std::string& profile_dir_setting, con
     if (ec) throw Error("cannot determine the working directory: " + ec.message());
     env.cwd = cwd.string();
     env.project_dir = env.cwd + "/.agentctl/profiles";
-    auto xdg = env_var("XDG_CONFIG_HOME");
-    std::string config_home = xdg && xdg->starts_with("/") ? clean_path(*xdg, "/") : env.home + "/.config";
-    env.config_dir = config_home + "/agentctl";
+    env.config_dir = clean_path(core::config_dir().string(), "/");
+    env.state_dir = clean_path(core::state_dir().string(), "/");
+    env.runtime_dir = clean_path(core::runtime_dir().string(), "/");
     env.user_dir = env.config_dir + "/profiles";
     if (auto org = env_var("AGENTCTL_ORG_DIR")) {
         env.org_dir = clean_path(*org, env.cwd) + "/profiles";

@@ -23,7 +23,9 @@ struct Environment {
     std::string project_dir;  // CWD/.agentctl/profiles
     std::string user_dir;     // $XDG_CONFIG_HOME/agentctl/profiles or ~/.config/agentctl/profiles
     std::string org_dir;      // profileDir config key, AGENTCTL_ORG_DIR/profiles, or /etc/agentctl/profiles
-    std::string config_dir;   // agentctl's own config/state dir (~/.config/agentctl), never mountable
+    std::string config_dir;   // core::config_dir() (~/.config/agentctl), never mountable
+    std::string state_dir;    // core::state_dir() (~/.local/state/agentctl), never mountable
+    std::string runtime_dir;  // core::runtime_dir(), never mountable
     std::string default_profile = "default";  // the defaultProfile config key
 };
 

@@ -203,7 +203,7 @@ std::vector<MountRequest> with_flags(std::vector<MountRequest> base, const Mount
 }
 
 MountContext mount_context(const std::string& name, const Environment& env, const MountPolicy& policy) {
-    return MountContext{name, env.home, env.cwd, env.config_dir, policy, true};
+    return MountContext{name, env.home, env.cwd, env.config_dir, policy, true, {env.state_dir, env.runtime_dir}};
 }
 
 }  // namespace
@@ -246,7 +246,8 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::stri
 std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,
                                                        const std::vector<std::string>& profiles,
                                                        const MountFlags& flags, const std::vector<Mount>& previous,
-                                                       const Environment& env, std::vector<std::string>* notices) {
+                                                       const Environment& env, std::vector<std::string>* notices,
+                                                       bool create_directories) {
     if (flags.mounts.empty() && !flags.only && !flags.none && !flags.writable) return std::nullopt;
     Problems problems;
     ProfileSpec merged;
@@ -259,7 +260,9 @@ std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,
         base.push_back({mount.host_path, mount.guest_path, mount.writable, mount.origin});
     auto requests = with_flags(std::move(base), flags, name, problems, notices);
     problems.throw_if_any();
-    return resolve_mounts(requests, mount_context(name, env, merged.mount_policy));
+    auto context = mount_context(name, env, merged.mount_policy);
+    context.create_directories = create_directories;
+    return resolve_mounts(requests, context);
 }
 
 }  // namespace agentctl::policy

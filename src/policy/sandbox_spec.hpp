@@ -61,9 +61,12 @@ struct SpecInputs {
 // given (the sticky set stays); otherwise the new mount set, where only the
 // given profiles' mountPolicy constrains (their mounts are not added).
 // `previous` is the sticky set, used as the base for additive --mount.
+// `notices` (optional) receives what a --mount replaced; `create_directories`
+// false (--preview): no createMissing directory is made.
 [[nodiscard]] std::optional<std::vector<Mount>> resolve_start_mounts(
     const std::string& name, const std::vector<std::string>& profiles, const MountFlags& flags,
-    const std::vector<Mount>& previous, const Environment& env, std::vector<std::string>* notices = nullptr);
+    const std::vector<Mount>& previous, const Environment& env, std::vector<std::string>* notices = nullptr,
+    bool create_directories = true);
 
 // The layering of two profile specs: `later` over `base`. Exposed for tests
 // and `profile show`. See docs/profiles.md for the rule of every field.

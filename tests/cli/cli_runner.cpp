@@ -1,7 +1,9 @@
 #include "cli_runner.hpp"
 
 #include <cstdlib>
+#include <algorithm>
 #include <fstream>
+#include <unistd.h>
 
 namespace agentctl::test {
 
@@ -27,11 +29,42 @@ ProcessResult CliSandbox::run(const std::vector<std::string>& args,
                    {"XDG_CONFIG_HOME", (m_home / ".config").string()},
                    {"AGENTCTL_ORG_DIR", org_dir().string()},
                    {"AGENTCTL_CONFIG", ""},
+                   // Empty counts as unset: state and runtime files go below HOME.
+                   {"XDG_STATE_HOME", ""},
+                   {"XDG_RUNTIME_DIR", ""},
                    {"NO_COLOR", "1"}};
     for (const auto& [key, value] : extra_env) request.env[key] = value;
     request.cwd = m_home.string();
     request.timeout = std::chrono::seconds(60);
     return m_runner->run(request);
+}
+
+void CliSandbox::use_incus() const {
+    write(config_file(), "provider: \"incus\"\nincus.subnetPool: \"10.222.0.0/16\"\n");
+}
+
+std::string incus_unavailable() {
+    if (::geteuid() != 0) return "not root";
+    for (const char* socket : {"/var/lib/incus/unix.socket", "/run/incus/unix.socket"}) {
+        if (std::filesystem::exists(socket)) return {};
+    }
+    return "no Incus daemon socket";
+}
+
+std::string tree_listing(const std::filesystem::path& root) {
+    std::string out;
+    std::error_code ec;
+    if (!std::filesystem::exists(root)) return out;
+    std::vector<std::string> lines;
+    for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+        std::string line = std::filesystem::relative(it->path(), root).string();
+        if (it->is_regular_file(ec)) line += " " + std::to_string(it->file_size(ec));
+        lines.push_back(line);
+    }
+    std::sort(lines.begin(), lines.end());
+    for (const auto& line : lines) out += line + "\n";
+    return out;
 }
 
 void CliSandbox::write(const std::filesystem::path& path, const std::string& content) const {

@@ -28,10 +28,24 @@ public:
 
     void write(const std::filesystem::path& path, const std::string& content) const;
 
+    // Configures the incus provider with a subnet pool of these tests' own
+    // (10.222.0.0/16), so their bridges never collide with other suites'.
+    void use_incus() const;
+
+    [[nodiscard]] const std::filesystem::path& root() const { return m_root; }
+
 private:
     std::filesystem::path m_root;
     std::filesystem::path m_home;
     std::unique_ptr<ProcessRunner> m_runner;
 };
+
+// Empty when a real Incus daemon can be used; otherwise why not (the test
+// then says so and checks nothing more).
+[[nodiscard]] std::string incus_unavailable();
+
+// Every path below `root` (with file sizes), sorted: compare two listings to
+// prove a command changed nothing on disk.
+[[nodiscard]] std::string tree_listing(const std::filesystem::path& root);
 
 }  // namespace agentctl::test

@@ -9,6 +9,8 @@
 using agentctl::test::CliSandbox;
 
 namespace {
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 std::string slurp(const std::filesystem::path& path) {
     std::ifstream in(path);
     std::stringstream s;
@@ -147,4 +149,30 @@ TEST_CASE("AGENTCTL_CONFIG points at another file") {
     REQUIRE(cli.run({"config", "set", "provider=hyperv"}, {{"AGENTCTL_CONFIG", other.string()}}).exit_code == 0);
     CHECK(slurp(other) == "provider: \"hyperv\"\n");
     CHECK(!std::filesystem::exists(cli.config_file()));
+}
+
+TEST_CASE("state moves from the old config directory to the XDG state directory once, and says so") {
+    CliSandbox cli;
+    const auto old_state = cli.home() / ".config/agentctl/lima/demo/state.json";
+    cli.write(old_state, "{\"name\":\"demo\"}");
+    cli.write(cli.config_file(), "provider: \"hyperv\"\n");
+    // Any command that reaches the provider needs the state directory.
+    auto r = cli.run({"--provider", "incus", "list"});
+    CHECK(contains(r.err, "agentctl: moved " + (cli.home() / ".config/agentctl/lima").string() + " to " +
+                              (cli.home() / ".local/state/agentctl/lima").string()));
+    CHECK_FALSE(std::filesystem::exists(old_state));
+    CHECK(std::filesystem::exists(cli.home() / ".local/state/agentctl/lima/demo/state.json"));
+    // A second run finds nothing to move.
+    r = cli.run({"--provider", "incus", "list"});
+    CHECK_FALSE(contains(r.err, "moved"));
+    CHECK(std::filesystem::exists(cli.home() / ".local/state/agentctl/lima/demo/state.json"));
+
+    // XDG_STATE_HOME decides where state goes; --preview moves nothing.
+    CliSandbox other;
+    other.write(other.home() / ".config/agentctl/lima/x/state.json", "{}");
+    const auto state_home = other.root() / "xdg-state";
+    r = other.run({"--preview", "--provider", "incus", "list"}, {{"XDG_STATE_HOME", state_home.string()}});
+    CHECK_FALSE(std::filesystem::exists(state_home));
+    r = other.run({"--provider", "incus", "list"}, {{"XDG_STATE_HOME", state_home.string()}});
+    CHECK(std::filesystem::exists(state_home / "agentctl/lima/x/state.json"));
 }

@@ -67,6 +67,7 @@ TEST_CASE("hyperv: preview create prints one PowerShell line per step and change
     CHECK(r.out.find("-RemoteIPAddress ANY -Weight 1") != std::string::npos);
     CHECK(r.err.find("WARNING: the hyperv provider is a stub") != std::string::npos);
     CHECK_FALSE(std::filesystem::exists(cli.home() / ".config/agentctl/hyperv"));
+    CHECK_FALSE(std::filesystem::exists(cli.home() / ".local/state/agentctl/hyperv"));
 }
 
 TEST_CASE("hyperv: a published port stops at the manual plan unless --force-partial") {

@@ -84,8 +84,16 @@ public:
           m_env_path("PATH",
                      fakes_dir() + ":/usr/bin:" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/bin")),
           m_runner(agentctl::make_real_process_runner()),
-          m_context{*m_runner,       platform, reporter, out, false, (m_home / ".config" / "agentctl").string(),
-                    AGENTCTL_BINARY, {}} {
+          m_context{*m_runner,
+                    platform,
+                    reporter,
+                    out,
+                    false,
+                    (m_home / ".config" / "agentctl").string(),
+                    AGENTCTL_BINARY,
+                    {},
+                    (m_home / ".local" / "state" / "agentctl").string(),
+                    (m_home / ".local" / "state" / "agentctl" / "run").string()} {
         fs::create_directories(m_home / ".lima" / "_config");
         fs::create_directories(workspace());
     }
@@ -121,7 +129,7 @@ public:
 
     [[nodiscard]] fs::path home() const { return m_home; }
     [[nodiscard]] fs::path lima_home() const { return m_home / ".lima"; }
-    [[nodiscard]] std::string config_dir() const { return m_context.config_dir; }
+    [[nodiscard]] std::string state_dir() const { return m_context.state_dir; }
     [[nodiscard]] fs::path workspace() const { return m_home / "agentctl" / "workspaces" / "demo"; }
 
     // lima.yaml of an instance as the fake wrote it (JSON is YAML).
@@ -130,7 +138,7 @@ public:
     }
     [[nodiscard]] nlohmann::json state(const std::string& name) const {
         return nlohmann::json::parse(
-            agentctl::core::read_file(agentctl::provider::lima::state_file_path(config_dir(), name)));
+            agentctl::core::read_file(agentctl::provider::lima::state_file_path(state_dir(), name)));
     }
     // ~/.lima/_config/default.yaml or override.yaml.
     void lima_config(const std::string& file, const nlohmann::json& doc) const {

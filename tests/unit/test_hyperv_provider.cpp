@@ -41,7 +41,16 @@ public:
 
 struct Fixture {
     explicit Fixture(bool preview)
-        : context{runner, platform, reporter, out, preview, "/home/me/.config/agentctl", "/usr/bin/agentctl", {}},
+        : context{runner,
+                  platform,
+                  reporter,
+                  out,
+                  preview,
+                  "/home/me/.config/agentctl",
+                  "/usr/bin/agentctl",
+                  {},
+                  "/home/me/.local/state/agentctl",
+                  "/home/me/.local/state/agentctl/run"},
           provider(provider::hyperv::create(context)) {}
 
     RecordingRunner runner;
@@ -116,7 +125,7 @@ TEST_CASE("without preview every method refuses with exit code 2 and the capabil
 TEST_CASE("preview: create prints the create plan, one shell-quoted line per step", "[hyperv][provider]") {
     Fixture f(true);
     f.provider->create(spec());
-    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.config/agentctl");
+    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.local/state/agentctl");
     const auto plan = provider::hyperv::create_plan(spec(), layout);
     CHECK(f.out.str() == lines_of(plan));
     CHECK_THAT(f.out.str(), Catch::Contains("-ParentPath '\\''D:\\images\\base image.vhdx'\\''"));
@@ -128,7 +137,7 @@ TEST_CASE("preview: create prints the create plan, one shell-quoted line per ste
 
 TEST_CASE("preview: start, stop, delete and policy print their plans", "[hyperv][provider]") {
     Fixture f(true);
-    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.config/agentctl");
+    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.local/state/agentctl");
     f.provider->start("demo", {});
     StopRequest force;
     force.force = true;

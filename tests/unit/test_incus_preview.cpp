@@ -37,7 +37,7 @@ struct Fixture {
     RecordingReporter reporter;
     std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
     std::unique_ptr<HostPlatform> platform = make_real_host_platform();
-    ProviderContext context{*runner, *platform, reporter, out, true, "", "agentctl", {}};
+    ProviderContext context{*runner, *platform, reporter, out, true, "", "agentctl", {}, "", ""};
     std::unique_ptr<Provider> provider =
         make_provider(context, make_preview_client(out), std::make_unique<TableResolver>());
 };

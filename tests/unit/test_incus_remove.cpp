@@ -59,7 +59,7 @@ struct Fixture {
     Lines reporter;
     std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
     std::unique_ptr<HostPlatform> platform = make_real_host_platform();
-    ProviderContext context{*runner, *platform, reporter, out, false, "", "agentctl", {}};
+    ProviderContext context{*runner, *platform, reporter, out, false, "", "agentctl", {}, "", ""};
     ScriptedClient* client = nullptr;
     std::unique_ptr<Provider> provider;
     Fixture() {

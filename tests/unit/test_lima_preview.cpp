@@ -40,7 +40,7 @@ TEST_CASE("preview create prints the one limactl create and changes nothing", "[
     CHECK(out[0].find("--set '.user.name = \"agent\"'") != std::string::npos);
     CHECK(out[0].find(" template://ubuntu-lts") != std::string::npos);
     CHECK(world.calls().empty());
-    CHECK_FALSE(std::filesystem::exists(provider::lima::instance_state_dir(world.config_dir(), "demo")));
+    CHECK_FALSE(std::filesystem::exists(provider::lima::instance_state_dir(world.state_dir(), "demo")));
 }
 
 TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start and the probe",
@@ -59,9 +59,9 @@ TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start a
     CHECK(out[0].rfind("limactl edit demo --tty=false --set '.networks = [] | .ssh.localPort = " + ssh_port, 0) == 0);
     CHECK(out[1] == shell_join(provider::lima::proxy_command(
                         AGENTCTL_BINARY, static_cast<std::uint16_t>(std::stoi(proxy_port)),
-                        {provider::lima::egress_policy_path(world.config_dir(), "demo").string(),
-                         provider::lima::egress_pid_path(world.config_dir(), "demo").string(),
-                         provider::lima::egress_log_path(world.config_dir(), "demo").string()})));
+                        {provider::lima::egress_policy_path(world.state_dir(), "demo").string(),
+                         provider::lima::egress_pid_path(world.state_dir(), "demo").string(),
+                         provider::lima::egress_log_path(world.state_dir(), "demo").string()})));
     CHECK(out[1].find(" egress-proxy --listen 127.0.0.1:" + proxy_port + " --policy ") != std::string::npos);
     // the full profile is on the sandbox-exec command line (quoted, with its newlines)
     CHECK(out[2].rfind("env HTTPS_PROXY=http://127.0.0.1:" + proxy_port, 0) == 0);

@@ -101,7 +101,7 @@ TEST_CASE("create runs one limactl create with every field and the forced ones",
     CHECK(state["unrestricted"] == false);
 
     auto policy_file =
-        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.config_dir(), "demo")));
+        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.state_dir(), "demo")));
     CHECK(policy::from_policy_file(policy_file).allow.at(0).host == "example.com");
 }
 
@@ -119,7 +119,7 @@ TEST_CASE("create of an existing name is refused cleanly", "[lima][fake]") {
     REQUIRE(world.run({"limactl", "create", "--name=mine", "--tty=false", "template://ubuntu-lts"}).ok());
     CHECK_THROWS_WITH(provider->create(spec), Catch::Contains("already exists and was not created by agentctl"));
     CHECK(fs::exists(world.lima_home() / "mine" / "lima.yaml"));
-    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.config_dir(), "mine")));
+    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "mine")));
 }
 
 TEST_CASE("when --set is refused, create falls back to a bare create plus one edit per field", "[lima][fake]") {
@@ -156,7 +156,7 @@ TEST_CASE("a create that fails part-way leaves nothing behind", "[lima][fake]") 
     auto provider = world.provider();
     CHECK_THROWS_WITH(provider->create(demo_spec(world)), Catch::Contains("cannot configure demo"));
     CHECK_FALSE(fs::exists(world.lima_home() / "demo"));
-    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.config_dir(), "demo")));
+    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "demo")));
     CHECK(world.verbs().back() == "delete");
 }
 
@@ -186,7 +186,7 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     auto state = world.state("demo");
     const std::uint16_t proxy_port = state["proxyPort"];
     const std::uint16_t ssh_port = state["sshPort"];
-    const auto paths_pid = provider::lima::egress_pid_path(world.config_dir(), "demo").string();
+    const auto paths_pid = provider::lima::egress_pid_path(world.state_dir(), "demo").string();
 
     // the proxy really runs, detached, at the pinned port, and serves: a
     // destination off the allowlist gets its 403
@@ -195,7 +195,7 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     CHECK(::getsid(proxy_pid) != ::getsid(0));  // detached into its own session
     CHECK(ask_proxy(proxy_port, "CONNECT www.wikipedia.org:443 HTTP/1.1\r\nHost: www.wikipedia.org:443\r\n\r\n")
               .find(" 403 ") != std::string::npos);
-    auto log = core::read_file(provider::lima::egress_log_path(world.config_dir(), "demo"));
+    auto log = core::read_file(provider::lima::egress_log_path(world.state_dir(), "demo"));
     CHECK(log.find("www.wikipedia.org") != std::string::npos);
     // ... and `agentctl logs demo --network` reads that log
     world.clear_output();
@@ -262,7 +262,7 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     provider->remove("demo", true);
     CHECK_FALSE(process_alive(proxy_again));
     CHECK_FALSE(fs::exists(world.lima_home() / "demo"));
-    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.config_dir(), "demo")));
+    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "demo")));
 }
 
 TEST_CASE("a guest that gets out is stopped and start fails", "[lima][fake]") {
@@ -277,7 +277,7 @@ TEST_CASE("a guest that gets out is stopped and start fails", "[lima][fake]") {
                           Catch::Contains("the instance was stopped"));
     CHECK(world.verbs().back() == "stop");
     CHECK(provider->status("demo").status == "Stopped");
-    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.config_dir(), "demo").string()) == 0);
+    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
 }
 
 TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not verified", "[lima][fake]") {
@@ -333,7 +333,7 @@ TEST_CASE("create --no-network-policy means a plain limactl start, recorded at c
     world.platform.macos = false;  // works on any host: nothing to confine
     provider->start("demo", {});
     CHECK(world.last_profile().empty());
-    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.config_dir(), "demo").string()) == 0);
+    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
     CHECK(world.reporter.text().find("warning: sandbox \"demo\" has no network policy") != std::string::npos);
     CHECK(provider->status("demo").confinement == "off (created with --no-network-policy)");
 }
@@ -416,13 +416,13 @@ TEST_CASE("a new policy is written atomically and the running proxy keeps servin
     auto provider = world.provider();
     provider->create(demo_spec(world));
     provider->start("demo", {});
-    const auto pid_file = provider::lima::egress_pid_path(world.config_dir(), "demo").string();
+    const auto pid_file = provider::lima::egress_pid_path(world.state_dir(), "demo").string();
     const int proxy = provider::lima::running_proxy_pid(pid_file);
     policy::NetworkPolicy network;
     network.allow = {policy::parse_allow_entry("pypi.org:443", "--allow")};
     provider->apply_network_policy("demo", network);
     auto written = policy::from_policy_file(
-        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.config_dir(), "demo"))));
+        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.state_dir(), "demo"))));
     REQUIRE(written.allow.size() == 1);
     CHECK(written.allow[0].host == "pypi.org");
     CHECK(provider::lima::running_proxy_pid(pid_file) == proxy);

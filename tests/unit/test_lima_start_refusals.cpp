@@ -39,7 +39,7 @@ std::string refused_start(LimaWorld& world, const std::function<void()>& setup) 
             FAIL("limactl start ran under agentctl despite the refusal");
         }
     }
-    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.config_dir(), "demo").string()) == 0);
+    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
     CHECK(message.find("refusing to start Lima instance \"demo\":") == 0);
     CHECK(message.find("see Troubleshooting in docs/setup-lima.md") != std::string::npos);
     return message;
@@ -93,7 +93,7 @@ TEST_CASE("refused: a writable mount over agentctl's state directory", "[lima][f
     auto msg = refused_start(world, [&] {
         world.lima_config("default.yaml", {{"mounts", {{{"location", "~"}, {"writable", true}}}}});
     });
-    CHECK(msg.find("which covers agentctl's state directory " + world.config_dir()) != std::string::npos);
+    CHECK(msg.find("which covers agentctl's state directory " + world.state_dir()) != std::string::npos);
 }
 
 TEST_CASE("refused: override.yaml turns SSH agent forwarding on", "[lima][fake][refusal]") {

@@ -29,7 +29,7 @@ struct Home {
     ~Home() { fs::remove_all(root); }
 
     MountContext context(MountPolicy policy = {}) const {
-        return MountContext{"box1", home, home, home + "/.config/agentctl", std::move(policy), true};
+        return MountContext{"box1", home, home, home + "/.config/agentctl", std::move(policy), true, {}};
     }
 };
 
@@ -105,6 +105,16 @@ TEST_CASE("denied directories: is, inside, or contains", "[mounts][deny]") {
     CHECK(error_of({request("~")}, h.context(policy)) == "a mount was refused:\n  mount ~ (--mount): it contains " +
                                                              h.home +
                                                              "/.ssh, which is refused (credentials or backend state)");
+}
+
+TEST_CASE("agentctl's state and runtime directories are denied wherever XDG puts them", "[mounts][deny]") {
+    auto denied =
+        builtin_denied_paths("/home/u", "/home/u/.config/agentctl", {"/srv/state/agentctl", "/run/user/7/agentctl"});
+    for (const char* path :
+         {"/home/u/.config/agentctl", "/home/u/.local/state/agentctl", "/srv/state/agentctl", "/run/user/7/agentctl"}) {
+        INFO(path);
+        CHECK(std::find(denied.begin(), denied.end(), path) != denied.end());
+    }
 }
 
 TEST_CASE("Incus's state directories are denied", "[mounts][deny]") {

@@ -29,7 +29,7 @@ struct TempHome {
     MountContext context(bool create) const {
         MountPolicy policy;
         policy.create_missing = true;
-        return MountContext{"box1", home, home, home + "/.config/agentctl", policy, create};
+        return MountContext{"box1", home, home, home + "/.config/agentctl", policy, create, {}};
     }
 };
 

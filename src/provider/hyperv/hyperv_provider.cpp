@@ -99,7 +99,7 @@ private:
         if (!m_context.preview) refuse(feature);
     }
 
-    [[nodiscard]] Layout layout(std::string_view name) const { return layout_for(name, m_context.config_dir); }
+    [[nodiscard]] Layout layout(std::string_view name) const { return layout_for(name, m_context.state_dir); }
 
     void print(const Plan& plan) const {
         m_context.reporter.warning(

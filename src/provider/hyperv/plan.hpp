@@ -61,7 +61,7 @@ struct Layout {
     std::string vm_name;
     std::string switch_name;     // agentctl-<name>
     std::string host_interface;  // vEthernet (agentctl-<name>): the host's adapter on the switch
-    std::string state_dir;       // <config dir>/hyperv/<name>
+    std::string state_dir;       // <state dir>/hyperv/<name>
     std::string disk_path;       // <state dir>/disk.vhdx
     int subnet_index = 0;        // N in 172.30.N.0/24, 1..254
     std::string subnet;          // 172.30.N.0/24

@@ -2,7 +2,9 @@
 // and the preview client that prints `incus query` lines instead of sending.
 #include "provider/incus/client.hpp"
 
+#include <map>
 #include <ostream>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -83,15 +85,17 @@ private:
 
 class PreviewClient final : public Client {
 public:
-    PreviewClient(std::ostream& out, std::string project) : m_out(out), m_project(std::move(project)) {}
+    PreviewClient(std::ostream& out, std::string project, std::unique_ptr<Client> reader)
+        : m_out(out), m_project(std::move(project)), m_reader(std::move(reader)) {}
 
     Response query(std::string_view method, std::string_view path, const Json* body) override {
         m_out << shell_join(query_argv(method, path, body, m_project)) << '\n';
         Response response;
         if (method == "GET") {
             response.status_code = 200;
-            response.metadata = nullptr;
+            response.metadata = read(path);
         } else {
+            simulate(method, path, body);
             // `incus query` waits for operations itself: nothing more is printed.
             response.type = ResponseType::Async;
             response.status_code = 100;
@@ -110,8 +114,97 @@ public:
     [[nodiscard]] bool preview() const override { return true; }
 
 private:
+    // "/1.0/instances/NAME" for an instance path (with or without a query), else empty.
+    static std::string instance_path(std::string_view path) {
+        constexpr std::string_view prefix = "/1.0/instances/";
+        path = path.substr(0, path.find('?'));
+        if (!path.starts_with(prefix) || path.size() == prefix.size()) return {};
+        auto slash = path.find('/', prefix.size());
+        return std::string(path.substr(0, slash));
+    }
+
+    // What a preview may ask the daemon: the sandbox's instance, bridges and ACLs.
+    // Not the server itself, so a preview plans the same on every host.
+    static bool readable(std::string_view path) {
+        for (std::string_view prefix : {"/1.0/instances/", "/1.0/networks", "/1.0/network-acls"}) {
+            if (path.starts_with(prefix)) return true;
+        }
+        return false;
+    }
+
+    // A read: what the printed writes made, else the daemon's answer.
+    Json read(std::string_view path) {
+        const auto instance = instance_path(path);
+        const bool whole = !instance.empty() && path.substr(0, path.find('?')) == instance;
+        if (whole) {
+            if (m_deleted.contains(instance)) throw NotFound(fmt::format("Incus has no {}", instance));
+            if (auto it = m_instances.find(instance); it != m_instances.end()) return it->second;
+        }
+        if (!readable(path) || m_reader == nullptr) return nullptr;
+        try {
+            return m_reader->query("GET", path, nullptr).metadata;
+        } catch (const NotFound&) {
+            throw;
+        } catch (const Error&) {
+            m_reader.reset();  // no daemon to ask: the preview goes on with what it knows
+            return nullptr;
+        }
+    }
+
+    // The instance as the real run would have it before this write, or null.
+    Json* known(const std::string& instance) {
+        if (auto it = m_instances.find(instance); it != m_instances.end()) return &it->second;
+        if (m_deleted.contains(instance)) return nullptr;
+        Json current;
+        try {
+            current = read(instance + "?recursion=1");
+        } catch (const NotFound&) {
+            return nullptr;
+        }
+        if (!current.is_object()) return nullptr;
+        return &(m_instances[instance] = std::move(current));
+    }
+
+    void simulate(std::string_view method, std::string_view path, const Json* body) {
+        const auto bare = path.substr(0, path.find('?'));
+        if (method == "POST" && bare == "/1.0/instances" && body != nullptr && body->contains("name")) {
+            const auto instance = "/1.0/instances/" + body->value("name", "");
+            Json created = *body;
+            created["status"] = body->value("start", false) ? "Running" : "Stopped";
+            m_deleted.erase(instance);
+            m_instances[instance] = std::move(created);
+            return;
+        }
+        const auto instance = instance_path(path);
+        if (instance.empty()) return;
+        if (method == "DELETE" && bare == instance) {
+            m_instances.erase(instance);
+            m_deleted.insert(instance);
+            return;
+        }
+        Json* current = body == nullptr ? nullptr : known(instance);
+        if (current == nullptr && method == "PUT" && bare == instance) {
+            // A whole instance put over one the daemon does not have (a preview of a
+            // sandbox that does not exist): the body is all there is to know.
+            current = &(m_instances[instance] = Json{{"name", instance.substr(instance.rfind('/') + 1)}});
+        }
+        if (current == nullptr) return;
+        if (method == "PATCH" && bare == instance && body->contains("config")) {
+            for (const auto& [key, value] : (*body)["config"].items()) (*current)["config"][key] = value;
+        } else if (method == "PUT" && bare == instance && !body->contains("restore")) {
+            for (const auto& [key, value] : body->items()) (*current)[key] = value;
+        } else if (method == "PUT" && bare == instance + "/state") {
+            const auto action = body->value("action", "");
+            if (action == "start" || action == "restart") (*current)["status"] = "Running";
+            if (action == "stop") (*current)["status"] = "Stopped";
+        }
+    }
+
     std::ostream& m_out;
     std::string m_project;
+    std::unique_ptr<Client> m_reader;
+    std::map<std::string, Json> m_instances;  // as the printed writes leave them
+    std::set<std::string> m_deleted;
 };
 
 }  // namespace
@@ -191,8 +284,8 @@ std::unique_ptr<Client> make_client(std::unique_ptr<Transport> transport, std::s
     return std::make_unique<RealClient>(std::move(transport), std::move(project));
 }
 
-std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project) {
-    return std::make_unique<PreviewClient>(out, std::move(project));
+std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project, std::unique_ptr<Client> reader) {
+    return std::make_unique<PreviewClient>(out, std::move(project), std::move(reader));
 }
 
 }  // namespace agentctl::provider::incus

@@ -127,7 +127,17 @@ public:
 // The preview client: prints `incus query -X METHOD [--data JSON] PATH` lines to `out`
 // (built with agentctl::shell_join) and returns empty results: sync, metadata
 // null for GETs, and an async envelope whose wait() returns an empty object.
-[[nodiscard]] std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project = {});
+// The preview client prints every call. It also remembers what the printed
+// writes would do to instances (create, config patches, PUTs, state changes,
+// delete), so later reads in the same run see the sandbox the real run would
+// have: a preview create shows its package and agent installs and its mount
+// report. Reads of instances, networks and network ACLs it has not written go
+// to `reader` (a real client; reading changes nothing) when given and the
+// daemon answers, so a preview start, view or policy change works from the
+// sandbox as it is. Other reads, and every read without an answer, return
+// null metadata.
+[[nodiscard]] std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project = {},
+                                                          std::unique_ptr<Client> reader = nullptr);
 
 // The `incus query` argv for one call, exactly as preview prints it.
 [[nodiscard]] std::vector<std::string> query_argv(std::string_view method, std::string_view path, const Json* body,

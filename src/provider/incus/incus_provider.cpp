@@ -22,7 +22,9 @@ std::unique_ptr<Provider> create(ProviderContext& context) {
     auto location = find_socket();
     std::unique_ptr<Client> client;
     if (context.preview) {
-        client = make_preview_client(context.out, location.project);
+        // Reads go to the daemon when it answers, so the preview starts from the sandbox as it is.
+        client = make_preview_client(context.out, location.project,
+                                     make_client(make_unix_transport(location.path, 10), location.project));
     } else {
         client = make_client(make_unix_transport(location.path), location.project);
     }
@@ -40,6 +42,16 @@ IncusProvider::IncusProvider(ProviderContext& context, std::unique_ptr<Client> c
 std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
                                         std::unique_ptr<Resolver> resolver) {
     return std::make_unique<IncusProvider>(context, std::move(client), std::move(resolver), std::string());
+}
+
+std::string IncusProvider::backend_version() {
+    const auto& info = m_api.server();
+    if (!info.is_object()) return {};  // preview
+    const auto& environment = info.value("environment", Json::object());
+    const auto server = environment.value("server", std::string("incus"));
+    const auto version = environment.value("server_version", std::string());
+    if (version.empty()) return {};
+    return fmt::format("{} {}", server == "incus" ? "Incus" : server, version);
 }
 
 bool IncusProvider::running(const Json& instance) { return instance.value("status", std::string()) == "Running"; }
@@ -75,9 +87,10 @@ Json IncusProvider::require_instance(const std::string& name) {
             // lines that follow are the ones a real run would send.
             return Json{{"name", name},
                         {"status", "Running"},
-                        {"type", "container"},
+                        {"type", "virtual-machine"},
                         {"config",
                          {{std::string(key::k_managed), "true"},
+                          {std::string(key::k_isolation), "vm"},
                           {std::string(key::k_user), "agent"},
                           {std::string(key::k_uid), std::to_string(k_preferred_uid)},
                           {std::string(key::k_gid), std::to_string(k_preferred_uid)},

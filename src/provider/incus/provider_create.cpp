@@ -40,8 +40,8 @@ int preferred_uid(const SandboxSpec& spec) {
 }
 
 std::filesystem::path lock_path(const ProviderContext& context) {
-    std::filesystem::path dir = context.config_dir.empty() ? std::filesystem::temp_directory_path() / "agentctl"
-                                                           : std::filesystem::path(context.config_dir);
+    std::filesystem::path dir = context.runtime_dir.empty() ? std::filesystem::temp_directory_path() / "agentctl"
+                                                            : std::filesystem::path(context.runtime_dir);
     return dir / "incus" / "network.lock";
 }
 
@@ -121,10 +121,13 @@ void IncusProvider::create(const SandboxSpec& requested) {
     try {
         create_pieces(spec);
     } catch (...) {
+        m_context.reporter.fail_step();
         if (!m_api.preview()) {
-            m_context.reporter.step(fmt::format("create failed; removing what was made for {}", spec.name));
+            m_context.reporter.notice(fmt::format("create failed; removing what was made for {}", spec.name));
             try {
                 remove_pieces(spec.name);
+                // Ends the last cleanup step as done: the error printed next is the create's.
+                m_context.reporter.notice(fmt::format("removed what was made for {}", spec.name));
             } catch (const std::exception& cleanup) {
                 m_context.reporter.warning(fmt::format("cleanup of {} failed: {} (run agentctl delete {})", spec.name,
                                                        cleanup.what(), spec.name));

@@ -26,6 +26,7 @@ public:
                   std::string project);
 
     [[nodiscard]] std::string_view name() const override { return "incus"; }
+    [[nodiscard]] std::string backend_version() override;
 
     void create(const SandboxSpec& spec) override;
     void start(const std::string& name, const StartRequest& request) override;

@@ -234,7 +234,9 @@ void IncusProvider::replace_mounts(const std::string& name, Json instance, const
     instance["devices"] = devices;
     instance["config"][std::string(key::k_mounts)] = mounts_record(mounts);
     SandboxSpec view;
-    view.network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
+    if (const auto record = config_value(instance, key::k_network); !record.empty()) {
+        view.network = policy::from_policy_file(Json::parse(record));
+    }
     view.mounts = mounts;
     view.isolation = isolation;
     instance["config"][std::string(key::k_widenings)] = Json(widenings(view)).dump();

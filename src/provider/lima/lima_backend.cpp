@@ -41,6 +41,22 @@ LimaBackend::LimaBackend(ProviderContext& context) : m_ctx(context) {
 
 // ------------------------------------------------------------------ limactl
 
+// `limactl --version` prints "limactl version 1.0.3" (cobra's version template
+// over rootCmd.Version, lima cmd/limactl/main.go).
+std::string LimaBackend::backend_version() {
+    ProcessRequest request;
+    request.argv = {"limactl", "--version"};
+    request.timeout = std::chrono::seconds(20);
+    const auto result = m_ctx.runner.run(request);
+    const auto line = first_line(result.out);
+    const auto space = line.rfind(' ');
+    if (!result.ok() || space == std::string::npos || line.rfind("limactl version ", 0) != 0) {
+        throw Error(fmt::format("`limactl --version` failed ({}): {}", result.exit_code,
+                                first_line(result.err.empty() ? result.out : result.err)));
+    }
+    return "Lima " + line.substr(space + 1);
+}
+
 void LimaBackend::print_preview(const std::vector<std::string>& argv) { m_ctx.out << shell_join(argv) << "\n"; }
 
 ProcessResult LimaBackend::run_limactl(const std::vector<std::string>& argv, const std::string& what,
@@ -84,7 +100,7 @@ std::optional<LimaInstance> LimaBackend::inspect(const std::string& name) {
 // ------------------------------------------------------------------ state
 
 LimaState LimaBackend::require_state(const std::string& name) const {
-    auto state = load_state(m_ctx.config_dir, name);
+    auto state = load_state(m_ctx.state_dir, name);
     if (!state) {
         throw Error(fmt::format("no Lima sandbox named \"{}\" was created by agentctl", name),
                     "run `agentctl list` to see your sandboxes, or `agentctl create " + name + "`");
@@ -93,8 +109,8 @@ LimaState LimaBackend::require_state(const std::string& name) const {
 }
 
 ProxyPaths LimaBackend::proxy_paths(const std::string& name) const {
-    return {egress_policy_path(m_ctx.config_dir, name).string(), egress_pid_path(m_ctx.config_dir, name).string(),
-            egress_log_path(m_ctx.config_dir, name).string()};
+    return {egress_policy_path(m_ctx.state_dir, name).string(), egress_pid_path(m_ctx.state_dir, name).string(),
+            egress_log_path(m_ctx.state_dir, name).string()};
 }
 
 std::vector<std::string> LimaBackend::proxy_argv(const std::string& name, std::uint16_t port) const {
@@ -122,12 +138,12 @@ std::vector<std::string> LimaBackend::proxy_argv(const std::string& name, std::u
 std::set<std::uint16_t> LimaBackend::ports_in_use_by_other_instances(const std::string& name) const {
     std::set<std::uint16_t> taken;
     std::error_code ec;
-    auto root = std::filesystem::path(m_ctx.config_dir) / "lima";
+    auto root = std::filesystem::path(m_ctx.state_dir) / "lima";
     for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
         auto other = entry.path().filename().string();
         if (other == name) continue;
         try {
-            if (auto s = load_state(m_ctx.config_dir, other)) {
+            if (auto s = load_state(m_ctx.state_dir, other)) {
                 taken.insert(s->ssh_port);
                 taken.insert(s->proxy_port);
             }
@@ -139,7 +155,7 @@ std::set<std::uint16_t> LimaBackend::ports_in_use_by_other_instances(const std::
 }
 
 void LimaBackend::write_policy(const std::string& name, const policy::NetworkPolicy& network) {
-    core::write_file_atomic(egress_policy_path(m_ctx.config_dir, name), policy::to_policy_file(network).dump(2) + "\n");
+    core::write_file_atomic(egress_policy_path(m_ctx.state_dir, name), policy::to_policy_file(network).dump(2) + "\n");
 }
 
 // ------------------------------------------------------------------ verbs
@@ -150,18 +166,18 @@ void LimaBackend::stop(const std::string& name, const StopRequest& request) {
         print_preview(limactl_stop(name, request.force));
         return;
     }
-    core::FileLock lock(lock_file_path(m_ctx.config_dir, name));
+    core::FileLock lock(lock_file_path(m_ctx.state_dir, name));
     auto inst = inspect(name);
     if (inst && inst->status != "Stopped") run_limactl(limactl_stop(name, request.force), "stop " + name);
     stop_proxy(proxy_paths(name).pid_file);
     state.hostagent_pid = 0;
     state.confinement.clear();
-    save_state(m_ctx.config_dir, state);
+    save_state(m_ctx.state_dir, state);
 }
 
 void LimaBackend::remove(const std::string& name, bool force) {
-    auto state = load_state(m_ctx.config_dir, name);
-    const auto dir = instance_state_dir(m_ctx.config_dir, name);
+    auto state = load_state(m_ctx.state_dir, name);
+    const auto dir = instance_state_dir(m_ctx.state_dir, name);
     if (!state && !std::filesystem::exists(dir)) {
         throw Error(fmt::format("no Lima sandbox named \"{}\" was created by agentctl", name),
                     "if it is a Lima instance of your own, delete it with `limactl delete " + name + "`");
@@ -171,7 +187,7 @@ void LimaBackend::remove(const std::string& name, bool force) {
         return;
     }
     {
-        core::FileLock lock(lock_file_path(m_ctx.config_dir, name));
+        core::FileLock lock(lock_file_path(m_ctx.state_dir, name));
         auto inst = inspect(name);
         if (inst && inst->status == "Running" && !force) {
             throw Error(fmt::format("sandbox \"{}\" is running", name),
@@ -188,7 +204,7 @@ void LimaBackend::remove(const std::string& name, bool force) {
 std::vector<InstanceInfo> LimaBackend::list() {
     std::vector<InstanceInfo> result;
     std::error_code ec;
-    auto root = std::filesystem::path(m_ctx.config_dir) / "lima";
+    auto root = std::filesystem::path(m_ctx.state_dir) / "lima";
     if (!std::filesystem::exists(root, ec)) return result;
     ProcessRequest request;
     request.argv = limactl_list("");
@@ -202,7 +218,7 @@ std::vector<InstanceInfo> LimaBackend::list() {
     }
     std::sort(names.begin(), names.end());
     for (const auto& n : names) {
-        auto state = load_state(m_ctx.config_dir, n);
+        auto state = load_state(m_ctx.state_dir, n);
         if (!state) continue;
         InstanceInfo info;
         info.name = n;
@@ -235,7 +251,7 @@ InstanceInfo LimaBackend::status(const std::string& name) {
     info.mounts = state.mounts;
     info.isolation = "vm";
     info.user = state.user;
-    if (auto text = core::read_file_if_exists(egress_policy_path(m_ctx.config_dir, name))) {
+    if (auto text = core::read_file_if_exists(egress_policy_path(m_ctx.state_dir, name))) {
         try {
             info.network = policy::from_policy_file(nlohmann::json::parse(*text));
         } catch (const std::exception&) {
@@ -263,7 +279,7 @@ InstanceInfo LimaBackend::status(const std::string& name) {
         info.extra.emplace_back(
             "Egress proxy", fmt::format("127.0.0.1:{} ({})", state.proxy_port,
                                         running_proxy_pid(proxy_paths(name).pid_file) > 0 ? "running" : "not running"));
-        info.extra.emplace_back("Egress log", egress_log_path(m_ctx.config_dir, name).string());
+        info.extra.emplace_back("Egress log", egress_log_path(m_ctx.state_dir, name).string());
     }
     if (!state.agent.empty()) {
         info.extra.emplace_back("Agent", state.agent + (state.agent_installed ? " (installed)" : " (install pending)"));
@@ -315,7 +331,7 @@ int LimaBackend::logs(const std::string& name, const LogRequest& request) {
         throw Error("logs --exec is not available on the lima provider yet",
                     "use `agentctl logs " + name + " --network`", exit_code::k_not_available);
     }
-    return egress_proxy::print_network_log(egress_log_path(m_ctx.config_dir, name).string(), request.follow,
+    return egress_proxy::print_network_log(egress_log_path(m_ctx.state_dir, name).string(), request.follow,
                                            request.json, m_ctx.out);
 }
 
@@ -333,7 +349,7 @@ void LimaBackend::apply_network_policy(const std::string& name, const policy::Ne
             "create a new sandbox without --no-network-policy");
     }
     if (m_ctx.preview) return;
-    core::FileLock lock(lock_file_path(m_ctx.config_dir, name));
+    core::FileLock lock(lock_file_path(m_ctx.state_dir, name));
     write_policy(name, network);
     // The proxy also notices the changed file by itself; SIGHUP makes it immediate.
     if (int pid = running_proxy_pid(proxy_paths(name).pid_file); pid > 0) ::kill(pid, SIGHUP);

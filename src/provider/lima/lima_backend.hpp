@@ -23,6 +23,7 @@ public:
     explicit LimaBackend(ProviderContext& context);
 
     [[nodiscard]] std::string_view name() const override { return "lima"; }
+    [[nodiscard]] std::string backend_version() override;
     void create(const SandboxSpec& spec) override;
     void start(const std::string& name, const StartRequest& request) override;
     void stop(const std::string& name, const StopRequest& request) override;

@@ -68,8 +68,8 @@ void LimaBackend::create(const SandboxSpec& spec) {
         return;
     }
 
-    const auto dir = instance_state_dir(m_ctx.config_dir, spec.name);
-    if (load_state(m_ctx.config_dir, spec.name)) {
+    const auto dir = instance_state_dir(m_ctx.state_dir, spec.name);
+    if (load_state(m_ctx.state_dir, spec.name)) {
         throw Error(fmt::format("sandbox \"{}\" already exists", spec.name),
                     "start it with `agentctl start " + spec.name + "`, or delete it first");
     }
@@ -80,9 +80,9 @@ void LimaBackend::create(const SandboxSpec& spec) {
 void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& image,
                                 const std::vector<std::string>& expressions, const ConfinementSettings& settings,
                                 bool confined) {
-    const auto dir = instance_state_dir(m_ctx.config_dir, spec.name);
-    core::FileLock lock(lock_file_path(m_ctx.config_dir, spec.name));
-    if (load_state(m_ctx.config_dir, spec.name)) {
+    const auto dir = instance_state_dir(m_ctx.state_dir, spec.name);
+    core::FileLock lock(lock_file_path(m_ctx.state_dir, spec.name));
+    if (load_state(m_ctx.state_dir, spec.name)) {
         throw Error(fmt::format("sandbox \"{}\" already exists", spec.name),
                     "start it with `agentctl start " + spec.name + "`, or delete it first");
     }
@@ -147,7 +147,7 @@ void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& imag
         state.mounts = spec.mounts;
         state.ports = spec.ports;
         write_policy(spec.name, spec.network);
-        save_state(m_ctx.config_dir, state);
+        save_state(m_ctx.state_dir, state);
     } catch (...) {
         cleanup();
         throw;

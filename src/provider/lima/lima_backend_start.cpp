@@ -51,7 +51,7 @@ void LimaBackend::refuse_unsafe_config(const LimaState& state, const LimaInstanc
         m.host_path = canonical_or_self(m.host_path);
         expected.mounts.push_back(std::move(m));
     }
-    expected.state_dir = canonical_or_self(m_ctx.config_dir);
+    expected.state_dir = canonical_or_self(m_ctx.state_dir);
     expected.settings = {state.ssh_port, state.unrestricted ? std::uint16_t{0} : state.proxy_port, state.dns_disabled};
     expected.confined = !state.unrestricted;
     LimaInstance resolved = instance;
@@ -93,7 +93,7 @@ void LimaBackend::install_agent(LimaState& state) {
                         state.name + "` retries the install");
     }
     state.agent_installed = true;
-    save_state(m_ctx.config_dir, state);
+    save_state(m_ctx.state_dir, state);
 }
 
 void LimaBackend::boot_unrestricted(LimaState& state) {
@@ -102,7 +102,7 @@ void LimaBackend::boot_unrestricted(LimaState& state) {
     auto inst = inspect(state.name);
     state.hostagent_pid = inst ? inst->host_agent_pid : 0;
     state.confinement.clear();
-    save_state(m_ctx.config_dir, state);
+    save_state(m_ctx.state_dir, state);
 }
 
 std::string LimaBackend::boot_confined(LimaState& state) {
@@ -139,7 +139,7 @@ std::string LimaBackend::boot_confined(LimaState& state) {
                                 state.proxy_port, state.name),
                     "stop that program, or delete and re-create the sandbox to pin another port");
     }
-    start_detached_proxy(proxy, (instance_state_dir(m_ctx.config_dir, state.name) / "egress-proxy.out").string(),
+    start_detached_proxy(proxy, (instance_state_dir(m_ctx.state_dir, state.name) / "egress-proxy.out").string(),
                          paths.pid_file, state.proxy_port);
     try {
         run_limactl(boot, "start " + state.name + " under sandbox-exec", env);
@@ -149,7 +149,7 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     }
     auto inst = inspect(state.name);
     state.hostagent_pid = inst ? inst->host_agent_pid : 0;
-    save_state(m_ctx.config_dir, state);
+    save_state(m_ctx.state_dir, state);
 
     auto confinement = check_confinement(state.name, state.ssh_port, state.proxy_port);
     if (confinement.verdict == Verdict::Escaped) {
@@ -163,13 +163,13 @@ std::string LimaBackend::boot_confined(LimaState& state) {
         stop_proxy(paths.pid_file);
         state.hostagent_pid = 0;
         state.confinement.clear();
-        save_state(m_ctx.config_dir, state);
+        save_state(m_ctx.state_dir, state);
         throw Error("network confinement failed: " + confinement.reason + "; the instance was stopped",
                     std::string("do not start it with limactl; ") + k_troubleshooting);
     }
     state.confinement = confinement.verdict == Verdict::Verified ? "verified: " + confinement.reason
                                                                  : "not verified: " + confinement.reason;
-    save_state(m_ctx.config_dir, state);
+    save_state(m_ctx.state_dir, state);
     return "network confinement " + state.confinement;
 }
 
@@ -194,7 +194,7 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
         return;
     }
 
-    core::FileLock lock(lock_file_path(m_ctx.config_dir, name));
+    core::FileLock lock(lock_file_path(m_ctx.state_dir, name));
     state = require_state(name);
     auto inst = inspect(name);
     if (!inst) {
@@ -232,7 +232,7 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
     if (!expression.empty()) run_limactl(limactl_edit(name, expression), "configure " + name);
     if (mounts) {
         state.mounts = *mounts;
-        save_state(m_ctx.config_dir, state);
+        save_state(m_ctx.state_dir, state);
     }
     inst = inspect(name);
     if (!inst) throw Error(fmt::format("Lima has no instance \"{}\" any more", name));

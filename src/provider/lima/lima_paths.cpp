@@ -2,28 +2,28 @@
 
 namespace agentctl::provider::lima {
 
-std::filesystem::path instance_state_dir(const std::string& config_dir, const std::string& name) {
-    return std::filesystem::path(config_dir) / "lima" / name;
+std::filesystem::path instance_state_dir(const std::string& state_dir, const std::string& name) {
+    return std::filesystem::path(state_dir) / "lima" / name;
 }
 
-std::filesystem::path state_file_path(const std::string& config_dir, const std::string& name) {
-    return instance_state_dir(config_dir, name) / "state.json";
+std::filesystem::path state_file_path(const std::string& state_dir, const std::string& name) {
+    return instance_state_dir(state_dir, name) / "state.json";
 }
 
-std::filesystem::path egress_policy_path(const std::string& config_dir, const std::string& name) {
-    return instance_state_dir(config_dir, name) / "egress-policy.json";
+std::filesystem::path egress_policy_path(const std::string& state_dir, const std::string& name) {
+    return instance_state_dir(state_dir, name) / "egress-policy.json";
 }
 
-std::filesystem::path egress_pid_path(const std::string& config_dir, const std::string& name) {
-    return instance_state_dir(config_dir, name) / "egress-proxy.pid";
+std::filesystem::path egress_pid_path(const std::string& state_dir, const std::string& name) {
+    return instance_state_dir(state_dir, name) / "egress-proxy.pid";
 }
 
-std::filesystem::path egress_log_path(const std::string& config_dir, const std::string& name) {
-    return instance_state_dir(config_dir, name) / "egress-proxy.log";
+std::filesystem::path egress_log_path(const std::string& state_dir, const std::string& name) {
+    return instance_state_dir(state_dir, name) / "egress-proxy.log";
 }
 
-std::filesystem::path lock_file_path(const std::string& config_dir, const std::string& name) {
-    return instance_state_dir(config_dir, name) / ".lock";
+std::filesystem::path lock_file_path(const std::string& state_dir, const std::string& name) {
+    return instance_state_dir(state_dir, name) / ".lock";
 }
 
 }  // namespace agentctl::provider::lima

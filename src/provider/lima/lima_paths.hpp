@@ -1,5 +1,5 @@
 // Where the lima provider keeps its per-instance state, below agentctl's
-// config directory (ProviderContext::config_dir, normally ~/.config/agentctl):
+// state directory (ProviderContext::state_dir, normally ~/.local/state/agentctl):
 //
 //   lima/NAME/state.json          what agentctl recorded about the instance
 //   lima/NAME/egress-policy.json  the egress proxy's policy (atomic writes)
@@ -15,11 +15,11 @@
 
 namespace agentctl::provider::lima {
 
-[[nodiscard]] std::filesystem::path instance_state_dir(const std::string& config_dir, const std::string& name);
-[[nodiscard]] std::filesystem::path state_file_path(const std::string& config_dir, const std::string& name);
-[[nodiscard]] std::filesystem::path egress_policy_path(const std::string& config_dir, const std::string& name);
-[[nodiscard]] std::filesystem::path egress_pid_path(const std::string& config_dir, const std::string& name);
-[[nodiscard]] std::filesystem::path egress_log_path(const std::string& config_dir, const std::string& name);
-[[nodiscard]] std::filesystem::path lock_file_path(const std::string& config_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path instance_state_dir(const std::string& state_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path state_file_path(const std::string& state_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path egress_policy_path(const std::string& state_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path egress_pid_path(const std::string& state_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path egress_log_path(const std::string& state_dir, const std::string& name);
+[[nodiscard]] std::filesystem::path lock_file_path(const std::string& state_dir, const std::string& name);
 
 }  // namespace agentctl::provider::lima

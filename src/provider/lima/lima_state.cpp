@@ -114,15 +114,15 @@ LimaState state_from_json(const std::string& text, const std::string& path) {
     return s;
 }
 
-std::optional<LimaState> load_state(const std::string& config_dir, const std::string& name) {
-    auto path = state_file_path(config_dir, name);
+std::optional<LimaState> load_state(const std::string& state_dir, const std::string& name) {
+    auto path = state_file_path(state_dir, name);
     auto text = core::read_file_if_exists(path);
     if (!text) return std::nullopt;
     return state_from_json(*text, path.string());
 }
 
-void save_state(const std::string& config_dir, const LimaState& state) {
-    core::write_file_atomic(state_file_path(config_dir, state.name), state_to_json(state));
+void save_state(const std::string& state_dir, const LimaState& state) {
+    core::write_file_atomic(state_file_path(state_dir, state.name), state_to_json(state));
 }
 
 }  // namespace agentctl::provider::lima

@@ -36,7 +36,7 @@ struct LimaState {
 [[nodiscard]] LimaState state_from_json(const std::string& text, const std::string& path);
 
 // nullopt when the instance has no state file (agentctl did not create it).
-[[nodiscard]] std::optional<LimaState> load_state(const std::string& config_dir, const std::string& name);
-void save_state(const std::string& config_dir, const LimaState& state);
+[[nodiscard]] std::optional<LimaState> load_state(const std::string& state_dir, const std::string& name);
+void save_state(const std::string& state_dir, const LimaState& state);
 
 }  // namespace agentctl::provider::lima

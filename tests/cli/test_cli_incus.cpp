@@ -1,0 +1,155 @@
+// The CLI against the real Incus daemon: several names on stop/delete, list -q,
+// a preview of policy add and start --mount on a real sandbox, a failing step
+// shown as failed, the lock message, version and completion of sandbox names.
+// Each case says why and checks nothing more when no daemon is reachable.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+
+using agentctl::test::CliSandbox;
+using agentctl::test::incus_unavailable;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+bool skipped() {
+    const auto why = incus_unavailable();
+    if (!why.empty()) WARN("not run: " << why);
+    return !why.empty();
+}
+
+// Creates a small container sandbox; the destructor deletes it.
+struct RealSandbox {
+    CliSandbox& cli;
+    std::string name;
+    RealSandbox(CliSandbox& c, std::string n) : cli(c), name(std::move(n)) {
+        (void)cli.run({"delete", "-f", name});  // leftovers of an interrupted run
+        auto r = cli.run({"create", name, "--isolation", "container", "--image", "agentctl-debian-12", "--allow",
+                          "93.184.216.34:443"});
+        INFO(r.err);
+        REQUIRE(r.exit_code == 0);
+    }
+    ~RealSandbox() { (void)cli.run({"delete", "-f", name}); }
+    RealSandbox(const RealSandbox&) = delete;
+    RealSandbox& operator=(const RealSandbox&) = delete;
+};
+
+}  // namespace
+
+TEST_CASE("incus: list -q, preview of policy add and start --mount, several names on delete", "[incus]") {
+    if (skipped()) return;
+    CliSandbox cli;
+    cli.use_incus();
+    RealSandbox sandbox(cli, "u12-a");
+
+    auto r = cli.run({"list", "-q"});
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "u12-a\n"));
+    CHECK_FALSE(contains(r.out, "NAME"));
+
+    // The preview request carries the whole new allowlist: what is there plus the new entry.
+    r = cli.run({"--preview", "policy", "add", "u12-a", "93.184.216.35:443"});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "-X PUT --data"));
+    CHECK(contains(r.out, "93.184.216.34/32"));
+    CHECK(contains(r.out, "93.184.216.35/32"));
+    r = cli.run({"--preview", "policy", "remove", "u12-a", "93.184.216.34:443"});
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(contains(r.out, "93.184.216.34/32"));
+    auto status = nlohmann::json::parse(cli.run({"status", "u12-a", "--output", "json"}).out);
+    REQUIRE(status["network"]["allow"].size() == 1);  // nothing changed
+    CHECK(status["network"]["allow"][0]["entry"] == "93.184.216.34:443");
+
+    // A preview start --mount starts from the sandbox's real mounts.
+    const auto extra = cli.home() / "extra";
+    std::filesystem::create_directories(extra);
+    r = cli.run({"--preview", "start", "u12-a", "--mount", extra.string() + ":/extra"});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "\"path\":\"/extra\""));
+    CHECK(contains(r.out, "\"path\":\"/workspace\""));
+    status = nlohmann::json::parse(cli.run({"status", "u12-a", "--output", "json"}).out);
+    CHECK(status["mounts"].size() == 1);
+
+    // Sandbox names complete from the provider's list.
+    r = cli.run({"__complete", "sandboxes"});
+    CHECK(contains(r.out, "u12-a\n"));
+
+    // Several names: each is tried; the missing one is reported; the exit status says so.
+    r = cli.run({"rm", "-f", "u12-a", "u12-zz"});
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.err, "agentctl: u12-zz: "));
+    CHECK_FALSE(contains(cli.run({"list", "-q"}).out, "u12-a\n"));
+}
+
+TEST_CASE("incus: a failing step is shown as failed, and the error follows on its own line", "[incus]") {
+    if (skipped()) return;
+    CliSandbox cli;
+    cli.use_incus();
+    const std::vector<std::string> args{"create",  "u12-fail",          "--isolation", "container",
+                                        "--image", "u12-no-such-image", "--mount-none"};
+    auto r = cli.run(args);
+    CHECK(r.exit_code == 1);
+    const std::string step = "creating container u12-fail from image u12-no-such-image";
+    // Without a terminal: one line per step, then "failed:", then the error.
+    CHECK(contains(r.err, "agentctl: " + step + "...\nagentctl: failed: " + step + "\n"));
+    // The cleanup that follows ends as done; the last line is the create's error.
+    CHECK(contains(r.err, "agentctl: removed what was made for u12-fail\nagentctl: Incus refused "));
+    CHECK_FALSE(contains(r.err, "failed: deleting"));
+
+    // On a terminal the spinner line of the failed step ends "failed", never "ok".
+    std::string command = AGENTCTL_BINARY;
+    for (const auto& a : args) command += " " + a;
+    auto runner = agentctl::make_real_process_runner();
+    agentctl::ProcessRequest request;
+    request.argv = {"script", "-qefc", command, "/dev/null"};
+    request.env = {
+        {"HOME", cli.home().string()}, {"XDG_CONFIG_HOME", (cli.home() / ".config").string()}, {"XDG_STATE_HOME", ""},
+        {"XDG_RUNTIME_DIR", ""},       {"AGENTCTL_ORG_DIR", cli.org_dir().string()},           {"NO_COLOR", "1"}};
+    request.timeout = std::chrono::seconds(120);
+    auto t = runner->run(request);
+    INFO(t.out);
+    CHECK(t.exit_code == 1);
+    CHECK(contains(t.out, "\rfailed " + step));
+    CHECK_FALSE(contains(t.out, "ok " + step));
+    CHECK(contains(t.out, "ok creating bridge"));
+    CHECK_FALSE(contains(cli.run({"list", "-q"}).out, "u12-fail"));
+}
+
+TEST_CASE("incus: version names the daemon's version") {
+    if (skipped()) return;
+    CliSandbox cli;
+    cli.use_incus();
+    auto r = cli.run({"version"});
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "Provider: incus\n"));
+    CHECK(contains(r.out, "Backend:  Incus 6."));
+}
+
+TEST_CASE("a command waiting for another agentctl's lock on the same sandbox says so") {
+    CliSandbox cli;
+    cli.use_incus();
+    const auto locks = cli.home() / ".local" / "state" / "agentctl" / "run" / "locks";
+    std::filesystem::create_directories(locks);
+    auto runner = agentctl::make_real_process_runner();
+    agentctl::ProcessRequest request;
+    // flock(1) holds the lock for a moment, as another agentctl stopping u12-lock would.
+    request.argv = {"bash",
+                    "-c",
+                    "flock \"$1\" sleep 1.5 & sleep 0.3; \"$2\" stop u12-lock; status=$?; wait; exit $status",
+                    "bash",
+                    (locks / "incus-u12-lock.lock").string(),
+                    AGENTCTL_BINARY};
+    request.env = {{"HOME", cli.home().string()},
+                   {"XDG_CONFIG_HOME", (cli.home() / ".config").string()},
+                   {"XDG_STATE_HOME", ""},
+                   {"XDG_RUNTIME_DIR", ""},
+                   {"AGENTCTL_ORG_DIR", cli.org_dir().string()}};
+    request.timeout = std::chrono::seconds(60);
+    auto r = runner->run(request);
+    CHECK(contains(r.err, "agentctl: waiting for another agentctl that is working on u12-lock (lock " +
+                              (locks / "incus-u12-lock.lock").string() + ")\n"));
+}
