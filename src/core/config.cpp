@@ -95,6 +95,10 @@ constexpr std::array k_keys{
               KeyPolicy::UserMayOverride, &validate_prefix},
     ConfigKey{"incus.storagePool", "the Incus storage pool sandboxes' root disks live in", "default",
               KeyPolicy::UserMayOverride, &validate_pool_name},
+    ConfigKey{"incus.proxyResolveFile",
+              "an /etc/hosts-format file each Incus sandbox's egress proxy consults before DNS (addresses are "
+              "still vetted by the policy)",
+              "", KeyPolicy::UserMayOverride, &validate_path},
     ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
               &validate_remote},
 };
