@@ -91,6 +91,7 @@ std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const 
 std::vector<std::string> dns_upstreams(const policy::NetworkPolicy& policy, const std::string& resolv_conf) {
     std::vector<std::string> out;
     auto add = [&out](const std::string& text) {
+        if (text.find('%') != std::string::npos) return;  // a scoped link-local address: not for dnsmasq
         auto address = policy::parse_ip_literal(text);
         if (!address) return;
         auto canonical = address->to_string();
