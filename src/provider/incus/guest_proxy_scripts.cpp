@@ -145,6 +145,7 @@ fi
      "$gw" "$pp" "$name" 2>/dev/null | tr -d '\r'); rc=$?
    case "$out" in
      "HTTP/1."?" 403"*) say proxy-denied-name held "$w was refused ($out)" ;;
+     "HTTP/1."?" "[45]*) say proxy-denied-name held "$w got no tunnel ($out)" ;;
      "HTTP/1."?" 2"*) say proxy-denied-name escaped "$w was accepted ($out)" ;;
      "") say proxy-denied-name inconclusive "$w: the proxy did not answer (is it running?)" ;;
      *) say proxy-denied-name inconclusive "$w answered $out" ;;

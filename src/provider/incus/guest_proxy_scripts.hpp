@@ -50,7 +50,8 @@ struct ProbeTargets {
 //   host-address       TCP to another host address, OTHER:OTHER_CANARY: must be rejected
 //   dns-tcp-elsewhere  TCP to OTHER:53 (Incus accepts 53 on every host address): must be rejected
 //   dns-udp-elsewhere  a UDP DNS query to UNROUTED:53: must be rejected
-//   proxy-denied-name  CONNECT to a name no policy allows, via the proxy: must get 403
+//   proxy-denied-name  CONNECT to a name no policy allows, via the proxy: must get no tunnel
+//                      (403; under --allow-lan names are looked up, and it fails with 502)
 //   dns-denied-name    that name from the bridge's resolver: must get NXDOMAIN or REFUSED
 [[nodiscard]] std::string probe_battery_script(const ProbeTargets& targets, int timeout_seconds);
 
