@@ -53,7 +53,7 @@ TEST_CASE("names and wildcards go through the proxy: no rule, no note", "[acl]")
     auto rules = build_acl_rules(with({"api.example.com:443", "*.example.org"}), context());
     CHECK(rules.egress.size() == 1);
     CHECK(rules.notes.empty());
-    CHECK(rules.direct_destinations.empty());
+    CHECK(rules.direct.empty());
 }
 
 TEST_CASE("IP literals become direct rules as pre_decide allows them", "[acl]") {
@@ -69,7 +69,11 @@ TEST_CASE("IP literals become direct rules as pre_decide allows them", "[acl]") 
     REQUIRE(rules.notes.size() == 2);
     CHECK_THAT(rules.notes[0], Catch::Contains("loopback"));
     CHECK_THAT(rules.notes[1], Catch::Contains("deny-LAN"));
-    CHECK(rules.direct_destinations == std::vector<std::string>{"93.184.216.34", "8.8.8.8"});
+    REQUIRE(rules.direct.size() == 2);
+    CHECK(rules.direct[0].address == "93.184.216.34");
+    CHECK(rules.direct[0].ports == "80,443");
+    CHECK(rules.direct[1].address == "8.8.8.8");
+    CHECK(rules.direct[1].ports.empty());
 }
 
 TEST_CASE("the ACL and policy check agree: denyLAN false admits an allowlisted LAN address", "[acl]") {
@@ -122,7 +126,12 @@ TEST_CASE("DNS upstreams: the policy's servers, else the host's resolv.conf", "[
 }
 
 TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on the bridge address", "[acl]") {
-    const auto script = firewall_script(FirewallSpec{"agc-0123456789a", "10.9.0.1", 3128, 65534});
+    const auto script =
+        firewall_script(FirewallSpec{"agc-0123456789a",
+                                     "10.9.0.1",
+                                     3128,
+                                     65534,
+                                     {{"203.0.113.7", "80,443"}, {"198.51.100.1", ""}, {"2001:db8::1", ""}}});
     CHECK(firewall_table("agc-0123456789a") == "agentctl-agc-0123456789a");
     CHECK_THAT(script, Catch::StartsWith("table inet agentctl-agc-0123456789a {}\ndelete table inet "
                                          "agentctl-agc-0123456789a\n"));
@@ -131,6 +140,11 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
     CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport { 53, 3128 } accept"));
     CHECK_THAT(script, Catch::Contains("iifname \"agc-0123456789a\" oifname \"agc-*\" reject"));
     CHECK_THAT(script, Catch::Contains("meta skuid 65534 ct state new reject"));
+    // What the ACL admits directly passes on to it; every other new TCP connection gets a reset.
+    CHECK_THAT(script, Catch::Contains("ip daddr 203.0.113.7 tcp dport { 80,443 } return\n"));
+    CHECK_THAT(script, Catch::Contains("ip daddr 198.51.100.1 tcp dport 1-65535 return\n"));
+    CHECK_THAT(script, !Catch::Contains("2001:db8::1"));
+    CHECK_THAT(script, Catch::Contains("meta l4proto tcp ct state new reject with tcp reset"));
     // nft itself accepts it (a dry run), where nft can run.
     if (::geteuid() == 0 && ::access("/usr/sbin/nft", X_OK) == 0) {
         auto runner = make_real_process_runner();

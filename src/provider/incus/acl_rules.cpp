@@ -59,7 +59,7 @@ AclRules build_acl_rules(const policy::NetworkPolicy& policy, const AclContext& 
         }
         rules.add(host_cidr(*decision->address), "tcp", ports_text(rule.ports),
                   fmt::format("{} ({})", rule.entry(), rule.origin));
-        result.direct_destinations.push_back(decision->address->to_string());
+        result.direct.push_back({decision->address->to_string(), ports_text(rule.ports)});
     }
     result.egress = rules.take();
     return result;

@@ -23,6 +23,7 @@
 
 #include "agentctl/policy.hpp"
 #include "provider/incus/client.hpp"
+#include "provider/incus/host_firewall.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -38,9 +39,10 @@ struct AclRules {
     // One sentence per allow entry that did not become a rule (an IP the
     // decision refuses), for a warning line.
     std::vector<std::string> notes;
-    // The IP-literal destinations the rules admit (canonical text), so that a
-    // policy change can forget the connections of removed ones.
-    std::vector<std::string> direct_destinations;
+    // The IP-literal destinations the rules admit, for the host firewall
+    // table and so that a policy change can forget the connections of
+    // removed ones.
+    std::vector<DirectDestination> direct;
 };
 
 // The pure builder. Rules are de-duplicated (same destination and ports).

@@ -8,6 +8,12 @@ std::string firewall_table(const std::string& bridge) { return "agentctl-" + bri
 
 std::string firewall_script(const FirewallSpec& spec) {
     const auto table = firewall_table(spec.bridge);
+    std::string direct;
+    for (const auto& d : spec.direct) {
+        if (d.address.find(':') != std::string::npos) continue;  // IPv6 is rejected on the bridge
+        direct += fmt::format("    iifname \"{}\" ip daddr {} tcp dport {} return\n", spec.bridge, d.address,
+                              d.ports.empty() ? std::string("1-65535") : "{ " + d.ports + " }");
+    }
     return fmt::format(R"NFT(table inet {table} {{}}
 delete table inet {table}
 table inet {table} {{
@@ -27,6 +33,7 @@ table inet {table} {{
     type filter hook forward priority filter - 5; policy accept;
     iifname "{bridge}" meta nfproto ipv6 reject
     iifname "{bridge}" oifname "agc-*" reject
+{direct}    iifname "{bridge}" meta l4proto tcp ct state new reject with tcp reset
   }}
   chain output {{
     type filter hook output priority filter - 5; policy accept;
@@ -35,7 +42,7 @@ table inet {table} {{
 }}
 )NFT",
                        fmt::arg("table", table), fmt::arg("bridge", spec.bridge), fmt::arg("gw", spec.gateway),
-                       fmt::arg("port", spec.proxy_port), fmt::arg("uid", spec.proxy_uid));
+                       fmt::arg("port", spec.proxy_port), fmt::arg("uid", spec.proxy_uid), fmt::arg("direct", direct));
 }
 
 std::string firewall_delete_script(const std::string& bridge) {

@@ -7,6 +7,8 @@
 // priority before Incus's, rejects everything the sandbox sends to the host
 // except DHCP, DNS to the bridge's own dnsmasq and the sandbox's egress proxy.
 // (A reject in any base chain is final; an accept in Incus's chain is not.)
+// New TCP connections the ACL would refuse get a TCP reset from this table
+// (see FirewallSpec::direct).
 // It also rejects IPv6 from the bridge, forwarding into other agentctl
 // bridges (`agc-*`), and new connections that the egress proxies' user opens
 // into this bridge (so no proxy reaches another sandbox, whatever its policy).
@@ -20,14 +22,27 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace agentctl::provider::incus {
+
+// An IP-literal destination the bridge ACL admits directly (TCP).
+struct DirectDestination {
+    std::string address;  // canonical text
+    std::string ports;    // "80,443"; empty = any TCP port
+};
 
 struct FirewallSpec {
     std::string bridge;   // agc-...
     std::string gateway;  // the bridge's host address, e.g. 10.213.0.1
     std::uint16_t proxy_port = 0;
     uid_t proxy_uid = 65534;  // the user every egress proxy runs as
+    // What the bridge ACL admits besides the proxy: new TCP connections to
+    // anything else are answered with a TCP reset here, at once. (The ACL's
+    // own reject answers TCP with ICMP, which the kernel rate-limits: the
+    // client then waits for its SYN retransmit, about a second.) Everything
+    // admitted here still has to pass the ACL.
+    std::vector<DirectDestination> direct;
 };
 
 // `agentctl-BRIDGE`.

@@ -94,8 +94,8 @@ std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
 }
 
 void IncusProvider::egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
-                              const policy::NetworkPolicy& network) {
-    m_egress->install_firewall(FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid()});
+                              const policy::NetworkPolicy& network, const AclRules& rules) {
+    m_egress->install_firewall(FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
     m_egress->write_policy(name, network);
     m_context.reporter.step(
         fmt::format("starting the egress proxy of {} on {}:{}", name, gateway, k_egress_proxy_port));
@@ -108,7 +108,9 @@ void IncusProvider::restore_egress(const std::string& name, const Json& instance
     const auto network = policy::from_policy_file(Json::parse(text));
     const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
     if (!network.enabled || !gateway) return;
-    egress_up(name, bridge_name(name), gateway->address_text(), network);
+    const auto rules = build_acl_rules(
+        network, AclContext{gateway->address_text(), k_egress_proxy_port, policy::host_own_addresses()});
+    egress_up(name, bridge_name(name), gateway->address_text(), network, rules);
 }
 
 void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) const {
@@ -172,6 +174,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const bool confined = spec.network.enabled;
     Ipv4Net subnet;
     std::string gateway;
+    AclRules rules;
     {
         // Serialise subnet choice and bridge creation between agentctl processes.
         std::optional<core::FileLock> lock;
@@ -179,7 +182,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         subnet = choose_subnet();
         gateway = subnet.host(1).address_text();
         if (confined) {
-            auto rules = plan_acl(spec.name, spec.network, gateway);
+            rules = plan_acl(spec.name, spec.network, gateway);
             m_context.reporter.step(
                 fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name), rules.egress.size()));
             m_api.create_acl(acl_payload(spec.name, rules));
@@ -190,7 +193,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         m_api.create_network(network);
     }
     // The host side before the guest exists: no moment without enforcement.
-    if (confined) egress_up(spec.name, bridge, gateway, spec.network);
+    if (confined) egress_up(spec.name, bridge, gateway, spec.network, rules);
 
     auto config = instance_config(spec, bridge, subnet, confined);
     const auto url = proxy_url(gateway, k_egress_proxy_port);
@@ -352,17 +355,20 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                                                 {"security.acls.default.ingress.action", "reject"},
                                                 {"raw.dnsmasq", plan_dnsmasq(network)}});
         m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
+        m_egress->install_firewall(
+            FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
         m_egress->write_policy(name, network);
         // The ACL admits established connections first: forget those to the
         // IP destinations it no longer admits, so that they are cut now.
         if (old && old->enabled && !m_api.preview()) {
-            const auto before = build_acl_rules(*old, AclContext{gateway, k_egress_proxy_port, {}}).direct_destinations;
+            const auto before = build_acl_rules(*old, AclContext{gateway, k_egress_proxy_port, {}}).direct;
             std::vector<std::string> removed;
             for (const auto& destination : before) {
-                if (std::find(rules.direct_destinations.begin(), rules.direct_destinations.end(), destination) ==
-                    rules.direct_destinations.end()) {
-                    removed.push_back(destination);
+                bool kept = false;
+                for (const auto& now : rules.direct) {
+                    kept = kept || (now.address == destination.address && now.ports == destination.ports);
                 }
+                if (!kept) removed.push_back(destination.address);
             }
             const auto guest = wait_for_address(name, 0);
             if (!removed.empty() && !guest.empty()) {

@@ -58,7 +58,7 @@ private:
     // the firewall table, the policy file and the egress proxy. Idempotent
     // (start runs it after a host reboot).
     void egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
-                   const policy::NetworkPolicy& network);
+                   const policy::NetworkPolicy& network, const AclRules& rules);
     // egress_up from what the instance records (start: also after a host reboot).
     void restore_egress(const std::string& name, const Json& instance);
     // status: the proxy's state, its log, the DNS resolver's scope.
