@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include <fmt/format.h>
@@ -93,13 +94,19 @@ std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
     return dnsmasq_config(network, upstreams);
 }
 
-void IncusProvider::egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
-                              const policy::NetworkPolicy& network, const AclRules& rules) {
+std::future<void> IncusProvider::egress_up(const std::string& name, const std::string& bridge,
+                                           const std::string& gateway, const policy::NetworkPolicy& network,
+                                           const AclRules& rules, bool background) {
     m_egress->install_firewall(FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
     m_egress->write_policy(name, network);
     m_context.reporter.step(
         fmt::format("starting the egress proxy of {} on {}:{}", name, gateway, k_egress_proxy_port));
-    m_egress->start_proxy(name, gateway);
+    if (!background) {
+        m_egress->start_proxy(name, gateway);
+        return {};
+    }
+    // Until it listens the sandbox simply has no egress (nothing else is admitted).
+    return std::async(std::launch::async, [this, name, gateway] { m_egress->start_proxy(name, gateway); });
 }
 
 void IncusProvider::restore_egress(const std::string& name, const Json& instance) {
@@ -110,7 +117,7 @@ void IncusProvider::restore_egress(const std::string& name, const Json& instance
     if (!network.enabled || !gateway) return;
     const auto rules = build_acl_rules(
         network, AclContext{gateway->address_text(), k_egress_proxy_port, policy::host_own_addresses()});
-    egress_up(name, bridge_name(name), gateway->address_text(), network, rules);
+    (void)egress_up(name, bridge_name(name), gateway->address_text(), network, rules, false);
 }
 
 void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) const {
@@ -193,7 +200,9 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         m_api.create_network(network);
     }
     // The host side before the guest exists: no moment without enforcement.
-    if (confined) egress_up(spec.name, bridge, gateway, spec.network, rules);
+    // The proxy comes up while the instance is created.
+    std::future<void> proxy;
+    if (confined) proxy = egress_up(spec.name, bridge, gateway, spec.network, rules, !m_api.preview());
 
     auto config = instance_config(spec, bridge, subnet, confined);
     const auto url = proxy_url(gateway, k_egress_proxy_port);
@@ -212,6 +221,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
                                         spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,
                                         spec.image));
     m_api.create_instance(payload, k_create_timeout);
+    if (proxy.valid()) proxy.get();
 
     // The user: bootstrap right away, so everything later runs as it.
     wait_until_ready(spec.name, spec.isolation == Isolation::Vm);

@@ -2,6 +2,7 @@
 // of verbs). Only the factory in incus_provider.hpp is public.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,8 +58,10 @@ private:
     // The host side of a confined sandbox's network, before its guest runs:
     // the firewall table, the policy file and the egress proxy. Idempotent
     // (start runs it after a host reboot).
-    void egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
-                   const policy::NetworkPolicy& network, const AclRules& rules);
+    // With `background`, the proxy is started on another thread (the
+    // returned future); the firewall table and policy are in place first.
+    std::future<void> egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
+                                const policy::NetworkPolicy& network, const AclRules& rules, bool background);
     // egress_up from what the instance records (start: also after a host reboot).
     void restore_egress(const std::string& name, const Json& instance);
     // status: the proxy's state, its log, the DNS resolver's scope.
