@@ -10,6 +10,7 @@
 #include "agentctl/process.hpp"
 #include "provider/incus/acl_rules.hpp"
 #include "provider/incus/host_firewall.hpp"
+#include "provider/incus/payloads.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -166,4 +167,36 @@ TEST_CASE("ACL payload", "[acl]") {
     CHECK(payload["name"] == "agentctl-demo");
     CHECK(payload["ingress"] == Json::array());
     CHECK(payload["config"]["user.agentctl.sandbox"] == "demo");
+}
+
+TEST_CASE("the instance side is the same for containers and VMs: fixed address, filtering, proxy environment",
+          "[acl]") {
+    const auto subnet = *parse_ipv4_net("10.9.0.0/28");
+    for (auto isolation : {Isolation::Container, Isolation::Vm}) {
+        SandboxSpec spec;
+        spec.name = "demo";
+        spec.image = "agentctl-debian-12";
+        spec.isolation = isolation;
+        auto config = instance_config(spec, "agc-x", subnet, true);
+        auto devices = instance_devices(spec, "agc-x", "default");
+        confine_instance(config, devices, subnet, true, 3128);
+        const auto payload = instance_payload(spec, config, devices, true);
+        CHECK(payload["type"] == (isolation == Isolation::Vm ? "virtual-machine" : "container"));
+        const auto& nic = payload["devices"]["eth0"];
+        CHECK(nic["network"] == "agc-x");
+        CHECK(nic["ipv4.address"] == "10.9.0.2");
+        CHECK(nic["security.mac_filtering"] == "true");
+        CHECK(nic["security.ipv4_filtering"] == "true");
+        for (const auto* key : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"}) {
+            CHECK(payload["config"]["environment." + std::string(key)] == "http://10.9.0.1:3128");
+        }
+        CHECK(payload["config"]["environment.no_proxy"] == "localhost,127.0.0.1,::1");
+    }
+    // Without a policy: filtering stays, no proxy environment.
+    SandboxSpec spec;
+    auto config = instance_config(spec, "agc-x", subnet, false);
+    auto devices = instance_devices(spec, "agc-x", "default");
+    confine_instance(config, devices, subnet, false, 3128);
+    CHECK(devices["eth0"]["security.ipv4_filtering"] == "true");
+    CHECK(config.count("environment.https_proxy") == 0);
 }

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/naming.hpp"
 
 namespace agentctl::provider::incus {
@@ -86,6 +87,18 @@ std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const 
     }
     text += "address=/#/\n";
     return text;
+}
+
+void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
+                      std::uint16_t proxy_port) {
+    auto& nic = devices["eth0"];
+    nic["ipv4.address"] = subnet.host(2).address_text();
+    nic["security.mac_filtering"] = "true";
+    nic["security.ipv4_filtering"] = "true";
+    if (!confined) return;
+    for (const auto& [name, value] : proxy_environment(proxy_url(subnet.host(1).address_text(), proxy_port))) {
+        config["environment." + name] = value;
+    }
 }
 
 std::vector<std::string> dns_upstreams(const policy::NetworkPolicy& policy, const std::string& resolv_conf) {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "agentctl/policy.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/host_firewall.hpp"
+#include "provider/incus/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -57,6 +59,15 @@ struct AclRules {
 // locally. With dns.disabled, only `no-resolv` and `address=/#/`.
 // `upstreams`: policy.dns.servers when set, else the host's resolvers.
 [[nodiscard]] std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams);
+
+// The instance side, the same for containers and VMs: the NIC `eth0` gets a
+// fixed address (subnet host 2, handed out by the bridge's DHCP) and
+// security.mac_filtering + security.ipv4_filtering (no spoofed source
+// leaves it); when `confined`, the config gets the proxy environment
+// (`environment.*`, which Incus applies to init and every exec, through the
+// VM agent as well) for http://GATEWAY:PROXY_PORT.
+void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
+                      std::uint16_t proxy_port);
 
 // The upstream resolvers dnsmasq forwards allowlisted names to:
 // policy.dns.servers if any, else the `nameserver` lines of `resolv_conf`.

@@ -205,17 +205,9 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     if (confined) proxy = egress_up(spec.name, bridge, gateway, spec.network, rules, !m_api.preview());
 
     auto config = instance_config(spec, bridge, subnet, confined);
-    const auto url = proxy_url(gateway, k_egress_proxy_port);
-    if (confined) {
-        for (const auto& [name, value] : proxy_environment(url)) config["environment." + name] = value;
-    }
     const auto pool = setting(m_context, "incus.storagePool", "default");
     auto devices = instance_devices(spec, bridge, pool);
-    // A fixed address (dnsmasq hands it out), and no other source address or
-    // MAC may leave the NIC.
-    devices["eth0"]["ipv4.address"] = subnet.host(2).address_text();
-    devices["eth0"]["security.mac_filtering"] = "true";
-    devices["eth0"]["security.ipv4_filtering"] = "true";
+    confine_instance(config, devices, subnet, confined, k_egress_proxy_port);
     auto payload = instance_payload(spec, config, devices, true);
     m_context.reporter.step(fmt::format("creating {} {} from image {}",
                                         spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,
