@@ -300,6 +300,15 @@ check "--allow-lan: the proxy refuses the host's own address (403)" test "$code"
 code=$(agentctl exec "$B" -- curl -s -o /dev/null -m 10 -w '%{http_connect}' -p "http://$IP_A:$PORT/")
 check "--allow-lan: the proxy cannot reach another sandbox ($code)" test "$code" != 200
 
+# ---------------------------------------------------------------- a hole found by the probe battery stops the sandbox
+# Tamper with the bridge's resolver behind agentctl's back: it now answers every name.
+incus network set "$BR_B" raw.dnsmasq="$(printf 'no-resolv\naddress=/#/203.0.113.9\n')"
+out=$(agentctl start "$B" 2>&1); rc=$?
+check "start fails when a probe gets through (exit $rc)" test $rc != 0
+check "the error names the probe that escaped" grep -q "dns-denied-name" <<<"$out"
+check "the sandbox was stopped" bash -c "incus list -f csv -c s '^$B\$' | grep -qx STOPPED"
+check "status records the failure" bash -c "'$AGENTCTL' --provider incus status '$B' | grep -q '^Confinement: *FAILED (6/7 probes'"
+
 # ---------------------------------------------------------------- delete removes everything
 agentctl delete --force "$B" >/dev/null 2>&1
 agentctl delete --force "$A" >/dev/null 2>&1
