@@ -51,7 +51,7 @@ label() {
 raw=() agc=() execs=()
 for i in $(seq "$ROUNDS"); do
   t=$(now_ms)
-  incus launch "$IMAGE" "e10-bench-raw-$i" -q --no-profiles -s default && incus exec "e10-bench-raw-$i" -- true
+  incus launch "$IMAGE" "e10-bench-raw-$i" -q --no-profiles -s default 2>/dev/null && incus exec "e10-bench-raw-$i" -- true
   raw+=($(( $(now_ms) - t )))
 
   t0=$(date +%s%N)

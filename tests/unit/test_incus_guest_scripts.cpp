@@ -195,3 +195,20 @@ TEST_CASE("proxy settings: environment for every process, files for the tools th
     request.argv = {"/bin/sh", "-n", "-c", script};
     CHECK(runner->run(request).exit_code == 0);
 }
+
+TEST_CASE("the proxy setup runs beside the main script; both outputs and the first failure come back", "[guest]") {
+    auto run = [](const std::string& script) {
+        auto runner = make_real_process_runner();
+        ProcessRequest request;
+        request.argv = {"/bin/sh", "-c", script};
+        return runner->run(request);
+    };
+    auto both = run(with_proxy_setup("set -eu\necho main-done", "set -eu\nsleep 0.2\necho setup-done"));
+    CHECK(both.exit_code == 0);
+    CHECK(both.out == "main-done\nsetup-done\n");
+    auto setup_fails = run(with_proxy_setup("echo main-done", "set -eu\nfalse\necho never"));
+    CHECK(setup_fails.exit_code == 1);
+    CHECK(setup_fails.out == "main-done\n");
+    auto main_fails = run(with_proxy_setup("set -eu\nexit 3", "echo setup-done"));
+    CHECK(main_fails.exit_code == 3);
+}

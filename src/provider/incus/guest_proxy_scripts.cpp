@@ -84,6 +84,20 @@ echo agentctl-proxy-configured
                        fmt::arg("url", shell_quote(url)), fmt::arg("address", address), fmt::arg("port", port));
 }
 
+std::string with_proxy_setup(const std::string& main, const std::string& setup) {
+    return fmt::format(R"SH(agentctl_setup_out=$(mktemp)
+( {setup} ) >"$agentctl_setup_out" 2>&1 &
+agentctl_setup_pid=$!
+( {main} )
+agentctl_main_rc=$?
+wait "$agentctl_setup_pid"; agentctl_setup_rc=$?
+cat "$agentctl_setup_out"; rm -f "$agentctl_setup_out"
+[ "$agentctl_main_rc" = 0 ] || exit "$agentctl_main_rc"
+exit "$agentctl_setup_rc"
+)SH",
+                       fmt::arg("main", main), fmt::arg("setup", setup));
+}
+
 const std::vector<std::string>& probe_names() {
     static const std::vector<std::string> names{"direct-bypass",     "host-port",         "host-address",
                                                 "dns-tcp-elsewhere", "dns-udp-elsewhere", "proxy-denied-name",

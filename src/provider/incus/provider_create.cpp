@@ -219,7 +219,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     wait_until_ready(spec.name, spec.isolation == Isolation::Vm);
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
     std::string script = bootstrap_user_script(spec.user, preferred_uid(spec));
-    if (confined) script += "\n" + proxy_setup_script(gateway, k_egress_proxy_port);
+    if (confined) script = with_proxy_setup(script, proxy_setup_script(gateway, k_egress_proxy_port));
     auto result = run_as_root(spec.name, script, 120);
     auto user = parse_bootstrap_output(result.out);
     if (!user) {
