@@ -85,13 +85,12 @@ echo agentctl-proxy-configured
 }
 
 std::string with_proxy_setup(const std::string& main, const std::string& setup) {
-    return fmt::format(R"SH(agentctl_setup_out=$(mktemp)
-( {setup} ) >"$agentctl_setup_out" 2>&1 &
+    // No temporary file: a container's /tmp may be mounted over while it boots.
+    return fmt::format(R"SH(( {setup} ) &
 agentctl_setup_pid=$!
 ( {main} )
 agentctl_main_rc=$?
 wait "$agentctl_setup_pid"; agentctl_setup_rc=$?
-cat "$agentctl_setup_out"; rm -f "$agentctl_setup_out"
 [ "$agentctl_main_rc" = 0 ] || exit "$agentctl_main_rc"
 exit "$agentctl_setup_rc"
 )SH",
@@ -108,7 +107,8 @@ const std::vector<std::string>& probe_names() {
 std::string probe_battery_script(const ProbeTargets& targets, int timeout_seconds) {
     return fmt::format(R"SH(unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
 t={t}; gw={gw}; pp={pp}; gc={gc}; oh={oh}; oc={oc}; un={un}; name=agentctl-probe.invalid
-d=$(mktemp -d)
+# Every probe prints its one line straight to stdout (no temporary files: a
+# booting container's /tmp may be mounted over meanwhile).
 say() {{ echo "agentctl-probe $*"; }}
 tcp() {{ # NAME HOST PORT WHAT
   if ! command -v bash >/dev/null 2>&1 || ! command -v timeout >/dev/null 2>&1; then
@@ -138,20 +138,20 @@ except OSError as e:
     print("error %s" % e.strerror)
 PY
 }}
-tcp direct-bypass "$un" 443 "a direct TCP connection to $un:443 (no proxy)" >"$d/1" &
-tcp host-port "$gw" "$gc" "TCP to the host at $gw:$gc" >"$d/2" &
+tcp direct-bypass "$un" 443 "a direct TCP connection to $un:443 (no proxy)" &
+tcp host-port "$gw" "$gc" "TCP to the host at $gw:$gc" &
 if [ -n "$oh" ]; then
-  tcp host-address "$oh" "$oc" "TCP to the host's other address $oh:$oc" >"$d/3" &
-  tcp dns-tcp-elsewhere "$oh" 53 "TCP to $oh:53 (not the sandbox's resolver)" >"$d/4" &
+  tcp host-address "$oh" "$oc" "TCP to the host's other address $oh:$oc" &
+  tcp dns-tcp-elsewhere "$oh" 53 "TCP to $oh:53 (not the sandbox's resolver)" &
 else
-  say host-address held "the host has no other address to try" >"$d/3"
-  say dns-tcp-elsewhere held "the host has no other address to try" >"$d/4"
+  say host-address held "the host has no other address to try"
+  say dns-tcp-elsewhere held "the host has no other address to try"
 fi
 (r=$(dns "$un"); w="a UDP DNS query to $un:53 (not the sandbox's resolver)"
  case "$r" in refused|error*) say dns-udp-elsewhere held "$w was rejected ($r)" ;;
    answer*) say dns-udp-elsewhere escaped "$w was answered" ;;
    no-tool) say dns-udp-elsewhere inconclusive "$w: the guest has no python3" ;;
-   *) say dns-udp-elsewhere inconclusive "$w got no answer within $t s (dropped, not rejected)" ;; esac) >"$d/5" &
+   *) say dns-udp-elsewhere inconclusive "$w got no answer within $t s (dropped, not rejected)" ;; esac) &
 (w="CONNECT $name:443 through the proxy $gw:$pp"
  if command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then
    out=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 3
@@ -164,15 +164,13 @@ fi
      "") say proxy-denied-name inconclusive "$w: the proxy did not answer (is it running?)" ;;
      *) say proxy-denied-name inconclusive "$w answered $out" ;;
    esac
- else say proxy-denied-name inconclusive "$w: the guest has no bash and timeout to probe with"; fi) >"$d/6" &
+ else say proxy-denied-name inconclusive "$w: the guest has no bash and timeout to probe with"; fi) &
 (r=$(dns "$gw"); w="the bridge's resolver $gw for $name"
  case "$r" in "answer 3 "*|"answer 5 "*|"answer 0 0") say dns-denied-name held "$w answered no address ($r)" ;;
    answer*) say dns-denied-name escaped "$w resolved it ($r)" ;;
    no-tool) say dns-denied-name inconclusive "$w: the guest has no python3" ;;
-   *) say dns-denied-name inconclusive "$w: $r" ;; esac) >"$d/7" &
+   *) say dns-denied-name inconclusive "$w: $r" ;; esac) &
 wait
-cat "$d"/1 "$d"/2 "$d"/3 "$d"/4 "$d"/5 "$d"/6 "$d"/7
-rm -rf "$d"
 )SH",
                        fmt::arg("t", timeout_seconds), fmt::arg("gw", shell_quote(targets.gateway)),
                        fmt::arg("pp", targets.proxy_port), fmt::arg("gc", targets.gateway_canary),

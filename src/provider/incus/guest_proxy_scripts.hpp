@@ -31,12 +31,12 @@ namespace agentctl::provider::incus {
 [[nodiscard]] std::string proxy_setup_script(const std::string& address, std::uint16_t port);
 
 // One script that runs `setup` (proxy_setup_script) in the background while
-// `main` runs, then waits for it and prints its output after main's. Both
+// `main` runs, then waits for it. Their output lines interleave. Both
 // keep their own `set -eu`; the exit status is main's, or setup's when main
 // succeeded.
 [[nodiscard]] std::string with_proxy_setup(const std::string& main, const std::string& setup);
 
-// The names of the battery's probes, in the order the script prints them.
+// The names of the battery's probes (the script prints them in any order).
 [[nodiscard]] const std::vector<std::string>& probe_names();
 
 struct ProbeTargets {
