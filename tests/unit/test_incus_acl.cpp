@@ -179,7 +179,7 @@ TEST_CASE("the instance side is the same for containers and VMs: fixed address, 
         spec.isolation = isolation;
         auto config = instance_config(spec, "agc-x", subnet, true);
         auto devices = instance_devices(spec, "agc-x", "default");
-        confine_instance(config, devices, subnet, true, 3128);
+        confine_instance(config, devices, subnet, true, 3128, isolation);
         const auto payload = instance_payload(spec, config, devices, true);
         CHECK(payload["type"] == (isolation == Isolation::Vm ? "virtual-machine" : "container"));
         const auto& nic = payload["devices"]["eth0"];
@@ -191,12 +191,18 @@ TEST_CASE("the instance side is the same for containers and VMs: fixed address, 
             CHECK(payload["config"]["environment." + std::string(key)] == "http://10.9.0.1:3128");
         }
         CHECK(payload["config"]["environment.no_proxy"] == "localhost,127.0.0.1,::1");
+        if (isolation == Isolation::Container) {
+            CHECK(payload["config"]["raw.lxc"] ==
+                  "lxc.net.0.ipv4.address = 10.9.0.2/28\nlxc.net.0.ipv4.gateway = 10.9.0.1\n");
+        } else {
+            CHECK_FALSE(payload["config"].contains("raw.lxc"));  // a VM configures its own network
+        }
     }
     // Without a policy: filtering stays, no proxy environment.
     SandboxSpec spec;
     auto config = instance_config(spec, "agc-x", subnet, false);
     auto devices = instance_devices(spec, "agc-x", "default");
-    confine_instance(config, devices, subnet, false, 3128);
+    confine_instance(config, devices, subnet, false, 3128, Isolation::Container);
     CHECK(devices["eth0"]["security.ipv4_filtering"] == "true");
     CHECK(config.count("environment.https_proxy") == 0);
 }

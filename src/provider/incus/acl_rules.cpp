@@ -90,9 +90,13 @@ std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const 
 }
 
 void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
-                      std::uint16_t proxy_port) {
+                      std::uint16_t proxy_port, Isolation isolation) {
     auto& nic = devices["eth0"];
     nic["ipv4.address"] = subnet.host(2).address_text();
+    if (isolation == Isolation::Container) {
+        config["raw.lxc"] = fmt::format("lxc.net.0.ipv4.address = {}/{}\nlxc.net.0.ipv4.gateway = {}\n",
+                                        subnet.host(2).address_text(), subnet.prefix, subnet.host(1).address_text());
+    }
     nic["security.mac_filtering"] = "true";
     nic["security.ipv4_filtering"] = "true";
     if (!confined) return;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "agentctl/policy.hpp"
+#include "agentctl/sandbox.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/host_firewall.hpp"
 #include "provider/incus/subnet_pool.hpp"
@@ -66,8 +67,12 @@ struct AclRules {
 // leaves it); when `confined`, the config gets the proxy environment
 // (`environment.*`, which Incus applies to init and every exec, through the
 // VM agent as well) for http://GATEWAY:PROXY_PORT.
+// A container also gets that address (and the default route) set by LXC
+// before its init runs (`raw.lxc` lxc.net.0.ipv4.*), so the sandbox is on the
+// network at once instead of after its DHCP client's lease; the lease then
+// hands out the same address and the guest's DHCP client takes it over.
 void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
-                      std::uint16_t proxy_port);
+                      std::uint16_t proxy_port, Isolation isolation);
 
 // The upstream resolvers dnsmasq forwards allowlisted names to:
 // policy.dns.servers if any, else the `nameserver` lines of `resolv_conf`.

@@ -207,7 +207,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     auto config = instance_config(spec, bridge, subnet, confined);
     const auto pool = setting(m_context, "incus.storagePool", "default");
     auto devices = instance_devices(spec, bridge, pool);
-    confine_instance(config, devices, subnet, confined, k_egress_proxy_port);
+    confine_instance(config, devices, subnet, confined, k_egress_proxy_port, spec.isolation);
     auto payload = instance_payload(spec, config, devices, true);
     m_context.reporter.step(fmt::format("creating {} {} from image {}",
                                         spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,
