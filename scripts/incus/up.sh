@@ -55,6 +55,8 @@ command -v dnsmasq >/dev/null 2>&1 || missing+=(dnsmasq-base)
 command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
 command -v zstd >/dev/null 2>&1 || missing+=(zstd)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
+# conntrack: a narrowed policy also cuts connections already open (conntrack -D).
+command -v conntrack >/dev/null 2>&1 || missing+=(conntrack)
 [ "$POOL_DRIVER" != btrfs ] || command -v mkfs.btrfs >/dev/null 2>&1 || missing+=(btrfs-progs)
 if [ ${#missing[@]} -gt 0 ]; then
   if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then

@@ -15,8 +15,9 @@ void add_logs(CLI::App& app, CommandEnv& env) {
     cmd->add_flag("-f,--follow", *follow, "Keep printing new lines until interrupted");
     set_examples(*cmd,
                  {"agentctl logs demo", "agentctl logs demo --network --follow", "agentctl logs demo --output json"});
-    cmd->callback([&env, name, exec, follow] {
-        env.action = [&env, name, exec, follow] {
+    // `network` is captured only to keep it alive: CLI11 writes to it while parsing.
+    cmd->callback([&env, name, network, exec, follow] {
+        env.action = [&env, name, network, exec, follow] {
             validate_instance_name(*name);
             LogRequest request;
             request.kind = *exec ? LogKind::Exec : LogKind::Network;

@@ -110,11 +110,16 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
         if (!net.enabled) {
             out << "Network:     no policy: egress is unrestricted\n";
         } else {
-            out << fmt::format("Network:     default deny; LAN {}; DNS {}\n",
-                               net.allow_lan ? "OPEN (--allow-lan)" : "blocked",
-                               net.dns.disabled          ? "disabled"
-                               : net.dns.servers.empty() ? "to any server"
-                                                         : "to " + join(net.dns.servers, ", "));
+            // Incus: the bridge's resolver answers allowlisted names only,
+            // forwarding them to the listed servers (or the host's).
+            const bool incus = info.provider == "incus";
+            out << fmt::format(
+                "Network:     default deny; LAN {}; DNS {}\n", net.allow_lan ? "OPEN (--allow-lan)" : "blocked",
+                net.dns.disabled ? "disabled"
+                : incus          ? "for allowlisted names only" +
+                              (net.dns.servers.empty() ? std::string() : ", from " + join(net.dns.servers, ", "))
+                : net.dns.servers.empty() ? "to any server"
+                                          : "to " + join(net.dns.servers, ", "));
             if (net.allow.empty()) out << "  (no destinations allowed)\n";
             for (const auto& rule : net.allow)
                 out << fmt::format("  allow {:<40} from {}\n", rule.entry(), rule.origin);

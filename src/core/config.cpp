@@ -107,6 +107,10 @@ constexpr std::array k_keys{
               KeyPolicy::UserMayOverride, &validate_pool_name},
     ConfigKey{"incus.image", "the image a sandbox starts from when create is given no --image (build it: image build)",
               "agentctl-debian-12", KeyPolicy::UserMayOverride, &validate_image},
+    ConfigKey{"incus.proxyResolveFile",
+              "an /etc/hosts-format file each Incus sandbox's egress proxy consults before DNS (addresses are "
+              "still vetted by the policy)",
+              "", KeyPolicy::UserMayOverride, &validate_path},
     ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
               &validate_remote},
 };

@@ -80,7 +80,8 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     CHECK(r.exit_code == 1);
     CHECK(r.err ==
           "agentctl: unknown configuration key 'colour'\nhint: known keys: provider, profileDir, defaultProfile, "
-          "baseProfile, incus.subnetPool, incus.subnetPrefix, incus.storagePool, incus.image, incus.imageRemote\n");
+          "baseProfile, incus.subnetPool, incus.subnetPrefix, incus.storagePool, incus.image, "
+          "incus.proxyResolveFile, incus.imageRemote\n");
 
     r = cli.run({"config", "set", "provider"});
     CHECK(r.exit_code == 1);

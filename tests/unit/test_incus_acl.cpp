@@ -1,9 +1,16 @@
-// The ACL builder: policy + resolved names -> Incus ACL egress rules
+// The ACL builder: policy -> Incus ACL egress rules (the proxy, and IP
+// literals as policy::pre_decide allows them), the dnsmasq configuration and
+// the host firewall table
 // (https://linuxcontainers.org/incus/docs/main/howto/network_acls/: rule
 // fields action, state, protocol, destination, destination_port, description).
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include "agentctl/process.hpp"
 #include "provider/incus/acl_rules.hpp"
+#include "provider/incus/host_firewall.hpp"
+#include "provider/incus/payloads.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -25,90 +32,132 @@ bool has_rule(const Json& rules, const std::string& destination, const std::stri
     return false;
 }
 
+AclContext context() { return AclContext{"10.9.0.1", 3128, {}}; }
+
+policy::NetworkPolicy with(std::initializer_list<const char*> entries) {
+    policy::NetworkPolicy network;
+    for (const auto* e : entries) network.allow.push_back(policy::parse_allow_entry(e, "--allow"));
+    return network;
+}
+
 }  // namespace
 
-TEST_CASE("default policy: DNS to any server, nothing else", "[acl]") {
-    policy::NetworkPolicy network;
-    auto rules = build_acl_rules(network, {});
-    CHECK(rules.egress.size() == 2);
-    CHECK(has_rule(rules.egress, "", "udp", "53"));
-    CHECK(has_rule(rules.egress, "", "tcp", "53"));
-}
-
-TEST_CASE("DNS restricted to servers, or disabled", "[acl]") {
-    policy::NetworkPolicy network;
-    network.dns.servers = {"1.1.1.1", "2606:4700:4700::1111"};
-    auto rules = build_acl_rules(network, {});
-    CHECK(rules.egress.size() == 4);
-    CHECK(has_rule(rules.egress, "1.1.1.1/32", "udp", "53"));
-    CHECK(has_rule(rules.egress, "2606:4700:4700::1111/128", "tcp", "53"));
-    network.dns.disabled = true;
-    CHECK(build_acl_rules(network, {}).egress.empty());
-}
-
-TEST_CASE("one rule per resolved address and port set; LAN dropped under deny-LAN", "[acl]") {
-    policy::NetworkPolicy network;
-    network.dns.disabled = true;
-    network.allow.push_back(policy::parse_allow_entry("example.com:80,443", "--allow"));
-    network.allow.push_back(policy::parse_allow_entry("internal.corp", "--allow"));
-    network.allow.push_back(policy::parse_allow_entry("93.184.216.34:8443", "allow file x:3"));
-    network.allow.push_back(policy::parse_allow_entry("10.0.0.5:22", "--allow"));
-    ResolvedNames resolved{{"example.com", {ip("93.184.216.34"), ip("2606:2800:220:1:248:1893:25c8:1946")}},
-                           {"internal.corp", {ip("192.168.1.10"), ip("127.0.0.1")}}};
-    auto rules = build_acl_rules(network, resolved);
-    CHECK(has_rule(rules.egress, "93.184.216.34/32", "tcp", "80,443"));
-    CHECK(has_rule(rules.egress, "2606:2800:220:1:248:1893:25c8:1946/128", "tcp", "80,443"));
-    CHECK(has_rule(rules.egress, "93.184.216.34/32", "tcp", "8443"));
-    CHECK(rules.egress.size() == 3);  // no LAN, no loopback
-    // Every dropped address is reported.
-    CHECK(rules.notes.size() == 3);
-    std::string all;
-    for (const auto& n : rules.notes) all += n + "\n";
-    CHECK_THAT(all, Catch::Contains("192.168.1.10") && Catch::Contains("deny-LAN") && Catch::Contains("127.0.0.1") &&
-                        Catch::Contains("10.0.0.5"));
-}
-
-TEST_CASE("allow-LAN opens every private and link-local range, v4 and v6", "[acl]") {
-    policy::NetworkPolicy network;
-    network.deny_lan = false;
-    network.allow_lan = true;
-    network.dns.disabled = true;
-    network.allow.push_back(policy::parse_allow_entry("10.0.0.5:22", "--allow"));
-    auto rules = build_acl_rules(network, {});
-    for (const auto& range : lan_ranges()) CHECK(has_rule(rules.egress, range, "", ""));
-    CHECK(rules.egress.size() == lan_ranges().size());  // the LAN IP rule is covered, not repeated
+TEST_CASE("default policy: only the egress proxy, no DNS rule anywhere", "[acl]") {
+    auto rules = build_acl_rules(policy::NetworkPolicy{}, context());
+    REQUIRE(rules.egress.size() == 1);
+    CHECK(has_rule(rules.egress, "10.9.0.1/32", "tcp", "3128"));
+    for (const auto& r : rules.egress) CHECK(r.value("destination_port", "") != "53");
     CHECK(rules.notes.empty());
 }
 
-TEST_CASE("wildcards and unresolvable names are reported, never widened", "[acl]") {
-    policy::NetworkPolicy network;
-    network.dns.disabled = true;
-    network.allow.push_back(policy::parse_allow_entry("*.example.com", "--allow"));
-    network.allow.push_back(policy::parse_allow_entry("nowhere.invalid:443", "--allow"));
-    auto rules = build_acl_rules(network, {{"nowhere.invalid", {}}});
-    CHECK(rules.egress.empty());
+TEST_CASE("names and wildcards go through the proxy: no rule, no note", "[acl]") {
+    auto rules = build_acl_rules(with({"api.example.com:443", "*.example.org"}), context());
+    CHECK(rules.egress.size() == 1);
+    CHECK(rules.notes.empty());
+    CHECK(rules.direct.empty());
+}
+
+TEST_CASE("IP literals become direct rules as pre_decide allows them", "[acl]") {
+    auto network = with({"93.184.216.34:443,80", "8.8.8.8"});
+    // The parser already refuses loopback; the decision is the second guard.
+    network.allow.push_back(policy::AllowRule{policy::HostKind::Ip, "127.0.0.1", {80}, "test"});
+    network.allow.push_back(policy::parse_allow_entry("10.1.2.3:22", "--allow"));
+    auto rules = build_acl_rules(network, context());
+    CHECK(has_rule(rules.egress, "93.184.216.34/32", "tcp", "80,443"));
+    CHECK(has_rule(rules.egress, "8.8.8.8/32", "tcp", ""));
+    CHECK_FALSE(has_rule(rules.egress, "127.0.0.1/32", "tcp", "80"));
+    CHECK_FALSE(has_rule(rules.egress, "10.1.2.3/32", "tcp", "22"));  // deny-LAN
     REQUIRE(rules.notes.size() == 2);
-    CHECK_THAT(rules.notes[0], Catch::Contains("wildcard"));
-    CHECK_THAT(rules.notes[1], Catch::Contains("did not resolve"));
+    CHECK_THAT(rules.notes[0], Catch::Contains("loopback"));
+    CHECK_THAT(rules.notes[1], Catch::Contains("deny-LAN"));
+    REQUIRE(rules.direct.size() == 2);
+    CHECK(rules.direct[0].address == "93.184.216.34");
+    CHECK(rules.direct[0].ports == "80,443");
+    CHECK(rules.direct[1].address == "8.8.8.8");
+    CHECK(rules.direct[1].ports.empty());
 }
 
-TEST_CASE("duplicate destinations collapse; any TCP port has no port field", "[acl]") {
-    policy::NetworkPolicy network;
+TEST_CASE("the ACL and policy check agree: denyLAN false admits an allowlisted LAN address", "[acl]") {
+    auto network = with({"10.1.2.3:22"});
+    network.deny_lan = false;
+    auto rules = build_acl_rules(network, context());
+    CHECK(has_rule(rules.egress, "10.1.2.3/32", "tcp", "22"));
+    auto decision = policy::pre_decide(network, "10.1.2.3", 22);
+    REQUIRE(decision);
+    CHECK(decision->allowed);
+}
+
+TEST_CASE("--allow-lan opens no range directly, and never the host's own addresses", "[acl]") {
+    auto network = with({"192.168.1.10:80"});
+    network.allow_lan = true;
+    auto ctx = context();
+    ctx.host_own.push_back(ip("192.168.1.10"));
+    auto rules = build_acl_rules(network, ctx);
+    REQUIRE(rules.egress.size() == 1);  // the proxy only
+    REQUIRE(rules.notes.size() == 1);
+    CHECK_THAT(rules.notes[0], Catch::Contains("own addresses"));
+}
+
+TEST_CASE("duplicate destinations collapse", "[acl]") {
+    auto rules = build_acl_rules(with({"8.8.8.8:443", "8.8.8.8:443"}), context());
+    CHECK(rules.egress.size() == 2);
+}
+
+TEST_CASE("dnsmasq answers allowlisted names only, from the chosen upstreams", "[acl]") {
+    auto network = with({"api.example.com:443", "*.example.org", "8.8.8.8", "api.example.com:80"});
+    const std::vector<std::string> upstreams{"10.255.255.53", "2001:db8::53"};
+    CHECK(dnsmasq_config(network, upstreams) ==
+          "no-resolv\n"
+          "server=/api.example.com/10.255.255.53\nserver=/api.example.com/2001:db8::53\n"
+          "server=/example.org/10.255.255.53\nserver=/example.org/2001:db8::53\n"
+          "address=/#/\n");
     network.dns.disabled = true;
-    network.allow.push_back(policy::parse_allow_entry("a.example", "--allow"));
-    network.allow.push_back(policy::parse_allow_entry("b.example", "preset x"));
-    auto rules = build_acl_rules(network, {{"a.example", {ip("8.8.8.8")}}, {"b.example", {ip("8.8.8.8")}}});
-    REQUIRE(rules.egress.size() == 1);
-    CHECK(rules.egress[0]["protocol"] == "tcp");
-    CHECK_FALSE(rules.egress[0].contains("destination_port"));
+    CHECK(dnsmasq_config(network, upstreams) == "no-resolv\naddress=/#/\n");
+    CHECK(dnsmasq_config(policy::NetworkPolicy{}, upstreams) == "no-resolv\naddress=/#/\n");
 }
 
-TEST_CASE("the system resolver resolves through getaddrinfo", "[acl]") {
-    auto resolver = make_system_resolver();
-    auto addresses = resolver->resolve("localhost");
-    REQUIRE_FALSE(addresses.empty());
-    CHECK(policy::classify(addresses[0]) == policy::AddressClass::Loopback);
-    CHECK(resolver->resolve("does-not-exist.invalid").empty());
+TEST_CASE("DNS upstreams: the policy's servers, else the host's resolv.conf", "[acl]") {
+    policy::NetworkPolicy network;
+    const std::string resolv =
+        "# c\nsearch x\nnameserver 10.255.255.53\nnameserver fe80::1%eth0\nnameserver 1.1.1.1\n"
+        "nameserver 1.1.1.1\n";
+    CHECK(dns_upstreams(network, resolv) == std::vector<std::string>{"10.255.255.53", "1.1.1.1"});
+    network.dns.servers = {"9.9.9.9", "not-an-ip"};
+    CHECK(dns_upstreams(network, resolv) == std::vector<std::string>{"9.9.9.9"});
+}
+
+TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on the bridge address", "[acl]") {
+    const auto script =
+        firewall_script(FirewallSpec{"agc-0123456789a",
+                                     "10.9.0.1",
+                                     3128,
+                                     65534,
+                                     {{"203.0.113.7", "80,443"}, {"198.51.100.1", ""}, {"2001:db8::1", ""}}});
+    CHECK(firewall_table("agc-0123456789a") == "agentctl-agc-0123456789a");
+    CHECK_THAT(script, Catch::StartsWith("table inet agentctl-agc-0123456789a {}\ndelete table inet "
+                                         "agentctl-agc-0123456789a\n"));
+    CHECK_THAT(script, Catch::Contains("type filter hook input priority filter - 5; policy accept;"));
+    CHECK_THAT(script, Catch::Contains("iifname \"agc-0123456789a\" jump from_sandbox"));
+    CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport { 53, 3128 } accept"));
+    CHECK_THAT(script, Catch::Contains("iifname \"agc-0123456789a\" oifname \"agc-*\" reject"));
+    CHECK_THAT(script, Catch::Contains("meta skuid 65534 ct state new reject"));
+    // What the ACL admits directly passes on to it; every other new TCP connection gets a reset.
+    CHECK_THAT(script, Catch::Contains("ip daddr 203.0.113.7 tcp dport { 80,443 } return\n"));
+    CHECK_THAT(script, Catch::Contains("ip daddr 198.51.100.1 tcp dport 1-65535 return\n"));
+    CHECK_THAT(script, !Catch::Contains("2001:db8::1"));
+    CHECK_THAT(script, Catch::Contains("meta l4proto tcp ct state new reject with tcp reset"));
+    // nft itself accepts it (a dry run), where nft can run.
+    if (::geteuid() == 0 && ::access("/usr/sbin/nft", X_OK) == 0) {
+        auto runner = make_real_process_runner();
+        for (const auto& text : {script, firewall_delete_script("agc-0123456789a")}) {
+            ProcessRequest request;
+            request.argv = {"nft", "-c", "-f", "-"};
+            request.stdin_data = text;
+            auto result = runner->run(request);
+            CHECK(result.exit_code == 0);
+            CHECK(result.err == "");
+        }
+    }
 }
 
 TEST_CASE("ACL payload", "[acl]") {
@@ -118,4 +167,42 @@ TEST_CASE("ACL payload", "[acl]") {
     CHECK(payload["name"] == "agentctl-demo");
     CHECK(payload["ingress"] == Json::array());
     CHECK(payload["config"]["user.agentctl.sandbox"] == "demo");
+}
+
+TEST_CASE("the instance side is the same for containers and VMs: fixed address, filtering, proxy environment",
+          "[acl]") {
+    const auto subnet = *parse_ipv4_net("10.9.0.0/28");
+    for (auto isolation : {Isolation::Container, Isolation::Vm}) {
+        SandboxSpec spec;
+        spec.name = "demo";
+        spec.image = "agentctl-debian-12";
+        spec.isolation = isolation;
+        auto config = instance_config(spec, "agc-x", subnet, true);
+        auto devices = instance_devices(spec, "agc-x", "default");
+        confine_instance(config, devices, subnet, true, 3128, isolation);
+        const auto payload = instance_payload(spec, config, devices, true);
+        CHECK(payload["type"] == (isolation == Isolation::Vm ? "virtual-machine" : "container"));
+        const auto& nic = payload["devices"]["eth0"];
+        CHECK(nic["network"] == "agc-x");
+        CHECK(nic["ipv4.address"] == "10.9.0.2");
+        CHECK(nic["security.mac_filtering"] == "true");
+        CHECK(nic["security.ipv4_filtering"] == "true");
+        for (const auto* key : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"}) {
+            CHECK(payload["config"]["environment." + std::string(key)] == "http://10.9.0.1:3128");
+        }
+        CHECK(payload["config"]["environment.no_proxy"] == "localhost,127.0.0.1,::1");
+        if (isolation == Isolation::Container) {
+            CHECK(payload["config"]["raw.lxc"] ==
+                  "lxc.net.0.ipv4.address = 10.9.0.2/28\nlxc.net.0.ipv4.gateway = 10.9.0.1\n");
+        } else {
+            CHECK_FALSE(payload["config"].contains("raw.lxc"));  // a VM configures its own network
+        }
+    }
+    // Without a policy: filtering stays, no proxy environment.
+    SandboxSpec spec;
+    auto config = instance_config(spec, "agc-x", subnet, false);
+    auto devices = instance_devices(spec, "agc-x", "default");
+    confine_instance(config, devices, subnet, false, 3128, Isolation::Container);
+    CHECK(devices["eth0"]["security.ipv4_filtering"] == "true");
+    CHECK(config.count("environment.https_proxy") == 0);
 }

@@ -1,5 +1,5 @@
-// The guest scripts are POSIX sh; the probe is run here with the host's own
-// shell against a real listener and a real closed port on loopback.
+// The guest scripts are POSIX sh; the probe battery is run here with the
+// host's own shell against real listeners and closed ports on loopback.
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -7,11 +7,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <thread>
+
 #include "agentctl/process.hpp"
+#include "provider/common/probes.hpp"
+#include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/guest_scripts.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
+namespace common = agentctl::provider::common;
 
 namespace {
 
@@ -42,15 +47,6 @@ std::string run_sh(const std::string& script) {
 }
 
 }  // namespace
-
-TEST_CASE("the probe tells connected from refused", "[guest]") {
-    Loopback open(true);
-    Loopback closed(false);
-    CHECK(parse_probe_output(run_sh(probe_script("127.0.0.1", open.port, 3))) == "connected");
-    CHECK(parse_probe_output(run_sh(probe_script("127.0.0.1", closed.port, 3))) == "refused");
-    CHECK(parse_probe_output("noise\nagentctl-probe timeout\n") == "timeout");
-    CHECK(parse_probe_output("nothing").empty());
-}
 
 TEST_CASE("bootstrap output is parsed back into the user", "[guest]") {
     auto user = parse_bootstrap_output("useradd: warning\nagentctl-user agent 1500 1500 /home/agent /bin/bash\n");
@@ -93,4 +89,126 @@ TEST_CASE("a host port in use is refused before Incus is asked", "[guest]") {
     taken.fd = ::socket(AF_INET, SOCK_STREAM, 0);  // the destructor closes this one
     port.host_port = static_cast<std::uint16_t>(free_port);
     CHECK_NOTHROW(check_host_port_free(port));
+}
+
+namespace {
+
+const common::ProbeResult* find_probe(const std::vector<common::ProbeResult>& results, const std::string& name) {
+    for (const auto& r : results) {
+        if (r.name == name) return &r;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("the probe battery: a refused connection holds, an accepted one escapes", "[guest]") {
+    Loopback open(true);
+    Loopback closed(false);
+    ProbeTargets targets;
+    targets.gateway = "127.0.0.1";
+    targets.proxy_port = static_cast<std::uint16_t>(closed.port);  // no proxy: inconclusive, not held
+    targets.gateway_canary = static_cast<std::uint16_t>(closed.port);
+    targets.other_host_address = "127.0.0.1";
+    targets.other_canary = static_cast<std::uint16_t>(open.port);
+    targets.unrouted = "127.0.0.1";
+    const auto output = run_sh(probe_battery_script(targets, 2));
+    const auto results = common::parse_probe_lines(output);
+    REQUIRE(results.size() == probe_names().size());
+    for (const auto& name : probe_names()) CHECK(find_probe(results, name) != nullptr);
+    REQUIRE(find_probe(results, "host-port") != nullptr);
+    CHECK(find_probe(results, "host-port")->verdict == common::ProbeVerdict::Held);
+    CHECK(find_probe(results, "host-address")->verdict == common::ProbeVerdict::Escaped);
+    CHECK_THAT(find_probe(results, "host-address")->detail, Catch::Contains("connected"));
+    CHECK(find_probe(results, "proxy-denied-name")->verdict == common::ProbeVerdict::Inconclusive);
+    const auto summary = common::summarise(results);
+    CHECK(summary.escaped.size() >= 1);
+    CHECK_THAT(common::confinement_line(summary, std::chrono::system_clock::now()), Catch::StartsWith("FAILED ("));
+}
+
+TEST_CASE("the probe battery reads a proxy's 403 as held and a 200 as an escape", "[guest]") {
+    for (const auto& [answer, verdict] : std::vector<std::pair<std::string, common::ProbeVerdict>>{
+             {"HTTP/1.1 403 Forbidden", common::ProbeVerdict::Held},
+             {"HTTP/1.1 200 OK", common::ProbeVerdict::Escaped}}) {
+        Loopback proxy(true);
+        std::thread server([&proxy, answer = answer] {
+            const int client = ::accept(proxy.fd, nullptr, nullptr);
+            if (client < 0) return;
+            char buffer[512];
+            (void)::read(client, buffer, sizeof buffer);
+            const auto reply = answer + "\r\n\r\n";
+            (void)::write(client, reply.data(), reply.size());
+            ::usleep(200000);
+            ::close(client);
+        });
+        ProbeTargets targets;
+        targets.gateway = "127.0.0.1";
+        targets.proxy_port = static_cast<std::uint16_t>(proxy.port);
+        const auto results = common::parse_probe_lines(run_sh(probe_battery_script(targets, 2)));
+        server.join();
+        const auto* probe = find_probe(results, "proxy-denied-name");
+        REQUIRE(probe != nullptr);
+        CHECK(probe->verdict == verdict);
+        CHECK_THAT(probe->detail, Catch::Contains(answer));
+    }
+}
+
+TEST_CASE("probe lines parse into typed results; a missing verdict word is inconclusive", "[guest]") {
+    const auto results = common::parse_probe_lines(
+        "noise\nagentctl-probe a held it was refused (x)\r\nagentctl-probe b escaped connected\n"
+        "agentctl-probe c whatever\nagentctl-probe d\n");
+    REQUIRE(results.size() == 3);
+    CHECK(results[0].name == "a");
+    CHECK(results[0].verdict == common::ProbeVerdict::Held);
+    CHECK(results[0].detail == "it was refused (x)");
+    CHECK(results[1].verdict == common::ProbeVerdict::Escaped);
+    CHECK(results[2].verdict == common::ProbeVerdict::Inconclusive);
+    const auto summary = common::summarise(results);
+    CHECK(summary.held == 1);
+    CHECK(summary.total == 3);
+    const auto when = std::chrono::system_clock::from_time_t(1764504000);  // 2025-11-30T12:00:00Z
+    std::vector<common::ProbeResult> all_held{{"a", common::ProbeVerdict::Held, "x"},
+                                              {"b", common::ProbeVerdict::Held, "y"}};
+    CHECK(common::confinement_line(common::summarise(all_held), when) == "verified (2/2 probes, 2025-11-30T12:00:00Z)");
+    CHECK_THAT(common::confinement_line(summary, when), Catch::StartsWith("FAILED (1/3 probes, "));
+    CHECK_THAT(common::confinement_line(common::summarise({}), when), Catch::Contains("printed no result"));
+}
+
+TEST_CASE("proxy settings: environment for every process, files for the tools that ignore it", "[guest]") {
+    const auto env = proxy_environment(proxy_url("10.9.0.1", 3128));
+    for (const auto* key : {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "npm_config_proxy",
+                            "npm_config_https_proxy", "PIP_PROXY"}) {
+        CHECK(env.at(key) == "http://10.9.0.1:3128");
+    }
+    CHECK(env.at("no_proxy") == "localhost,127.0.0.1,::1");
+    const auto script = proxy_setup_script("10.9.0.1", 3128);
+    for (const auto* where :
+         {"/etc/environment", "/etc/profile.d/agentctl-proxy.sh", "/etc/apt/apt.conf.d/90agentctl-proxy",
+          "git config --system http.proxy", "/usr/etc/npmrc", "/etc/pip.conf",
+          "/etc/ssh/ssh_config.d/90-agentctl-proxy.conf", "ProxyCommand /usr/local/bin/agentctl-connect %%h %%p",
+          "exec 3<>/dev/tcp/10.9.0.1/3128"}) {
+        CHECK_THAT(script, Catch::Contains(where));
+    }
+    // It is valid sh.
+    auto runner = make_real_process_runner();
+    ProcessRequest request;
+    request.argv = {"/bin/sh", "-n", "-c", script};
+    CHECK(runner->run(request).exit_code == 0);
+}
+
+TEST_CASE("the proxy setup runs beside the main script; both outputs and the first failure come back", "[guest]") {
+    auto run = [](const std::string& script) {
+        auto runner = make_real_process_runner();
+        ProcessRequest request;
+        request.argv = {"/bin/sh", "-c", script};
+        return runner->run(request);
+    };
+    auto both = run(with_proxy_setup("set -eu\necho main-done", "set -eu\nsleep 0.2\necho setup-done"));
+    CHECK(both.exit_code == 0);
+    CHECK(both.out == "main-done\nsetup-done\n");
+    auto setup_fails = run(with_proxy_setup("echo main-done", "set -eu\nfalse\necho never"));
+    CHECK(setup_fails.exit_code == 1);
+    CHECK(setup_fails.out == "main-done\n");
+    auto main_fails = run(with_proxy_setup("set -eu\nexit 3", "echo setup-done"));
+    CHECK(main_fails.exit_code == 3);
 }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "provider/incus/acl_rules.hpp"
+#include "provider/incus/egress_host.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/incus_provider.hpp"
 #include "provider/incus/naming.hpp"
@@ -23,23 +24,13 @@ public:
     std::vector<std::string> lines;
 };
 
-// Names resolve from a table: DNS of public names cannot run on this machine.
-class TableResolver final : public Resolver {
-public:
-    std::vector<policy::IpAddress> resolve(const std::string& host) override {
-        if (host == "api.example.com") return {*policy::parse_ip_literal("93.184.216.34")};
-        return {};
-    }
-};
-
 struct Fixture {
     std::ostringstream out;
     RecordingReporter reporter;
     std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
     std::unique_ptr<HostPlatform> platform = make_real_host_platform();
     ProviderContext context{*runner, *platform, reporter, out, true, "", "agentctl", {}, "", ""};
-    std::unique_ptr<Provider> provider =
-        make_provider(context, make_preview_client(out), std::make_unique<TableResolver>());
+    std::unique_ptr<Provider> provider = make_provider(context, make_preview_client(out), nullptr);
 };
 
 }  // namespace
@@ -51,11 +42,17 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
     spec.image = "agentctl-debian-12";
     spec.isolation = Isolation::Container;
     spec.network.allow.push_back(policy::parse_allow_entry("api.example.com:443", "--allow"));
+    spec.network.allow.push_back(policy::parse_allow_entry("93.184.216.34:443", "--allow"));
     f.provider->create(spec);
     const auto text = f.out.str();
     CHECK_THAT(text, Catch::Contains("incus query -X GET /1.0\n"));
     CHECK_THAT(text, Catch::Contains("incus query -X POST --data '{\"config\":{\"user.agentctl.sandbox\":\"demo\"}"));
     CHECK_THAT(text, Catch::Contains("\"destination\":\"93.184.216.34/32\",\"destination_port\":\"443\""));
+    CHECK_THAT(text, Catch::Contains("\"destination_port\":\"3128\""));  // the egress proxy
+    CHECK_THAT(text, Catch::Contains("server=/api.example.com/"));       // the bridge's resolver
+    CHECK_THAT(text, Catch::Contains("\"environment.https_proxy\":\"http://"));
+    CHECK_THAT(text, Catch::Contains("\"security.ipv4_filtering\":\"true\""));
+    CHECK_THAT(text, Catch::Contains("\"security.mac_filtering\":\"true\""));
     CHECK_THAT(text, Catch::Contains("/1.0/network-acls\n"));
     CHECK_THAT(text, Catch::Contains("\"name\":\"" + bridge_name("demo") + "\""));
     CHECK_THAT(text, Catch::Contains("/1.0/networks\n"));
@@ -90,11 +87,11 @@ TEST_CASE("preview exec -t and delete", "[preview]") {
     CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/demo\n"));
 }
 
-TEST_CASE("capabilities: everything but logs is supported", "[preview]") {
+TEST_CASE("capabilities: everything but exec logs is supported", "[preview]") {
     auto platform = make_real_host_platform();
     auto matrix = capabilities(*platform);
     for (auto feature : k_features) {
-        const bool logs = std::string_view(feature).starts_with("logs.");
+        const bool logs = std::string_view(feature) == "logs.exec";
         CHECK(matrix.get(feature).status == (logs ? CapabilityStatus::UnderDevelopment : CapabilityStatus::Supported));
     }
 }

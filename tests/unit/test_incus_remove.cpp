@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "provider/incus/acl_rules.hpp"
+#include "provider/incus/egress_host.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/incus_provider.hpp"
 #include "provider/incus/naming.hpp"
@@ -41,11 +42,6 @@ public:
     [[nodiscard]] bool preview() const override { return false; }
 };
 
-class NullResolver final : public Resolver {
-public:
-    std::vector<policy::IpAddress> resolve(const std::string&) override { return {}; }
-};
-
 class Lines final : public Reporter {
 public:
     void step(std::string_view m) override { text += "step: " + std::string(m) + "\n"; }
@@ -65,7 +61,7 @@ struct Fixture {
     Fixture() {
         auto scripted = std::make_unique<ScriptedClient>();
         client = scripted.get();
-        provider = make_provider(context, std::move(scripted), std::make_unique<NullResolver>());
+        provider = make_provider(context, std::move(scripted), nullptr);
     }
 };
 

@@ -1,50 +1,16 @@
 #include "provider/incus/acl_rules.hpp"
 
-#include <netdb.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-
-#include <algorithm>
-#include <cstring>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/naming.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
-
-class SystemResolver final : public Resolver {
-public:
-    std::vector<policy::IpAddress> resolve(const std::string& host) override {
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* result = nullptr;
-        std::vector<policy::IpAddress> addresses;
-        if (::getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return addresses;
-        for (auto* it = result; it != nullptr; it = it->ai_next) {
-            policy::IpAddress address;
-            if (it->ai_family == AF_INET) {
-                const auto* in = reinterpret_cast<const sockaddr_in*>(it->ai_addr);
-                std::memcpy(address.bytes.data(), &in->sin_addr, 4);
-            } else if (it->ai_family == AF_INET6) {
-                const auto* in6 = reinterpret_cast<const sockaddr_in6*>(it->ai_addr);
-                address.v6 = true;
-                std::memcpy(address.bytes.data(), &in6->sin6_addr, 16);
-            } else {
-                continue;
-            }
-            if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
-                addresses.push_back(address);
-            }
-        }
-        ::freeaddrinfo(result);
-        return addresses;
-    }
-};
 
 std::string ports_text(const std::vector<std::uint16_t>& ports) {
     std::string text;
@@ -75,95 +41,26 @@ private:
     Json m_rules = Json::array();
 };
 
-std::string_view class_name(policy::AddressClass c) {
-    switch (c) {
-        case policy::AddressClass::Public: return "public";
-        case policy::AddressClass::Loopback: return "loopback";
-        case policy::AddressClass::Unspecified: return "unspecified";
-        case policy::AddressClass::Multicast: return "multicast";
-        case policy::AddressClass::Broadcast: return "broadcast";
-        case policy::AddressClass::Reserved: return "reserved";
-        case policy::AddressClass::Lan: return "LAN";
-    }
-    return "unknown";
-}
-
 }  // namespace
 
-std::unique_ptr<Resolver> make_system_resolver() { return std::make_unique<SystemResolver>(); }
-
-const std::vector<std::string>& lan_ranges() {
-    static const std::vector<std::string> ranges{"10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
-                                                 "100.64.0.0/10", "fc00::/7",      "fe80::/10",      "fec0::/10"};
-    return ranges;
-}
-
-ResolvedNames resolve_allow_names(const policy::NetworkPolicy& policy, Resolver& resolver) {
-    ResolvedNames resolved;
-    for (const auto& rule : policy.allow) {
-        if (rule.kind != policy::HostKind::Name || resolved.contains(rule.host)) continue;
-        resolved.emplace(rule.host, resolver.resolve(rule.host));
-    }
-    return resolved;
-}
-
-AclRules build_acl_rules(const policy::NetworkPolicy& policy, const ResolvedNames& resolved) {
+AclRules build_acl_rules(const policy::NetworkPolicy& policy, const AclContext& context) {
     AclRules result;
     RuleSet rules;
-
-    if (!policy.dns.disabled) {
-        if (policy.dns.servers.empty()) {
-            rules.add({}, "udp", "53", "DNS to any server");
-            rules.add({}, "tcp", "53", "DNS to any server");
-        }
-        for (const auto& server : policy.dns.servers) {
-            auto address = policy::parse_ip_literal(server);
-            if (!address) {
-                result.notes.push_back(fmt::format("DNS server \"{}\" is not an IP address; no rule added", server));
-                continue;
-            }
-            rules.add(host_cidr(*address), "udp", "53", fmt::format("DNS to {}", server));
-            rules.add(host_cidr(*address), "tcp", "53", fmt::format("DNS to {}", server));
-        }
-    }
-
-    if (policy.allow_lan) {
-        for (const auto& range : lan_ranges()) rules.add(range, {}, {}, "allow-LAN");
-    }
-
+    rules.add(context.gateway + "/32", "tcp", std::to_string(context.proxy_port), "the sandbox's egress proxy");
     for (const auto& rule : policy.allow) {
-        std::vector<policy::IpAddress> addresses;
-        if (rule.kind == policy::HostKind::Wildcard) {
-            result.notes.push_back(fmt::format(
-                "allow rule {} ({}) is a wildcard; Incus ACLs match addresses, so it cannot be enforced and was "
-                "not added (list the subdomains you need)",
-                rule.entry(), rule.origin));
+        if (rule.kind != policy::HostKind::Ip) continue;  // names and wildcards: through the proxy
+        // The same decision the proxy and `policy check` make, on the rule's
+        // own first port (for an IP literal the port only selects the rule).
+        const std::uint16_t port = rule.ports.empty() ? std::uint16_t{443} : rule.ports.front();
+        const auto decision = policy::pre_decide(policy, rule.host, port, context.host_own);
+        if (!decision || !decision->allowed || !decision->address) {
+            result.notes.push_back(fmt::format("allow rule {} ({}) is not added: {}", rule.entry(), rule.origin,
+                                               decision ? decision->detail : "it is not an address"));
             continue;
         }
-        if (rule.kind == policy::HostKind::Ip) {
-            if (auto address = policy::parse_ip_literal(rule.host)) addresses.push_back(*address);
-        } else if (auto it = resolved.find(rule.host); it != resolved.end()) {
-            addresses = it->second;
-        }
-        if (addresses.empty()) {
-            result.notes.push_back(fmt::format("allow rule {} ({}): {} did not resolve; no rule added", rule.entry(),
-                                               rule.origin, rule.host));
-            continue;
-        }
-        for (const auto& address : addresses) {
-            const auto kind = policy::classify(address);
-            if (kind != policy::AddressClass::Public) {
-                const bool lan_allowed = kind == policy::AddressClass::Lan && policy.allow_lan;
-                if (!lan_allowed) {
-                    result.notes.push_back(fmt::format("allow rule {} ({}): {} is a {} address; not added{}",
-                                                       rule.entry(), rule.origin, address.to_string(), class_name(kind),
-                                                       kind == policy::AddressClass::Lan ? " (deny-LAN)" : ""));
-                }
-                continue;  // under allow-LAN the LAN ranges above already cover it
-            }
-            rules.add(host_cidr(address), "tcp", ports_text(rule.ports),
-                      fmt::format("{} ({})", rule.entry(), rule.origin));
-        }
+        rules.add(host_cidr(*decision->address), "tcp", ports_text(rule.ports),
+                  fmt::format("{} ({})", rule.entry(), rule.origin));
+        result.direct.push_back({decision->address->to_string(), ports_text(rule.ports)});
     }
     result.egress = rules.take();
     return result;
@@ -175,6 +72,63 @@ Json acl_payload(const std::string& sandbox, const AclRules& rules) {
                 {"egress", rules.egress},
                 {"ingress", Json::array()},
                 {"config", {{std::string(key::k_sandbox), sandbox}}}};
+}
+
+std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
+    std::string text = "no-resolv\n";
+    if (!policy.dns.disabled) {
+        std::set<std::string> domains;
+        for (const auto& rule : policy.allow) {
+            if (rule.kind != policy::HostKind::Ip) domains.insert(rule.host);
+        }
+        for (const auto& domain : domains) {
+            for (const auto& upstream : upstreams) text += fmt::format("server=/{}/{}\n", domain, upstream);
+        }
+    }
+    text += "address=/#/\n";
+    return text;
+}
+
+void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
+                      std::uint16_t proxy_port, Isolation isolation) {
+    auto& nic = devices["eth0"];
+    nic["ipv4.address"] = subnet.host(2).address_text();
+    if (isolation == Isolation::Container) {
+        config["raw.lxc"] = fmt::format("lxc.net.0.ipv4.address = {}/{}\nlxc.net.0.ipv4.gateway = {}\n",
+                                        subnet.host(2).address_text(), subnet.prefix, subnet.host(1).address_text());
+    }
+    nic["security.mac_filtering"] = "true";
+    nic["security.ipv4_filtering"] = "true";
+    if (!confined) return;
+    for (const auto& [name, value] : proxy_environment(proxy_url(subnet.host(1).address_text(), proxy_port))) {
+        config["environment." + name] = value;
+    }
+}
+
+std::vector<std::string> dns_upstreams(const policy::NetworkPolicy& policy, const std::string& resolv_conf) {
+    std::vector<std::string> out;
+    auto add = [&out](const std::string& text) {
+        if (text.find('%') != std::string::npos) return;  // a scoped link-local address: not for dnsmasq
+        auto address = policy::parse_ip_literal(text);
+        if (!address) return;
+        auto canonical = address->to_string();
+        for (const auto& known : out) {
+            if (known == canonical) return;
+        }
+        out.push_back(canonical);
+    };
+    if (!policy.dns.servers.empty()) {
+        for (const auto& server : policy.dns.servers) add(server);
+        return out;
+    }
+    std::istringstream lines(resolv_conf);
+    std::string line;
+    while (std::getline(lines, line)) {
+        std::istringstream fields(line);
+        std::string word, value;
+        if (fields >> word >> value && word == "nameserver") add(value);
+    }
+    return out;
 }
 
 }  // namespace agentctl::provider::incus

@@ -1,59 +1,82 @@
-// Turning a sandbox's NetworkPolicy into the egress rules of its Incus network
-// ACL. Incus ACLs match addresses, not names, so each allowed name is resolved
-// when the policy is applied (resolve_allow_names) and the pure builder
-// (build_acl_rules) turns names + addresses into rules.
+// The network side of a sandbox's policy on its Incus bridge: the ACL rules
+// and the bridge dnsmasq's configuration. Both are pure builders.
 //
-// Rules, all `action: allow`, `state: enabled` (the ACL's default egress
-// action on the bridge is reject, so everything else is refused):
-//   DNS      udp+tcp 53 to any server, or to each configured server; none when disabled
-//   allow-LAN  every private/link-local/CGNAT range, v4 and v6, any protocol
-//   allow    one rule per resolved address of each allowed name (or each IP
-//            rule), tcp, its ports (none listed = any TCP port)
-// Under deny-LAN an address that policy::classify() calls anything but Public
-// is dropped (and reported); loopback, multicast, broadcast, unspecified and
-// reserved addresses are dropped always. `*.domain` rules cannot be expressed
-// as addresses and are reported, never widened to the apex.
+// What the bridge admits (the ACL's default egress action is reject, so
+// everything else is refused at once):
+//   proxy     tcp to the bridge's host address on the egress proxy's port.
+//             Every host-name, wildcard and --allow-lan destination is
+//             reached through the proxy, which resolves each connection's
+//             name and vets every address with policy::decide().
+//   IP rules  one rule per IP-literal allow entry that policy::pre_decide()
+//             allows (so `policy check` and the ACL agree), tcp, its ports
+//             (none listed = any TCP port). Any TCP client reaches those
+//             directly, without the proxy.
+// DNS and DHCP to the bridge's own dnsmasq are admitted by Incus before any
+// ACL rule; dnsmasq answers only allowlisted names (dnsmasq_config). No rule
+// names port 53 anywhere else.
 #pragma once
 
+#include <cstdint>
 #include <map>
-#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "agentctl/policy.hpp"
+#include "agentctl/sandbox.hpp"
 #include "provider/incus/client.hpp"
+#include "provider/incus/host_firewall.hpp"
+#include "provider/incus/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
 
-// Name resolution behind a seam: the real one uses getaddrinfo.
-class Resolver {
-public:
-    virtual ~Resolver() = default;
-    // Every address `host` resolves to (A and AAAA); empty when it does not
-    // resolve. Never throws for a lookup failure.
-    virtual std::vector<policy::IpAddress> resolve(const std::string& host) = 0;
+struct AclContext {
+    std::string gateway;           // the bridge's host address
+    std::uint16_t proxy_port = 0;  // the egress proxy's port on it
+    // This host's own addresses: an IP rule naming one is never added.
+    std::vector<policy::IpAddress> host_own;
 };
-[[nodiscard]] std::unique_ptr<Resolver> make_system_resolver();
-
-using ResolvedNames = std::map<std::string, std::vector<policy::IpAddress>>;
-
-// Resolves every Name rule of `policy` (each name once).
-[[nodiscard]] ResolvedNames resolve_allow_names(const policy::NetworkPolicy& policy, Resolver& resolver);
 
 struct AclRules {
     Json egress = Json::array();
-    // One sentence per thing that could not become a rule (dropped LAN address,
-    // wildcard, name that did not resolve), for a warning line.
+    // One sentence per allow entry that did not become a rule (an IP the
+    // decision refuses), for a warning line.
     std::vector<std::string> notes;
+    // The IP-literal destinations the rules admit, for the host firewall
+    // table and so that a policy change can forget the connections of
+    // removed ones.
+    std::vector<DirectDestination> direct;
 };
 
-// The pure builder. Rules are de-duplicated (same destination, protocol, ports).
-[[nodiscard]] AclRules build_acl_rules(const policy::NetworkPolicy& policy, const ResolvedNames& resolved);
+// The pure builder. Rules are de-duplicated (same destination and ports).
+[[nodiscard]] AclRules build_acl_rules(const policy::NetworkPolicy& policy, const AclContext& context);
 
 // The ACL object for POST /1.0/network-acls (or PUT without `name`).
 [[nodiscard]] Json acl_payload(const std::string& sandbox, const AclRules& rules);
 
-// The ranges --allow-lan opens, v4 then v6.
-[[nodiscard]] const std::vector<std::string>& lan_ranges();
+// The bridge's `raw.dnsmasq`: no upstream from resolv.conf (`no-resolv`), one
+// `server=/DOMAIN/UPSTREAM` per allowlisted name or wildcard domain and
+// upstream, and `address=/#/` so every other name is answered NXDOMAIN
+// locally. With dns.disabled, only `no-resolv` and `address=/#/`.
+// `upstreams`: policy.dns.servers when set, else the host's resolvers.
+[[nodiscard]] std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams);
+
+// The instance side, the same for containers and VMs: the NIC `eth0` gets a
+// fixed address (subnet host 2, handed out by the bridge's DHCP) and
+// security.mac_filtering + security.ipv4_filtering (no spoofed source
+// leaves it); when `confined`, the config gets the proxy environment
+// (`environment.*`, which Incus applies to init and every exec, through the
+// VM agent as well) for http://GATEWAY:PROXY_PORT.
+// A container also gets that address (and the default route) set by LXC
+// before its init runs (`raw.lxc` lxc.net.0.ipv4.*), so the sandbox is on the
+// network at once instead of after its DHCP client's lease; the lease then
+// hands out the same address and the guest's DHCP client takes it over.
+void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
+                      std::uint16_t proxy_port, Isolation isolation);
+
+// The upstream resolvers dnsmasq forwards allowlisted names to:
+// policy.dns.servers if any, else the `nameserver` lines of `resolv_conf`.
+[[nodiscard]] std::vector<std::string> dns_upstreams(const policy::NetworkPolicy& policy,
+                                                     const std::string& resolv_conf);
 
 }  // namespace agentctl::provider::incus

@@ -25,11 +25,4 @@ namespace agentctl::provider::incus {
 [[nodiscard]] std::vector<std::string> package_install_argv(const std::string& manager,
                                                             const std::vector<std::string>& packages);
 
-// Connects to IP:PORT with whatever the guest has (bash /dev/tcp, python3,
-// curl) within `timeout_seconds` and prints exactly one of
-// `agentctl-probe connected|refused|timeout|unreachable|no-tool`.
-[[nodiscard]] std::string probe_script(const std::string& ip, unsigned port, int timeout_seconds);
-// The word after `agentctl-probe`, or "" when the output has no result line.
-[[nodiscard]] std::string parse_probe_output(const std::string& output);
-
 }  // namespace agentctl::provider::incus

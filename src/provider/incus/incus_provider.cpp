@@ -12,9 +12,8 @@ namespace agentctl::provider::incus {
 CapabilityMatrix capabilities(const HostPlatform&) {
     CapabilityMatrix matrix;
     for (auto feature : k_features) matrix.set(feature, CapabilityStatus::Supported);
-    const char* why = "structured network and exec logs are not built yet for any provider";
-    matrix.set("logs.network", CapabilityStatus::UnderDevelopment, why);
-    matrix.set("logs.exec", CapabilityStatus::UnderDevelopment, why);
+    matrix.set("logs.exec", CapabilityStatus::UnderDevelopment,
+               "structured exec logs are not built yet for any provider");
     return matrix;
 }
 
@@ -28,20 +27,22 @@ std::unique_ptr<Provider> create(ProviderContext& context) {
     } else {
         client = make_client(make_unix_transport(location.path), location.project);
     }
-    return std::make_unique<IncusProvider>(context, std::move(client), make_system_resolver(), location.project);
+    auto egress = context.preview ? make_preview_egress_host(context) : make_local_egress_host(context);
+    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), location.project);
 }
 
 IncusProvider::IncusProvider(ProviderContext& context, std::unique_ptr<Client> client,
-                             std::unique_ptr<Resolver> resolver, std::string project)
+                             std::unique_ptr<EgressHost> egress, std::string project)
     : m_context(context),
       m_client(std::move(client)),
-      m_resolver(std::move(resolver)),
+      m_egress(std::move(egress)),
       m_api(*m_client),
       m_project(std::move(project)) {}
 
 std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
-                                        std::unique_ptr<Resolver> resolver) {
-    return std::make_unique<IncusProvider>(context, std::move(client), std::move(resolver), std::string());
+                                        std::unique_ptr<EgressHost> egress) {
+    if (!egress) egress = make_preview_egress_host(context);
+    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), std::string());
 }
 
 std::string IncusProvider::backend_version() {

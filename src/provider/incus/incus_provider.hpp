@@ -20,13 +20,14 @@
 namespace agentctl::provider::incus {
 
 class Client;
-class Resolver;
+class EgressHost;
 
 [[nodiscard]] CapabilityMatrix capabilities(const HostPlatform& platform);
 [[nodiscard]] std::unique_ptr<Provider> create(ProviderContext& context);
 
-// For tests: a provider over a given client and resolver.
+// For tests: a provider over a given client and egress host (where the
+// sandboxes' proxies and firewall tables live).
 [[nodiscard]] std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
-                                                      std::unique_ptr<Resolver> resolver);
+                                                      std::unique_ptr<EgressHost> egress);
 
 }  // namespace agentctl::provider::incus

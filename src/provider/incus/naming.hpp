@@ -46,6 +46,8 @@ inline constexpr std::string_view k_widenings = "user.agentctl.widenings";
 inline constexpr std::string_view k_agent = "user.agentctl.agent";
 inline constexpr std::string_view k_agent_installed = "user.agentctl.agent.installed";
 inline constexpr std::string_view k_confinement = "user.agentctl.confinement";
+// The probe battery's results, one {name, verdict, detail} per probe (JSON).
+inline constexpr std::string_view k_confinement_probes = "user.agentctl.confinement.probes";
 inline constexpr std::string_view k_bridge = "user.agentctl.bridge";
 inline constexpr std::string_view k_acl = "user.agentctl.acl";
 inline constexpr std::string_view k_subnet = "user.agentctl.subnet";

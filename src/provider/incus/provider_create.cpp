@@ -5,14 +5,18 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "policy/check.hpp"
 #include "core/files.hpp"
+#include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/guest_scripts.hpp"
 #include "provider/incus/host_ports.hpp"
 #include "provider/incus/naming.hpp"
@@ -71,9 +75,10 @@ Ipv4Net IncusProvider::choose_subnet() {
     return pick_subnet(*pool, prefix, used);
 }
 
-AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network) {
-    auto resolved = resolve_allow_names(network, *m_resolver);
-    auto rules = build_acl_rules(network, resolved);
+AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network,
+                                 const std::string& gateway) {
+    AclContext context{gateway, k_egress_proxy_port, policy::host_own_addresses()};
+    auto rules = build_acl_rules(network, context);
     for (const auto& note : rules.notes) m_context.reporter.warning(fmt::format("{}: {}", sandbox, note));
     return rules;
 }
@@ -95,6 +100,64 @@ std::string IncusProvider::image_for(const SandboxSpec& spec) {
                                 image));
     }
     return image;
+}
+
+std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
+    const auto resolv = core::read_file_if_exists("/etc/resolv.conf").value_or("");
+    const auto upstreams = dns_upstreams(network, resolv);
+    if (upstreams.empty() && !network.dns.disabled) {
+        m_context.reporter.warning(
+            "no DNS upstream for the sandbox's resolver (no IP address in network.dns.servers or "
+            "/etc/resolv.conf): allowlisted names do not resolve inside it; the egress proxy still reaches them");
+    }
+    return dnsmasq_config(network, upstreams);
+}
+
+std::future<void> IncusProvider::egress_up(const std::string& name, const std::string& bridge,
+                                           const std::string& gateway, const policy::NetworkPolicy& network,
+                                           const AclRules& rules, bool background) {
+    m_egress->install_firewall(FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
+    m_egress->write_policy(name, network);
+    m_context.reporter.step(
+        fmt::format("starting the egress proxy of {} on {}:{}", name, gateway, k_egress_proxy_port));
+    if (!background) {
+        m_egress->start_proxy(name, gateway);
+        return {};
+    }
+    // Until it listens the sandbox simply has no egress (nothing else is admitted).
+    return std::async(std::launch::async, [this, name, gateway] { m_egress->start_proxy(name, gateway); });
+}
+
+void IncusProvider::restore_egress(const std::string& name, const Json& instance) {
+    const auto text = config_value(instance, key::k_network);
+    if (text.empty()) return;
+    const auto network = policy::from_policy_file(Json::parse(text));
+    const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!network.enabled || !gateway) return;
+    const auto rules = build_acl_rules(
+        network, AclContext{gateway->address_text(), k_egress_proxy_port, policy::host_own_addresses()});
+    (void)egress_up(name, bridge_name(name), gateway->address_text(), network, rules, false);
+}
+
+void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) const {
+    if (!info.network || !info.network->enabled) return;
+    const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!gateway) return;
+    const auto status = m_egress->proxy_status(info.name, gateway->address_text());
+    info.extra.emplace_back(
+        "Egress proxy",
+        status.pid > 0 ? fmt::format("{} (running, pid {}, as nobody)", status.listen, status.pid)
+                       : fmt::format("{} (NOT running: the sandbox has no egress; `agentctl start {}` restarts it)",
+                                     status.listen, info.name));
+    if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
+    info.extra.emplace_back("Resolver", info.network->dns.disabled
+                                            ? gateway->address_text() + " (answers no name: network.dns.disabled)"
+                                            : gateway->address_text() + " (answers allowlisted names only)");
+    const auto resolve = m_context.settings.find("incus.proxyResolveFile");
+    if (resolve != m_context.settings.end() && !resolve->second.empty()) {
+        info.extra.emplace_back("Proxy names",
+                                "resolved from " + resolve->second + " before DNS (incus.proxyResolveFile)");
+    }
 }
 
 void IncusProvider::create(const SandboxSpec& requested) {
@@ -139,35 +202,49 @@ void IncusProvider::create(const SandboxSpec& requested) {
 
 void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const auto bridge = bridge_name(spec.name);
-    const bool acl_attached = spec.network.enabled;
+    const bool confined = spec.network.enabled;
     Ipv4Net subnet;
+    std::string gateway;
+    AclRules rules;
     {
         // Serialise subnet choice and bridge creation between agentctl processes.
         std::optional<core::FileLock> lock;
         if (!m_api.preview()) lock.emplace(lock_path(m_context));
-        if (acl_attached) {
-            auto rules = plan_acl(spec.name, spec.network);
+        subnet = choose_subnet();
+        gateway = subnet.host(1).address_text();
+        if (confined) {
+            rules = plan_acl(spec.name, spec.network, gateway);
             m_context.reporter.step(
                 fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name), rules.egress.size()));
             m_api.create_acl(acl_payload(spec.name, rules));
         }
-        subnet = choose_subnet();
         m_context.reporter.step(fmt::format("creating bridge {} ({})", bridge, subnet.host(1).to_string()));
-        m_api.create_network(network_payload(spec.name, bridge, subnet, acl_attached ? acl_name(spec.name) : ""));
+        auto network = network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "");
+        if (confined) network["config"]["raw.dnsmasq"] = plan_dnsmasq(spec.network);
+        m_api.create_network(network);
     }
+    // The host side before the guest exists: no moment without enforcement.
+    // The proxy comes up while the instance is created.
+    std::future<void> proxy;
+    if (confined) proxy = egress_up(spec.name, bridge, gateway, spec.network, rules, !m_api.preview());
 
-    auto config = instance_config(spec, bridge, subnet, acl_attached);
+    auto config = instance_config(spec, bridge, subnet, confined);
     const auto pool = setting(m_context, "incus.storagePool", "default");
-    auto payload = instance_payload(spec, config, instance_devices(spec, bridge, pool), true);
+    auto devices = instance_devices(spec, bridge, pool);
+    confine_instance(config, devices, subnet, confined, k_egress_proxy_port, spec.isolation);
+    auto payload = instance_payload(spec, config, devices, true);
     m_context.reporter.step(fmt::format("creating {} {} from image {}",
                                         spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,
                                         spec.image));
     m_api.create_instance(payload, k_create_timeout);
+    if (proxy.valid()) proxy.get();
 
     // The user: bootstrap right away, so everything later runs as it.
     wait_until_ready(spec.name, spec.isolation == Isolation::Vm);
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
-    auto result = run_as_root(spec.name, bootstrap_user_script(spec.user, preferred_uid(spec)), 120);
+    std::string script = bootstrap_user_script(spec.user, preferred_uid(spec));
+    if (confined) script = with_proxy_setup(script, proxy_setup_script(gateway, k_egress_proxy_port));
+    auto result = run_as_root(spec.name, script, 120);
     auto user = parse_bootstrap_output(result.out);
     if (!user) {
         if (!m_api.preview()) {
@@ -176,6 +253,11 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
                         "the image needs useradd or busybox adduser; try another --image");
         }
         user = GuestUser{spec.user, k_preferred_uid, k_preferred_uid, "/home/" + spec.user, "/bin/bash"};
+    }
+    if (confined && !m_api.preview() && result.out.find("agentctl-proxy-configured") == std::string::npos) {
+        throw Error(fmt::format("configuring the egress proxy in {} failed (exit {}): {}", spec.name, result.exit_code,
+                                result.err),
+                    "the image needs a POSIX shell, sed and grep");
     }
     set_records(spec.name, {{std::string(key::k_uid), std::to_string(user->uid)},
                             {std::string(key::k_gid), std::to_string(user->gid)},
@@ -188,6 +270,7 @@ int IncusProvider::remove_pieces(const std::string& name) {
     int found = 0;
     if (m_api.delete_instance(name)) ++found;
     const auto bridge = bridge_name(name);
+    if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
     auto network = m_api.network(bridge);
     // A create killed while Incus was still setting the bridge up leaves it
     // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
@@ -206,6 +289,8 @@ int IncusProvider::remove_pieces(const std::string& name) {
                 fmt::format("network {} belongs to \"{}\", not to {}; left alone", bridge, owner, name));
         }
     }
+    m_egress->remove_firewall(bridge);
+    m_egress->remove_state(name);
     if (auto acl = m_api.acl(acl_name(name))) {
         const auto owner = acl->value("config", Json::object()).value(std::string(key::k_sandbox), "");
         if (owner == name) {
@@ -270,8 +355,20 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     auto instance = require_instance(name);
     const auto bridge = bridge_name(name);
     const auto acl = acl_name(name);
+    const auto gateway_net = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!gateway_net && !m_api.preview()) {
+        throw Error(fmt::format("{} has no bridge address recorded; recreate it", name));
+    }
+    const auto gateway = gateway_net ? gateway_net->address_text() : std::string("10.0.0.1");
+    std::optional<policy::NetworkPolicy> old;
+    try {
+        old = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
+    } catch (const std::exception&) {
+        old.reset();
+    }
     if (network.enabled) {
-        auto payload = acl_payload(name, plan_acl(name, network));
+        auto rules = plan_acl(name, network, gateway);
+        auto payload = acl_payload(name, rules);
         if (m_api.acl(acl)) {
             m_context.reporter.step(fmt::format("updating network ACL {} ({} rules)", acl, payload["egress"].size()));
             m_api.put_acl(acl, payload);
@@ -281,11 +378,35 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         }
         m_api.patch_network_config(bridge, Json{{"security.acls", acl},
                                                 {"security.acls.default.egress.action", "reject"},
-                                                {"security.acls.default.ingress.action", "reject"}});
+                                                {"security.acls.default.ingress.action", "reject"},
+                                                {"raw.dnsmasq", plan_dnsmasq(network)}});
+        m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
+        m_egress->install_firewall(
+            FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
+        m_egress->write_policy(name, network);
+        // The ACL admits established connections first: forget those to the
+        // IP destinations it no longer admits, so that they are cut now.
+        if (old && old->enabled && !m_api.preview()) {
+            const auto before = build_acl_rules(*old, AclContext{gateway, k_egress_proxy_port, {}}).direct;
+            std::vector<std::string> removed;
+            for (const auto& destination : before) {
+                bool kept = false;
+                for (const auto& now : rules.direct) {
+                    kept = kept || (now.address == destination.address && now.ports == destination.ports);
+                }
+                if (!kept) removed.push_back(destination.address);
+            }
+            const auto guest = wait_for_address(name, 0);
+            if (!removed.empty() && !guest.empty()) {
+                auto problem = m_egress->forget_connections({guest}, removed);
+                if (!problem.empty()) m_context.reporter.warning(fmt::format("{}: {}", name, problem));
+            }
+        }
     } else {
         m_context.reporter.step(fmt::format("detaching network ACL {}: egress is now unrestricted", acl));
-        m_api.patch_network_config(bridge, Json{{"security.acls", ""}});
+        m_api.patch_network_config(bridge, Json{{"security.acls", ""}, {"raw.dnsmasq", ""}});
         m_api.delete_acl(acl);
+        m_egress->write_policy(name, network);
     }
     // The recorded widenings follow the new policy.
     SandboxSpec view;
@@ -296,17 +417,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                        {std::string(key::k_acl), network.enabled ? acl : ""},
                        {std::string(key::k_widenings), Json(widenings(view)).dump()},
                        {std::string(key::k_confinement), ""}});
-    if (running(instance) && !m_api.preview()) {
-        // The new policy is live: check it the way start does.
-        m_context.reporter.step(fmt::format("checking network confinement of {}", name));
-        const auto confinement = check_confinement(name, require_instance(name));
-        set_records(name, {{std::string(key::k_confinement), confinement}});
-        if (confinement == "verified") {
-            m_context.reporter.notice("network confinement verified");
-        } else {
-            m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
-        }
-    }
+    if (running(instance) && !m_api.preview()) verify_confinement(name, require_instance(name));
 }
 
 }  // namespace agentctl::provider::incus

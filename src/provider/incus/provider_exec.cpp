@@ -1,4 +1,4 @@
-// exec, shell, view and logs.
+// exec, shell and view.
 //
 // Non-interactive exec goes through the API (recorded output, exit code from
 // the operation). Interactive shell / `exec -t` / view hand the terminal to the
@@ -117,11 +117,6 @@ void IncusProvider::view(const std::string& name, bool read_only) {
         throw Error(fmt::format("incus console {} --type=vga failed (exit {})", name, result.pass_through_code()),
                     "it needs a SPICE viewer on this machine (remote-viewer or spicy)");
     }
-}
-
-int IncusProvider::logs(const std::string&, const LogRequest&) {
-    throw Error("logs is under development for the incus provider", "see `agentctl status NAME` for the policy",
-                exit_code::k_not_available);
 }
 
 }  // namespace agentctl::provider::incus

@@ -2,6 +2,7 @@
 // of verbs). Only the factory in incus_provider.hpp is public.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 #include "agentctl/provider.hpp"
 #include "provider/incus/acl_rules.hpp"
 #include "provider/incus/api.hpp"
+#include "provider/incus/egress_host.hpp"
 #include "provider/incus/payloads.hpp"
 
 namespace agentctl::provider::incus {
@@ -22,7 +24,7 @@ inline constexpr int k_preferred_uid = 1500;
 
 class IncusProvider final : public Provider {
 public:
-    IncusProvider(ProviderContext& context, std::unique_ptr<Client> client, std::unique_ptr<Resolver> resolver,
+    IncusProvider(ProviderContext& context, std::unique_ptr<Client> client, std::unique_ptr<EgressHost> egress,
                   std::string project);
 
     [[nodiscard]] std::string_view name() const override { return "incus"; }
@@ -55,7 +57,20 @@ private:
     std::string image_for(const SandboxSpec& spec);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
-    AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network);
+    AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const std::string& gateway);
+    // The bridge's raw.dnsmasq for `network`.
+    std::string plan_dnsmasq(const policy::NetworkPolicy& network);
+    // The host side of a confined sandbox's network, before its guest runs:
+    // the firewall table, the policy file and the egress proxy. Idempotent
+    // (start runs it after a host reboot).
+    // With `background`, the proxy is started on another thread (the
+    // returned future); the firewall table and policy are in place first.
+    std::future<void> egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
+                                const policy::NetworkPolicy& network, const AclRules& rules, bool background);
+    // egress_up from what the instance records (start: also after a host reboot).
+    void restore_egress(const std::string& name, const Json& instance);
+    // status: the proxy's state, its log, the DNS resolver's scope.
+    void add_egress_lines(const Json& instance, InstanceInfo& info) const;
     // Removes instance, bridge and ACL, each only if present and ours.
     // Returns how many pieces existed.
     int remove_pieces(const std::string& name);
@@ -67,7 +82,11 @@ private:
     void after_boot(const std::string& name, bool fresh);
     void wait_until_ready(const std::string& name, bool vm);
     std::string wait_for_address(const std::string& name, int timeout_seconds);
+    // provider_confinement.cpp: the probe battery; its line for status.
     std::string check_confinement(const std::string& name, const Json& instance);
+    // Records the confinement line and reports it; stops the sandbox and
+    // throws when a probe escaped.
+    void verify_confinement(const std::string& name, const Json& instance);
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
     void install_agent(const std::string& name, const Json& instance);
     void report_mounts(const std::vector<Mount>& mounts);
@@ -89,7 +108,7 @@ private:
 
     ProviderContext& m_context;
     std::unique_ptr<Client> m_client;
-    std::unique_ptr<Resolver> m_resolver;
+    std::unique_ptr<EgressHost> m_egress;
     Api m_api;
     std::string m_project;
 };

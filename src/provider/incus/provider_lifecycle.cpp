@@ -21,45 +21,6 @@
 namespace agentctl::provider::incus {
 namespace {
 
-// A TCP listener on the bridge's host address, on a port the kernel picks (so
-// no policy rule names it). Connections are never answered, only counted.
-class ProbeListener {
-public:
-    explicit ProbeListener(const std::string& address) {
-        m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        if (m_fd < 0 || ::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1 ||
-            ::bind(m_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(m_fd, 4) != 0) {
-            m_error = std::strerror(errno);
-            return;
-        }
-        socklen_t len = sizeof addr;
-        ::getsockname(m_fd, reinterpret_cast<sockaddr*>(&addr), &len);
-        m_port = ntohs(addr.sin_port);
-    }
-    ~ProbeListener() {
-        if (m_fd >= 0) ::close(m_fd);
-    }
-    ProbeListener(const ProbeListener&) = delete;
-    ProbeListener& operator=(const ProbeListener&) = delete;
-
-    [[nodiscard]] unsigned port() const { return m_port; }
-    [[nodiscard]] const std::string& error() const { return m_error; }
-    // True when a connection reached the listener.
-    bool reached() {
-        const int client = ::accept4(m_fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (client < 0) return false;
-        ::close(client);
-        return true;
-    }
-
-private:
-    int m_fd = -1;
-    unsigned m_port = 0;
-    std::string m_error;
-};
-
 std::vector<std::string> instance_ips(const Json& instance) {
     std::vector<std::string> ips;
     const auto& state =
@@ -108,39 +69,6 @@ std::string IncusProvider::wait_for_address(const std::string& name, int timeout
         if (m_api.preview() || std::chrono::steady_clock::now() >= deadline) return {};
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-}
-
-std::string IncusProvider::check_confinement(const std::string& name, const Json& instance) {
-    if (m_api.preview()) return "not verified: preview";
-    auto network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
-    if (!network.enabled) return "not verified: the sandbox has no network policy (--no-network-policy)";
-    if (network.allow_lan) {
-        return "not verified: --allow-lan opens the private ranges the probe would use";
-    }
-    const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
-    if (!bridge_address) return "not verified: the bridge address is not recorded";
-    const auto gateway = bridge_address->address_text();
-    const bool vm = config_value(instance, key::k_isolation) == "vm";
-    if (wait_for_address(name, vm ? 120 : 30).empty()) {
-        return "not verified: the sandbox got no IPv4 address on eth0";
-    }
-    ProbeListener listener(gateway);
-    if (!listener.error().empty()) {
-        return fmt::format("not verified: cannot listen on {}: {}", gateway, listener.error());
-    }
-    auto result = run_as_root(name, probe_script(gateway, listener.port(), 3), 30);
-    const auto outcome = parse_probe_output(result.out);
-    if (outcome == "connected" || listener.reached()) {
-        m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
-        m_api.change_state(name, state_payload("stop", true, -1), 120);
-        throw Error(fmt::format("network confinement of {} FAILED: a direct connection from the sandbox to {}:{} "
-                                "(a port its policy does not allow) got through; the sandbox was stopped",
-                                name, gateway, listener.port()),
-                    "check the bridge's ACL: incus network show " + bridge_name(name));
-    }
-    if (outcome == "refused" || outcome == "timeout" || outcome == "unreachable") return "verified";
-    if (outcome == "no-tool") return "not verified: the guest has none of bash, python3 or curl to probe with";
-    return fmt::format("not verified: the probe gave no result (exit {}): {}", result.exit_code, result.err);
 }
 
 void IncusProvider::install_packages(const std::string& name, const std::vector<std::string>& packages) {
@@ -200,14 +128,7 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
         throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
                     "delete and recreate it: agentctl delete " + name);
     }
-    m_context.reporter.step(fmt::format("checking network confinement of {}", name));
-    const auto confinement = check_confinement(name, instance);
-    set_records(name, {{std::string(key::k_confinement), confinement}});
-    if (confinement == "verified") {
-        m_context.reporter.notice("network confinement verified");
-    } else if (!m_api.preview()) {
-        m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
-    }
+    verify_confinement(name, instance);
     if (fresh) {
         auto packages = Json::parse(
             config_value(instance, key::k_packages).empty() ? "[]" : config_value(instance, key::k_packages));
@@ -252,6 +173,9 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
             replace_mounts(name, instance, *request.mounts);
         }
     }
+    // The host side first (firewall table, policy, proxy): after a host reboot
+    // none of it exists, and a crashed proxy is started again.
+    restore_egress(name, instance);
     if (!running(instance) || m_api.preview()) {
         auto ports =
             Json::parse(config_value(instance, key::k_ports).empty() ? "[]" : config_value(instance, key::k_ports));
@@ -270,11 +194,13 @@ void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     auto instance = require_instance(name);
     if (!running(instance) && !m_api.preview()) {
         m_context.reporter.step(fmt::format("{} is already stopped", name));
+        if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
         return;
     }
     m_context.reporter.step(fmt::format("stopping {}", name));
     const int timeout = request.timeout_seconds.value_or(request.force ? -1 : 30);
     m_api.change_state(name, state_payload("stop", request.force, timeout), (timeout > 0 ? timeout : 30) + 60);
+    if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
 }
 
 InstanceInfo IncusProvider::to_info(const Json& instance) const {
@@ -309,6 +235,7 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
             if (w.is_string()) info.widenings.push_back(w.get<std::string>());
         }
     }
+    add_egress_lines(instance, info);
     for (auto k : {key::k_bridge, key::k_acl, key::k_subnet, key::k_uid, key::k_agent, key::k_agent_installed}) {
         auto value = config_value(instance, k);
         if (!value.empty())

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "provider/common/probes.hpp"
+
 namespace agentctl::provider::lima {
 
 // A one-line POSIX sh script; it starts by setting host and port: `h=HOST; p=PORT; ...`.
@@ -18,13 +20,9 @@ namespace agentctl::provider::lima {
 // ephemeral port.
 [[nodiscard]] std::string probe_script(const std::string& host, const std::string& port);
 
-enum class ProbeKind { Refused, Connected, NoTool, Inconclusive };
-
-struct ProbeOutcome {
-    ProbeKind kind = ProbeKind::Inconclusive;
-    std::string tool;    // curl | bash | python3 | "" for NoTool
-    std::string detail;  // e.g. "curl exit 28"
-};
+// The outcome types are shared with the Incus provider's probe battery.
+using common::ProbeKind;
+using common::ProbeOutcome;
 
 // Reads the script's marker line from the guest command's stdout. Missing or
 // unknown output is Inconclusive with the exit code in the detail.

@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# The Incus egress suite: every sandbox leaves only through its own egress
+# proxy. Drives the built agentctl against the real Incus daemon (containers)
+# and checks, from inside the sandboxes: hostname and wildcard allow rules over
+# plain HTTP and CONNECT, 403s with the reason, direct connections refused at
+# once, DNS only for allowlisted names, the host unreachable (also under
+# --allow-lan), live policy add/remove, the proxy's lifecycle (fail closed,
+# restored by start), logs --network, the guest's proxy settings and the
+# confinement probe battery.
+#
+# Every test destination is on this machine: "public" servers in a network
+# namespace the suite creates, routed only to that namespace (checked with
+# `ip route get` before any traffic). Names resolve through the proxy's
+# resolve file (setting incus.proxyResolveFile), never through outside DNS.
+#
+# Usage: egress.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
+set -uo pipefail
+
+AGENTCTL=${1:?usage: egress.sh AGENTCTL_BINARY}
+IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
+TAG=$$
+A=e10-a-$TAG
+B=e10-b-$TAG
+NS=ag10n$TAG
+VETH_HOST=ag10${TAG}h
+VETH_NS=ag10${TAG}n
+NET=11.220.$((TAG % 250 + 1))   # routed to the namespace only
+PUB=$NET.2        # allowed.test, api.wild.test
+PUB_IP=$NET.3     # allowed by IP literal (a direct ACL rule), and other.test
+PORT=8080         # HTTP on both
+RAW_PORT=8081     # a line-echo TCP server (long-lived connections)
+SSH_PORT=8022     # sends an SSH banner
+WORK=$(mktemp -d /tmp/agentctl-incus-egress.XXXXXX)
+export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
+mkdir -p "$HOME"
+
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, nftables, the Incus admin socket)"
+command -v incus >/dev/null 2>&1 || skip "the incus client is not installed (scripts/incus/up.sh)"
+incus admin waitready --timeout=3 >/dev/null 2>&1 || skip "no Incus daemon is reachable (start one: scripts/incus/up.sh)"
+incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE" || skip "image $IMAGE is missing (scripts/incus/up.sh builds it)"
+command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
+command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh installs nftables)"
+
+PASS=0 FAIL=0
+ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+agentctl() { "$AGENTCTL" --provider incus "$@"; }
+in_a() { agentctl exec "$A" -- "$@"; }
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+SERVER_PIDS=()
+cleanup() {
+  set +e
+  for pid in "${SERVER_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  for n in "$A" "$B"; do "$AGENTCTL" --provider incus delete --force "$n" >/dev/null 2>&1; done
+  ip netns del "$NS" 2>/dev/null
+  ip link del "$VETH_HOST" 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$AGENTCTL" config set incus.subnetPool=10.220.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
+cat >"$WORK/hosts" <<EOF
+$PUB allowed.test
+$PUB api.wild.test
+$PUB wild.test
+$PUB_IP other.test
+EOF
+"$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
+
+# ---------------------------------------------------------------- namespace with "public" test servers
+servers_py='
+import http.server, socket, socketserver, sys, threading, time
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("hello from %s %s\n" % (self.server.server_address[0], self.headers.get("Host"))).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+class Echo(socketserver.StreamRequestHandler):
+    def handle(self):
+        for line in self.rfile:
+            self.wfile.write(line)
+class Banner(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.wfile.write(b"SSH-2.0-agentctl-test\r\n")
+class T(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    allow_reuse_address = True; daemon_threads = True
+for addr in sys.argv[1:]:
+    for port, handler in ((8080, Hello), (8081, Echo), (8022, Banner), (53, Banner)):
+        server = (http.server.ThreadingHTTPServer if handler is Hello else T)((addr, port), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+def udp53(addr):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, 53))
+    while True:
+        data, peer = s.recvfrom(512); s.sendto(data[:2] + b"\x81\x80" + data[4:], peer)
+for addr in sys.argv[1:]:
+    threading.Thread(target=udp53, args=(addr,), daemon=True).start()
+time.sleep(900)
+'
+ip netns add "$NS" || { echo "cannot create a network namespace"; exit 1; }
+ip link add "$VETH_HOST" type veth peer name "$VETH_NS"
+ip link set "$VETH_NS" netns "$NS"
+ip addr add "$NET.1/24" dev "$VETH_HOST"
+ip link set "$VETH_HOST" up
+ip -n "$NS" link set lo up
+ip -n "$NS" addr add "$PUB/24" dev "$VETH_NS"
+ip -n "$NS" addr add "$PUB_IP/24" dev "$VETH_NS"
+ip -n "$NS" link set "$VETH_NS" up
+ip -n "$NS" route add default via "$NET.1"
+for dst in "$PUB" "$PUB_IP"; do
+  ip route get "$dst" | grep -q "dev $VETH_HOST" || { echo "refusing to run: $dst is not routed to the test namespace"; exit 1; }
+done
+ip netns exec "$NS" python3 -c "$servers_py" "$PUB" "$PUB_IP" &
+SERVER_PIDS+=($!)
+for _ in $(seq 100); do bash -c "exec 3<>/dev/tcp/$PUB/$PORT" 2>/dev/null && break; sleep 0.1; done
+check "test servers answer from the host" bash -c "curl -s http://$PUB:$PORT/ | grep -q hello"
+
+# ---------------------------------------------------------------- create
+t0=$(date +%s%N)
+agentctl create "$A" --image "$IMAGE" --isolation container --mount-none \
+  --allow allowed.test:$PORT --allow "*.wild.test:$PORT" --allow allowed.test:$SSH_PORT \
+  --allow "$PUB_IP:$RAW_PORT" >"$WORK/create-a.out" 2>&1
+rc=$?
+echo "# create $A took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+if [ $rc -ne 0 ]; then cat "$WORK/create-a.out"; bad "create $A"; echo "# $PASS passed, $FAIL failed"; exit 1; fi
+ok "create $A"
+check "create verifies confinement with the whole probe battery" grep -q "network confinement verified (7/7 probes" "$WORK/create-a.out"
+agentctl status "$A" >"$WORK/status-a" 2>&1
+check "status: Confinement: verified (N/N probes, TIME)" grep -Eq "^Confinement: +verified \(7/7 probes, [0-9T:-]+Z\)" "$WORK/status-a"
+check "status: the egress proxy runs, as nobody" grep -Eq "^Egress proxy: +10\.220\.[0-9.]+:3128 \(running, pid [0-9]+, as nobody\)" "$WORK/status-a"
+check "status: the resolver answers allowlisted names only" grep -q "answers allowlisted names only" "$WORK/status-a"
+PROBES=$(incus config get "$A" user.agentctl.confinement.probes)
+for p in direct-bypass host-port host-address dns-tcp-elsewhere dns-udp-elsewhere proxy-denied-name dns-denied-name; do
+  check "probe $p is recorded as held" \
+    python3 -c "import json,sys; r={x['name']:x['verdict'] for x in json.loads(sys.argv[1])}; sys.exit(r.get('$p')!='held')" "$PROBES"
+done
+STATUS_JSON=$(agentctl status "$A" -o json)
+BR=$(json_field 'd["extra"]["bridge"]' <<<"$STATUS_JSON")
+GW=$(incus network get "$BR" ipv4.address | cut -d/ -f1)
+PROXY_PID=$(json_field 'd["extra"]["Egress proxy"].split("pid ")[1].split(",")[0]' <<<"$STATUS_JSON")
+check "the proxy process runs as nobody" test "$(ps -o user= -p "$PROXY_PID")" = nobody
+check "agentctl's nft table for the bridge exists" nft list table inet "agentctl-$BR"
+check "the bridge has IPv6 off" test "$(incus network get "$BR" ipv6.address)" = none
+check "the NIC filters MAC and IPv4 sources" bash -c \
+  "incus config device get '$A' eth0 security.mac_filtering | grep -qx true && incus config device get '$A' eth0 security.ipv4_filtering | grep -qx true"
+
+# ---------------------------------------------------------------- through the proxy
+check "allowlisted name over plain HTTP through the proxy" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://allowed.test:$PORT/ | grep -q 'hello from $PUB allowed.test'"
+check "allowlisted name over CONNECT (curl -p)" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -p -m 10 http://allowed.test:$PORT/ | grep -q 'hello from $PUB'"
+check "wildcard subdomain over CONNECT" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -p -m 10 http://api.wild.test:$PORT/ | grep -q 'hello from $PUB api.wild.test'"
+check "wildcard subdomain over plain HTTP" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://api.wild.test:$PORT/ | grep -q 'hello from $PUB'"
+out=$(in_a curl -s -m 10 -w '\n%{http_code}' http://other.test:$PORT/)
+check "another name gets 403" test "$(tail -n1 <<<"$out")" = 403
+check "the 403 names the reason and the command that allows it" bash -c \
+  "grep -q 'not-allowlisted' <<<\"\$1\" && grep -q 'agentctl policy add $A other.test:$PORT' <<<\"\$1\"" _ "$out"
+check "the wildcard's apex is not allowed (403)" test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_code}' http://wild.test:$PORT/)" = 403
+check "the sandbox user has the proxy settings too" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- sh -c 'echo \$https_proxy' | grep -qx 'http://$GW:3128'"
+check "login shells get them from /etc/profile.d" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- env -i bash -lc 'echo \$http_proxy' | grep -qx 'http://$GW:3128'"
+check "apt, git, pip and npm are configured" "$AGENTCTL" --provider incus exec "$A" -- sh -c \
+  "grep -q 'Acquire::https::Proxy \"http://$GW:3128\"' /etc/apt/apt.conf.d/90agentctl-proxy &&
+   grep -q 'proxy = http://$GW:3128' /etc/gitconfig && grep -q 'proxy = http://$GW:3128' /etc/pip.conf &&
+   grep -q 'https-proxy=http://$GW:3128' /usr/etc/npmrc && grep -q 'https_proxy=http://$GW:3128' /etc/environment"
+check "ssh's ProxyCommand helper reaches an allowlisted host:port through CONNECT" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- sh -c 'sleep 1 | /usr/local/bin/agentctl-connect allowed.test $SSH_PORT' | grep -q SSH-2.0-agentctl-test"
+check "ssh is configured to use it" "$AGENTCTL" --provider incus exec "$A" -- grep -q "ProxyCommand /usr/local/bin/agentctl-connect %h %p" /etc/ssh/ssh_config.d/90-agentctl-proxy.conf
+check "the helper refuses a name the policy does not allow, saying so" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- /usr/local/bin/agentctl-connect other.test $SSH_PORT </dev/null 2>&1 | grep -q 'refused other.test:$SSH_PORT'"
+
+# ---------------------------------------------------------------- around the proxy: refused at once
+refused_fast() {  # refused_fast CMD...: exits non-zero within 2 s
+  local t=$(date +%s%N); ! "$@" >/dev/null 2>&1 && [ $(( ($(date +%s%N) - t) / 1000000 )) -lt 2000 ]
+}
+tcp_probe() {  # tcp_probe HOST PORT -> connected | refused | timeout (from inside A)
+  in_a bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$1/$2' 2>/dev/null; r=\$?; \
+    if [ \$r = 0 ]; then echo connected; elif [ \$r = 124 ]; then echo timeout; else echo refused; fi"
+}
+check "curl --noproxy '*' to the allowed name's address is refused at once" \
+  refused_fast "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 --noproxy '*' http://$PUB:$PORT/
+check "a direct TCP connection to the allowed address is refused" test "$(tcp_probe "$PUB" $PORT)" = refused
+check "TCP :53 to a test host is refused" test "$(tcp_probe "$PUB" 53)" = refused
+udp53() {  # udp53 HOST NAME -> refused | timeout | answer RCODE COUNT (from inside A)
+  in_a python3 -c '
+import socket, struct, sys
+q = struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"".join(bytes([len(l)]) + l.encode() for l in sys.argv[2].split(".")) + b"\0\0\1\0\1"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+try:
+    s.connect((sys.argv[1], 53)); s.send(q); r = s.recv(512); print("answer %d %d" % (r[3] & 15, struct.unpack(">H", r[6:8])[0]))
+except ConnectionRefusedError: print("refused")
+except socket.timeout: print("timeout")' "$1" "$2"
+}
+check "UDP :53 to a test host is refused" test "$(udp53 "$PUB" allowed.test)" = refused
+check "DNS for a non-allowlisted name fails (NXDOMAIN from the bridge's resolver)" test "$(udp53 "$GW" other.test)" = "answer 3 0"
+check "TCP :53 to the host's other address is refused" bash -c \
+  "h=\$(ip -4 -o addr show scope global | awk '\$2 !~ /^(agc-|ag10|incusbr)/ {sub(/\\/.*/, \"\", \$4); print \$4; exit}'); \
+   [ -n \"\$h\" ] && test \"\$(\"\$0\" --provider incus exec '$A' -- bash -c \"timeout 4 bash -c 'exec 3<>/dev/tcp/\$h/53' 2>/dev/null && echo connected || echo refused\")\" = refused" "$AGENTCTL"
+check "the bridge address on another port is refused" test "$(tcp_probe "$GW" 22)" = refused
+check "an IP-literal allow entry is a direct rule: any TCP client reaches it" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- bash -c 'exec 3<>/dev/tcp/$PUB_IP/$RAW_PORT; echo ping >&3; head -n1 <&3' | grep -qx ping"
+check "policy check says what the ACL does for the IP rule" bash -c \
+  "'$AGENTCTL' --provider incus policy check '$A' $PUB_IP:$RAW_PORT 2>&1 | grep -qi allow"
+
+# ---------------------------------------------------------------- live policy changes
+check "policy add succeeds" agentctl policy add "$A" other.test
+check "policy add is live: the proxy reloaded" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://other.test:$PORT/ | grep -q 'hello from $PUB_IP'"
+# An open direct connection to an IP-literal destination is cut when its rule goes.
+in_a python3 -c '
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3); print("connected", flush=True)
+for _ in range(40):
+    try:
+        s.sendall(b"ping\n"); s.settimeout(2)
+        if s.recv(16) == b"": print("cut", flush=True); break
+    except OSError as e:
+        print("cut", e, flush=True); break
+    time.sleep(0.5)
+else:
+    print("alive", flush=True)' "$PUB_IP" "$RAW_PORT" >"$WORK/long-conn" 2>&1 &
+LONG=$!
+sleep 3   # exec's output arrives when the command ends: give the connection time to open
+check "policy remove of the IP rule succeeds" agentctl policy remove "$A" "$PUB_IP:$RAW_PORT"
+wait $LONG
+check "a long-lived direct connection was open" grep -q "^connected" "$WORK/long-conn"
+check "policy remove cut the open direct connection" grep -q "^cut" "$WORK/long-conn"
+check "after remove, a new direct connection is refused" test "$(tcp_probe "$PUB_IP" $RAW_PORT)" = refused
+# An open tunnel through the proxy to a name whose rule goes away.
+in_a python3 -c '
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=3)
+s.sendall(b"CONNECT other.test:8081 HTTP/1.1\r\nHost: other.test:8081\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head: head += s.recv(1)
+print("open", head.split(b"\r\n")[0].decode(), flush=True)
+for _ in range(30):
+    try:
+        s.sendall(b"ping\n"); s.settimeout(2)
+        if s.recv(16) == b"": print("cut", flush=True); break
+    except OSError as e:
+        print("cut", e, flush=True); break
+    time.sleep(0.5)
+else:
+    print("alive", flush=True)' "$GW" >"$WORK/tunnel" 2>&1 &
+LONG=$!
+sleep 3
+check "policy remove of the name succeeds" agentctl policy remove "$A" other.test
+wait $LONG
+check "a CONNECT tunnel to other.test was open" grep -q "^open HTTP/1.1 200" "$WORK/tunnel"
+if grep -q "^cut" "$WORK/tunnel"; then ok "policy remove closed the open tunnel"
+else echo "note - the open tunnel survived policy remove (the proxy does not close tunnels on reload yet)"; fi
+check "after remove, other.test gets 403 again" test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_code}' http://other.test:$PORT/)" = 403
+
+# ---------------------------------------------------------------- logs --network
+agentctl logs "$A" --network >"$WORK/logs" 2>&1
+check "logs --network shows the allowed requests" grep -q "allowed.test" "$WORK/logs"
+check "logs --network shows the refusals with their reason" bash -c "grep 'other.test' '$WORK/logs' | grep -q 'not-allowlisted'"
+check "logs --network --output json is JSON Lines" bash -c \
+  "'$AGENTCTL' --provider incus logs '$A' --network --output json | python3 -c 'import json,sys; l=[json.loads(x) for x in sys.stdin if x.strip()]; sys.exit(len(l) < 3)'"
+
+# ---------------------------------------------------------------- the proxy's lifecycle: fail closed
+kill -9 "$PROXY_PID"
+sleep 0.2
+check "status says the proxy is not running" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q 'NOT running'"
+check "with the proxy gone the sandbox has no egress (refused at once)" \
+  refused_fast "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 http://allowed.test:$PORT/
+check "and no direct way either" test "$(tcp_probe "$PUB" $PORT)" = refused
+agentctl start "$A" >"$WORK/start-a.out" 2>&1
+check "start restores the proxy" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q '(running, pid'"
+check "start verifies confinement again" grep -q "network confinement verified (7/7 probes" "$WORK/start-a.out"
+check "egress works again after start" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://allowed.test:$PORT/ | grep -q hello"
+check "stop stops the proxy" bash -c "'$AGENTCTL' --provider incus stop '$A' >/dev/null && '$AGENTCTL' --provider incus status '$A' | grep -q 'NOT running'"
+nft delete table inet "agentctl-$BR"   # as after a host reboot
+agentctl start "$A" >"$WORK/start-a2.out" 2>&1
+check "start after a stop (and a lost nft table) restores proxy and table" bash -c \
+  "'$AGENTCTL' --provider incus status '$A' | grep -q '(running, pid' && nft list table inet 'agentctl-$BR' >/dev/null"
+check "and proves confinement" grep -q "network confinement verified (7/7 probes" "$WORK/start-a2.out"
+
+# ---------------------------------------------------------------- --allow-lan never opens the host or other sandboxes
+agentctl create "$B" --image "$IMAGE" --isolation container --mount-none --allow-lan >"$WORK/create-b.out" 2>&1 \
+  && ok "create $B --allow-lan" || { cat "$WORK/create-b.out"; bad "create $B --allow-lan"; }
+check "--allow-lan: confinement still verified" grep -q "network confinement verified (7/7 probes" "$WORK/create-b.out"
+BR_B=$(agentctl status "$B" -o json | json_field 'd["extra"]["bridge"]')
+GW_B=$(incus network get "$BR_B" ipv4.address | cut -d/ -f1)
+IP_A=$(agentctl status "$A" -o json | json_field 'd["ips"][0]')
+in_b_tcp() { agentctl exec "$B" -- bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$1/$2' 2>/dev/null && echo connected || echo refused"; }
+check "--allow-lan: the host's bridge address is refused directly" test "$(in_b_tcp "$GW_B" 22)" = refused
+check "--allow-lan: another sandbox's bridge address is refused" test "$(in_b_tcp "$GW" 3128)" = refused
+check "--allow-lan: another sandbox is refused directly" test "$(in_b_tcp "$IP_A" 22)" = refused
+code=$(agentctl exec "$B" -- curl -s -o /dev/null -m 10 -w '%{http_connect}' -p "http://$GW_B:22/")
+check "--allow-lan: the proxy refuses the host's own address (403)" test "$code" = 403
+code=$(agentctl exec "$B" -- curl -s -o /dev/null -m 10 -w '%{http_connect}' -p "http://$IP_A:$PORT/")
+check "--allow-lan: the proxy cannot reach another sandbox ($code)" test "$code" != 200
+
+# ---------------------------------------------------------------- a hole found by the probe battery stops the sandbox
+# Tamper with the bridge's resolver behind agentctl's back: it now answers every name.
+incus network set "$BR_B" raw.dnsmasq="$(printf 'no-resolv\naddress=/#/203.0.113.9\n')"
+out=$(agentctl start "$B" 2>&1); rc=$?
+check "start fails when a probe gets through (exit $rc)" test $rc != 0
+check "the error names the probe that escaped" grep -q "dns-denied-name" <<<"$out"
+check "the sandbox was stopped" bash -c "incus list -f csv -c s '^$B\$' | grep -qx STOPPED"
+check "status records the failure" bash -c "'$AGENTCTL' --provider incus status '$B' | grep -q '^Confinement: *FAILED (6/7 probes'"
+
+# ---------------------------------------------------------------- delete removes everything
+agentctl delete --force "$B" >/dev/null 2>&1
+agentctl delete --force "$A" >/dev/null 2>&1
+check "delete stops the proxy" bash -c "! kill -0 \$(pgrep -f 'egress-proxy .*--sandbox $A\$' || echo 999999) 2>/dev/null"
+check "delete removes the nft table" bash -c "! nft list table inet 'agentctl-$BR' >/dev/null 2>&1"
+check "delete removes the proxy's state" test ! -e "$XDG_STATE_HOME/agentctl/incus/$A"
+
+echo "# $PASS passed, $FAIL failed"
+[ $FAIL = 0 ]

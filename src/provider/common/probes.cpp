@@ -1,0 +1,70 @@
+#include "provider/common/probes.hpp"
+
+#include <ctime>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace agentctl::provider::common {
+
+std::string_view to_string(ProbeVerdict verdict) {
+    switch (verdict) {
+        case ProbeVerdict::Held: return "held";
+        case ProbeVerdict::Escaped: return "escaped";
+        case ProbeVerdict::Inconclusive: return "inconclusive";
+    }
+    return "inconclusive";
+}
+
+std::vector<ProbeResult> parse_probe_lines(const std::string& output) {
+    std::vector<ProbeResult> results;
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        std::istringstream fields(line);
+        std::string tag, name, verdict;
+        if (!(fields >> tag >> name >> verdict) || tag != "agentctl-probe") continue;
+        ProbeResult result;
+        result.name = name;
+        result.verdict = verdict == "held"      ? ProbeVerdict::Held
+                         : verdict == "escaped" ? ProbeVerdict::Escaped
+                                                : ProbeVerdict::Inconclusive;
+        std::getline(fields >> std::ws, result.detail);
+        results.push_back(std::move(result));
+    }
+    return results;
+}
+
+BatterySummary summarise(const std::vector<ProbeResult>& results) {
+    BatterySummary summary;
+    summary.total = results.size();
+    for (const auto& r : results) {
+        if (r.verdict == ProbeVerdict::Held) ++summary.held;
+        if (r.verdict == ProbeVerdict::Escaped) summary.escaped.push_back(&r);
+        if (r.verdict == ProbeVerdict::Inconclusive) summary.inconclusive.push_back(&r);
+    }
+    return summary;
+}
+
+std::string confinement_line(const BatterySummary& summary, std::chrono::system_clock::time_point when) {
+    const std::time_t t = std::chrono::system_clock::to_time_t(when);
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (summary.total > 0 && summary.held == summary.total) {
+        return fmt::format("verified ({}/{} probes, {})", summary.held, summary.total, stamp);
+    }
+    std::string why;
+    for (const auto* r : summary.escaped)
+        why += fmt::format("{}{}: escaped, {}", why.empty() ? "" : "; ", r->name, r->detail);
+    for (const auto* r : summary.inconclusive) {
+        why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", r->name, r->detail);
+    }
+    if (summary.total == 0) why = "the probe battery printed no result";
+    return fmt::format("{} ({}/{} probes, {}): {}", summary.escaped.empty() ? "not verified" : "FAILED", summary.held,
+                       summary.total, stamp, why);
+}
+
+}  // namespace agentctl::provider::common

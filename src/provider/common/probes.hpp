@@ -1,0 +1,59 @@
+// Typed results of the in-guest confinement probes, shared by the providers.
+//
+// A probe is one attempt, made from inside the guest, to get around the
+// sandbox's network policy (a direct connection, DNS to another server, a
+// refused name through the proxy, ...). Each must fail in the way the policy
+// says; a probe that succeeds is an escape.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace agentctl::provider::common {
+
+// What one connection attempt did.
+enum class ProbeKind { Refused, Connected, NoTool, Inconclusive };
+
+struct ProbeOutcome {
+    ProbeKind kind = ProbeKind::Inconclusive;
+    std::string tool;    // curl | bash | python3 | "" for NoTool
+    std::string detail;  // e.g. "curl exit 28"
+};
+
+// How one probe of a battery went, judged against what confinement requires.
+enum class ProbeVerdict {
+    Held,          // the attempt failed the way it must (refused, 403, NXDOMAIN)
+    Escaped,       // the attempt succeeded: the sandbox is not confined
+    Inconclusive,  // no clear answer (timeout, missing tool)
+};
+
+struct ProbeResult {
+    std::string name;  // e.g. "direct-bypass"
+    ProbeVerdict verdict = ProbeVerdict::Inconclusive;
+    std::string detail;  // one phrase: what was tried and what happened
+};
+
+// The text for a verdict: "held", "escaped", "inconclusive".
+[[nodiscard]] std::string_view to_string(ProbeVerdict verdict);
+
+// Parses lines `agentctl-probe NAME VERDICT DETAIL...` (VERDICT one of held,
+// escaped, inconclusive) from a battery's output, in order. Other lines are
+// ignored; an unknown verdict word is Inconclusive.
+[[nodiscard]] std::vector<ProbeResult> parse_probe_lines(const std::string& output);
+
+struct BatterySummary {
+    std::size_t held = 0;
+    std::size_t total = 0;
+    std::vector<const ProbeResult*> escaped;       // stop the sandbox
+    std::vector<const ProbeResult*> inconclusive;  // "not verified"
+};
+
+// Counts `results` against the probe names that were expected: an expected
+// probe with no line counts as inconclusive ("printed no result").
+[[nodiscard]] BatterySummary summarise(const std::vector<ProbeResult>& results);
+
+// "verified (6/6 probes, 2026-11-30T12:00:00Z)" or "not verified (4/6 probes, ...): NAME: detail; ...".
+[[nodiscard]] std::string confinement_line(const BatterySummary& summary, std::chrono::system_clock::time_point when);
+
+}  // namespace agentctl::provider::common

@@ -1,0 +1,209 @@
+#include "provider/common/proxy_process.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "agentctl/error.hpp"
+#include "core/files.hpp"
+
+namespace agentctl::provider::common {
+namespace {
+
+// kill(pid, 0) succeeds for a zombie too; on Linux, also look at its state.
+bool alive(int pid) {
+    if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    if (!stat) return true;  // not Linux (or already gone): trust kill()
+    std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    auto close_paren = content.rfind(')');
+    return close_paren == std::string::npos || close_paren + 2 >= content.size() || content[close_paren + 2] != 'Z';
+}
+
+int read_pid(const std::string& pid_file) {
+    try {
+        auto text = core::read_file_if_exists(pid_file);
+        if (!text) return 0;
+        return std::stoi(*text);
+    } catch (...) {
+        return 0;
+    }
+}
+
+std::string tail(const std::string& path, std::size_t max_bytes = 600) {
+    try {
+        auto text = core::read_file_if_exists(path).value_or("");
+        if (text.size() > max_bytes) text = "..." + text.substr(text.size() - max_bytes);
+        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+        return text;
+    } catch (...) {
+        return {};
+    }
+}
+
+void child_fail(const char* msg, int code) {
+    ssize_t ignored = ::write(STDERR_FILENO, msg, std::strlen(msg));
+    (void)ignored;
+    ::_exit(code);
+}
+
+}  // namespace
+
+int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    int pid_pipe[2];
+    if (::pipe(pid_pipe) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
+    ::fcntl(pid_pipe[0], F_SETFD, FD_CLOEXEC);
+    ::fcntl(pid_pipe[1], F_SETFD, FD_CLOEXEC);
+    const char* out_path = options.output.c_str();
+    const char* dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
+    const auto run_as = options.run_as;
+
+    pid_t first = ::fork();
+    if (first < 0) {
+        ::close(pid_pipe[0]);
+        ::close(pid_pipe[1]);
+        throw Error(std::string("cannot fork: ") + std::strerror(errno));
+    }
+    if (first == 0) {
+        ::setsid();
+        pid_t second = ::fork();
+        if (second != 0) {
+            int value = second;
+            ssize_t ignored = ::write(pid_pipe[1], &value, sizeof value);
+            (void)ignored;
+            ::_exit(second < 0 ? 1 : 0);
+        }
+        int null_fd = ::open("/dev/null", O_RDONLY);
+        int out_fd = ::open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+        if (out_fd >= 0) {
+            ::dup2(out_fd, STDOUT_FILENO);
+            ::dup2(out_fd, STDERR_FILENO);
+        }
+        if (dir != nullptr && ::chdir(dir) != 0) child_fail("agentctl: cannot enter the proxy's directory\n", 126);
+        if (run_as) {
+            if (::setgroups(0, nullptr) != 0 || ::setgid(run_as->gid) != 0 || ::setuid(run_as->uid) != 0 ||
+                (run_as->uid != 0 && ::setuid(0) == 0)) {
+                child_fail("agentctl: cannot drop privileges for the egress proxy\n", 126);
+            }
+        }
+        ::execv(args[0], args.data());
+        child_fail("agentctl: cannot run the egress proxy executable\n", 127);
+    }
+    ::close(pid_pipe[1]);
+    int grandchild = -1;
+    ssize_t n;
+    do {
+        n = ::read(pid_pipe[0], &grandchild, sizeof grandchild);
+    } while (n < 0 && errno == EINTR);
+    ::close(pid_pipe[0]);
+    int status = 0;
+    while (::waitpid(first, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (n != sizeof grandchild || grandchild <= 0) throw Error("cannot start the egress proxy in the background");
+    return grandchild;
+}
+
+bool tcp_port_listening(const std::string& address, std::uint16_t port) {
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+    auto* in4 = reinterpret_cast<sockaddr_in*>(&storage);
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&storage);
+    if (::inet_pton(AF_INET, address.c_str(), &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(port);
+        length = sizeof *in4;
+    } else if (::inet_pton(AF_INET6, address.c_str(), &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        length = sizeof *in6;
+    } else {
+        return false;
+    }
+    const int fd = ::socket(storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&storage), length) == 0;
+    ::close(fd);
+    return ok;
+}
+
+int start_detached_proxy(const std::vector<std::string>& argv, const SpawnOptions& options, const std::string& pid_file,
+                         const std::string& address, std::uint16_t port, std::chrono::milliseconds timeout) {
+    if (argv.empty() || argv[0].empty() || argv[0].front() != '/') {
+        throw Error("internal error: the egress proxy needs an absolute path to the agentctl executable");
+    }
+    const int pid = spawn_detached(argv, options);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const auto where = address + ":" + std::to_string(port);
+    for (;;) {
+        if (!alive(pid)) {
+            throw Error("the egress proxy exited during startup: " + tail(options.output),
+                        "check that port " + where + " is free");
+        }
+        if (read_pid(pid_file) == pid && tcp_port_listening(address, port)) return pid;
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ::kill(pid, SIGKILL);
+    throw Error("the egress proxy did not start listening on " + where + " within " + std::to_string(timeout.count()) +
+                    " ms: " + tail(options.output),
+                "see " + options.output);
+}
+
+int running_proxy_pid(const std::string& pid_file, const PidCheck& is_ours) {
+    int pid = read_pid(pid_file);
+    if (!alive(pid)) return 0;
+    if (is_ours && !is_ours(pid)) return 0;
+    return pid;
+}
+
+bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace, const PidCheck& is_ours) {
+    int pid = running_proxy_pid(pid_file, is_ours);
+    bool stopped = false;
+    if (pid > 0) {
+        ::kill(pid, SIGTERM);
+        const auto deadline = std::chrono::steady_clock::now() + grace;
+        while (alive(pid) && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (alive(pid)) ::kill(pid, SIGKILL);
+        stopped = true;
+    }
+    ::unlink(pid_file.c_str());
+    return stopped;
+}
+
+bool is_egress_proxy_in(int pid, const std::string& working_dir) {
+    const auto proc = "/proc/" + std::to_string(pid);
+    std::error_code ec;
+    const auto cwd = std::filesystem::read_symlink(proc + "/cwd", ec);
+    if (ec || cwd != std::filesystem::path(working_dir)) return false;
+    std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
+    std::string content((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    std::size_t start = 0;
+    while (start < content.size()) {
+        auto end = content.find('\0', start);
+        if (end == std::string::npos) end = content.size();
+        if (content.compare(start, end - start, "egress-proxy") == 0) return true;
+        start = end + 1;
+    }
+    return false;
+}
+
+}  // namespace agentctl::provider::common

@@ -1,0 +1,65 @@
+// Starting, finding and stopping a sandbox's egress proxy process: `agentctl
+// egress-proxy` re-run from the agentctl executable, detached (double fork +
+// setsid) so it outlives the agentctl command that started it. Shared by the
+// Lima provider (proxy on 127.0.0.1) and the Incus provider (proxy on the
+// sandbox bridge's host address, run as an unprivileged user).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace agentctl::provider::common {
+
+struct Credentials {
+    uid_t uid = 0;
+    gid_t gid = 0;
+};
+
+struct SpawnOptions {
+    std::string output;       // stdout and stderr are appended here (opened before dropping privileges)
+    std::string working_dir;  // chdir here before exec (and before dropping privileges); empty: unchanged
+    // Drop to this user (supplementary groups cleared) before exec. The child
+    // exits with 126 when it cannot.
+    std::optional<Credentials> run_as;
+};
+
+// Runs `argv` (argv[0] an absolute path) detached: new session, stdin from
+// /dev/null. Returns the grandchild's pid. Throws agentctl::Error when it
+// cannot fork.
+int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options);
+
+// True when a TCP connection to ADDRESS:PORT (IPv4 or IPv6 literal) is accepted.
+[[nodiscard]] bool tcp_port_listening(const std::string& address, std::uint16_t port);
+
+// Starts `argv` with spawn_detached, then waits until `pid_file` names the
+// started process and ADDRESS:PORT accepts connections. Returns that pid. On
+// timeout (or if the process dies) kills what it started and throws
+// agentctl::Error quoting the last lines of `options.output`.
+int start_detached_proxy(const std::vector<std::string>& argv, const SpawnOptions& options, const std::string& pid_file,
+                         const std::string& address, std::uint16_t port,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+// Decides whether a live pid really is the proxy that the pid file belongs to
+// (a pid file written by an unprivileged process must not make agentctl
+// signal an arbitrary process). Empty: any live process is accepted.
+using PidCheck = std::function<bool(int pid)>;
+
+// The pid in `pid_file` if that process is alive (and passes `is_ours`), else 0.
+[[nodiscard]] int running_proxy_pid(const std::string& pid_file, const PidCheck& is_ours = {});
+
+// SIGTERM to the proxy named by `pid_file`, SIGKILL after `grace`; removes
+// the pid file. Returns true if a process was stopped. Never throws.
+bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace = std::chrono::seconds(5),
+                const PidCheck& is_ours = {});
+
+// Linux: true when /proc/PID's command line is `... egress-proxy ...` and its
+// working directory is `working_dir`.
+[[nodiscard]] bool is_egress_proxy_in(int pid, const std::string& working_dir);
+
+}  // namespace agentctl::provider::common

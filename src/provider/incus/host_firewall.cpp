@@ -1,0 +1,53 @@
+#include "provider/incus/host_firewall.hpp"
+
+#include <fmt/format.h>
+
+namespace agentctl::provider::incus {
+
+std::string firewall_table(const std::string& bridge) { return "agentctl-" + bridge; }
+
+std::string firewall_script(const FirewallSpec& spec) {
+    const auto table = firewall_table(spec.bridge);
+    std::string direct;
+    for (const auto& d : spec.direct) {
+        if (d.address.find(':') != std::string::npos) continue;  // IPv6 is rejected on the bridge
+        direct += fmt::format("    iifname \"{}\" ip daddr {} tcp dport {} return\n", spec.bridge, d.address,
+                              d.ports.empty() ? std::string("1-65535") : "{ " + d.ports + " }");
+    }
+    return fmt::format(R"NFT(table inet {table} {{}}
+delete table inet {table}
+table inet {table} {{
+  chain input {{
+    type filter hook input priority filter - 5; policy accept;
+    iifname "{bridge}" jump from_sandbox
+  }}
+  chain from_sandbox {{
+    meta nfproto ipv6 reject
+    ip daddr {{ {gw}, 255.255.255.255 }} udp dport 67 accept
+    ip daddr {gw} udp dport 53 accept
+    ip daddr {gw} tcp dport {{ 53, {port} }} accept
+    meta l4proto tcp reject with tcp reset
+    reject
+  }}
+  chain forward {{
+    type filter hook forward priority filter - 5; policy accept;
+    iifname "{bridge}" meta nfproto ipv6 reject
+    iifname "{bridge}" oifname "agc-*" reject
+{direct}    iifname "{bridge}" meta l4proto tcp ct state new reject with tcp reset
+  }}
+  chain output {{
+    type filter hook output priority filter - 5; policy accept;
+    oifname "{bridge}" meta skuid {uid} ct state new reject
+  }}
+}}
+)NFT",
+                       fmt::arg("table", table), fmt::arg("bridge", spec.bridge), fmt::arg("gw", spec.gateway),
+                       fmt::arg("port", spec.proxy_port), fmt::arg("uid", spec.proxy_uid), fmt::arg("direct", direct));
+}
+
+std::string firewall_delete_script(const std::string& bridge) {
+    const auto table = firewall_table(bridge);
+    return fmt::format("table inet {0} {{}}\ndelete table inet {0}\n", table);
+}
+
+}  // namespace agentctl::provider::incus

@@ -1,0 +1,57 @@
+// agentctl's own nftables table for one sandbox bridge, on the host where the
+// bridge lives.
+//
+// Incus's input chain accepts TCP/UDP 53, UDP 67 and UDP 547 from a bridge to
+// every host address before the bridge's ACL is consulted, and an ACL cannot
+// change that. This table closes the gap: a base chain on the input hook, at a
+// priority before Incus's, rejects everything the sandbox sends to the host
+// except DHCP, DNS to the bridge's own dnsmasq and the sandbox's egress proxy.
+// (A reject in any base chain is final; an accept in Incus's chain is not.)
+// New TCP connections the ACL would refuse get a TCP reset from this table
+// (see FirewallSpec::direct).
+// It also rejects IPv6 from the bridge, forwarding into other agentctl
+// bridges (`agc-*`), and new connections that the egress proxies' user opens
+// into this bridge (so no proxy reaches another sandbox, whatever its policy).
+//
+// One table per bridge, `inet agentctl-BRIDGE`, replaced as a whole (create
+// then delete then define, in one nft transaction) so that applying it is
+// idempotent; nothing else on the host is touched.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace agentctl::provider::incus {
+
+// An IP-literal destination the bridge ACL admits directly (TCP).
+struct DirectDestination {
+    std::string address;  // canonical text
+    std::string ports;    // "80,443"; empty = any TCP port
+};
+
+struct FirewallSpec {
+    std::string bridge;   // agc-...
+    std::string gateway;  // the bridge's host address, e.g. 10.213.0.1
+    std::uint16_t proxy_port = 0;
+    uid_t proxy_uid = 65534;  // the user every egress proxy runs as
+    // What the bridge ACL admits besides the proxy: new TCP connections to
+    // anything else are answered with a TCP reset here, at once. (The ACL's
+    // own reject answers TCP with ICMP, which the kernel rate-limits: the
+    // client then waits for its SYN retransmit, about a second.) Everything
+    // admitted here still has to pass the ACL.
+    std::vector<DirectDestination> direct;
+};
+
+// `agentctl-BRIDGE`.
+[[nodiscard]] std::string firewall_table(const std::string& bridge);
+
+// The `nft -f -` input that (re)defines the table.
+[[nodiscard]] std::string firewall_script(const FirewallSpec& spec);
+
+// The `nft -f -` input that removes the table if it exists.
+[[nodiscard]] std::string firewall_delete_script(const std::string& bridge);
+
+}  // namespace agentctl::provider::incus

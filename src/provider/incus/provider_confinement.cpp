@@ -1,0 +1,199 @@
+// The confinement proof of a running sandbox (the probe battery, with
+// listeners on the host that no probe may reach) and `logs --network`.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "egress_proxy/egress_proxy.hpp"
+#include "provider/common/probes.hpp"
+#include "provider/incus/guest_proxy_scripts.hpp"
+#include "provider/incus/naming.hpp"
+#include "provider/incus/provider_impl.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+// A TCP listener on one of the host's addresses, on a port the kernel picks
+// (or a given one). Connections are never answered, only counted: a probe
+// that reaches it has got through.
+class ProbeListener {
+public:
+    ProbeListener(const std::string& address, std::uint16_t port) {
+        m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(port);
+        if (m_fd < 0 || ::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1 ||
+            ::bind(m_fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(m_fd, 4) != 0) {
+            m_error = std::strerror(errno);
+            return;
+        }
+        socklen_t len = sizeof addr;
+        ::getsockname(m_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+        m_port = ntohs(addr.sin_port);
+    }
+    ~ProbeListener() {
+        if (m_fd >= 0) ::close(m_fd);
+    }
+    ProbeListener(const ProbeListener&) = delete;
+    ProbeListener& operator=(const ProbeListener&) = delete;
+
+    [[nodiscard]] bool ok() const { return m_error.empty(); }
+    [[nodiscard]] std::uint16_t port() const { return m_port; }
+    [[nodiscard]] const std::string& error() const { return m_error; }
+    bool reached() {
+        if (!ok()) return false;
+        const int client = ::accept4(m_fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (client < 0) return false;
+        ::close(client);
+        return true;
+    }
+
+private:
+    int m_fd = -1;
+    std::uint16_t m_port = 0;
+    std::string m_error;
+};
+
+// An IPv4 address of this host that is neither loopback nor on a sandbox
+// bridge: the "other host address" probes aim at it.
+std::string other_host_address() {
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return {};
+    std::string found;
+    for (ifaddrs* it = list; it != nullptr && found.empty(); it = it->ifa_next) {
+        if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
+        const std::string_view iface = it->ifa_name;
+        if (iface == "lo" || iface.starts_with("agc-") || iface.starts_with("incusbr")) continue;
+        char text[INET_ADDRSTRLEN] = {};
+        const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
+        if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) found = text;
+    }
+    ::freeifaddrs(list);
+    return found;
+}
+
+void escape(std::vector<common::ProbeResult>& results, const std::string& name, const std::string& detail) {
+    for (auto& r : results) {
+        if (r.name == name) {
+            r.verdict = common::ProbeVerdict::Escaped;
+            r.detail += "; " + detail;
+            return;
+        }
+    }
+    results.push_back({name, common::ProbeVerdict::Escaped, detail});
+}
+
+}  // namespace
+
+std::string IncusProvider::check_confinement(const std::string& name, const Json& instance) {
+    if (m_api.preview()) return "not verified: preview";
+    auto network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
+    if (!network.enabled) return "off: the sandbox has no network policy (--no-network-policy)";
+    const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!bridge_address) return "not verified: the bridge address is not recorded";
+    const auto gateway = bridge_address->address_text();
+    const bool vm = config_value(instance, key::k_isolation) == "vm";
+    if (wait_for_address(name, vm ? 120 : 30).empty()) {
+        return "not verified: the sandbox got no IPv4 address on eth0";
+    }
+
+    ProbeTargets targets;
+    targets.gateway = gateway;
+    targets.proxy_port = k_egress_proxy_port;
+    ProbeListener gateway_canary(gateway, 0);
+    if (!gateway_canary.ok()) {
+        return fmt::format("not verified: cannot listen on {}: {}", gateway, gateway_canary.error());
+    }
+    targets.gateway_canary = gateway_canary.port();
+    targets.other_host_address = other_host_address();
+    std::optional<ProbeListener> other_canary;
+    std::optional<ProbeListener> dns_canary;  // on OTHER:53 when that port is free
+    if (!targets.other_host_address.empty()) {
+        other_canary.emplace(targets.other_host_address, 0);
+        if (other_canary->ok()) {
+            targets.other_canary = other_canary->port();
+            dns_canary.emplace(targets.other_host_address, 53);
+        } else {
+            targets.other_host_address.clear();
+        }
+    }
+
+    const auto started = std::chrono::steady_clock::now();
+    auto result = run_as_root(name, probe_battery_script(targets, 2), 30);
+    auto results = common::parse_probe_lines(result.out);
+    for (const auto& expected : probe_names()) {
+        bool seen = false;
+        for (const auto& r : results) seen = seen || r.name == expected;
+        if (!seen) {
+            results.push_back({expected, common::ProbeVerdict::Inconclusive,
+                               fmt::format("printed no result (exit {}): {}", result.exit_code, result.err)});
+        }
+    }
+    if (gateway_canary.reached()) escape(results, "host-port", "agentctl's listener on the host saw the connection");
+    if (other_canary && other_canary->reached()) {
+        escape(results, "host-address", "agentctl's listener on the host saw the connection");
+    }
+    if (dns_canary && dns_canary->reached()) {
+        escape(results, "dns-tcp-elsewhere", "agentctl's listener on port 53 saw the connection");
+    }
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+
+    Json record = Json::array();
+    for (const auto& r : results) {
+        record.push_back({{"name", r.name}, {"verdict", common::to_string(r.verdict)}, {"detail", r.detail}});
+    }
+    set_records(name, {{std::string(key::k_confinement_probes), record.dump()}});
+    const auto summary = common::summarise(results);
+    if (!summary.escaped.empty()) {
+        m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
+        m_api.change_state(name, state_payload("stop", true, -1), 120);
+        m_egress->stop_proxy(name);
+        std::string what;
+        for (const auto* r : summary.escaped) what += fmt::format("\n  {}: {}", r->name, r->detail);
+        const auto line = common::confinement_line(summary, std::chrono::system_clock::now());
+        set_records(name, {{std::string(key::k_confinement), line}});
+        throw Error(fmt::format("network confinement of {} FAILED; the sandbox was stopped. Probes that got out:{}",
+                                name, what),
+                    "check the bridge's ACL (incus network show " + bridge_name(name) +
+                        ") and agentctl's nft table (nft list table inet agentctl-" + bridge_name(name) + ")");
+    }
+    m_context.reporter.step(
+        fmt::format("probe battery: {}/{} held in {} ms", summary.held, summary.total, elapsed.count()));
+    return common::confinement_line(summary, std::chrono::system_clock::now());
+}
+
+void IncusProvider::verify_confinement(const std::string& name, const Json& instance) {
+    m_context.reporter.step(fmt::format("checking network confinement of {}", name));
+    const auto confinement = check_confinement(name, instance);
+    set_records(name, {{std::string(key::k_confinement), confinement}});
+    if (confinement.starts_with("verified")) {
+        m_context.reporter.notice("network confinement " + confinement);
+    } else if (!m_api.preview()) {
+        m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
+    }
+}
+
+int IncusProvider::logs(const std::string& name, const LogRequest& request) {
+    auto instance = require_instance(name);
+    if (request.kind != LogKind::Network) {
+        throw Error("logs --exec is not available on the incus provider yet",
+                    "use `agentctl logs " + name + " --network`", exit_code::k_not_available);
+    }
+    const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
+    const auto status = m_egress->proxy_status(name, gateway ? gateway->address_text() : std::string());
+    if (status.log_path.empty()) return 0;
+    return egress_proxy::print_network_log(status.log_path, request.follow, request.json, m_context.out);
+}
+
+}  // namespace agentctl::provider::incus
