@@ -268,6 +268,11 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
 
 int IncusProvider::remove_pieces(const std::string& name) {
     int found = 0;
+    // A create that failed after booting leaves the instance running, and Incus
+    // deletes only stopped instances. (Callers have checked that it is ours.)
+    if (auto instance = m_api.instance(name); instance && running(*instance)) {
+        m_api.change_state(name, state_payload("stop", true, -1), 120);
+    }
     if (m_api.delete_instance(name)) ++found;
     const auto bridge = bridge_name(name);
     if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
