@@ -55,6 +55,15 @@ struct ProviderContext {
     std::string config_dir;                       // ~/.config/agentctl (per-instance state lives below it)
     std::string self_exe;                         // this agentctl binary, for `agentctl egress-proxy`
     std::map<std::string, std::string> settings;  // config values (e.g. incus.subnetPool)
+    // Checks the recorded mounts of sandbox NAME again with the rules `create`
+    // applied (the mountPolicy of `profiles`, the built-in deny list), from
+    // their canonical paths: returns them unchanged, or throws agentctl::Error
+    // when one is refused or no longer resolves to the recorded path. Providers
+    // call it right before anything boots with those mounts (start, snapshot
+    // restore). Empty in tests that do not exercise mounts.
+    std::function<void(const std::string& name, const std::vector<std::string>& profiles,
+                       const std::vector<Mount>& recorded)>
+        recheck_mounts = {};
 };
 
 struct InstanceInfo {
@@ -66,7 +75,8 @@ struct InstanceInfo {
     std::string created_at;  // RFC 3339
     std::vector<std::string> ips;
     std::vector<Mount> mounts;
-    std::string isolation;  // vm | container
+    std::vector<PortForward> ports;  // every published port
+    std::string isolation;           // vm | container
     std::string user;
     std::optional<policy::NetworkPolicy> network;  // nullopt: unknown
     std::string confinement;                       // "verified", "not verified: <why>", "" when not known

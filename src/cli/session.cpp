@@ -10,6 +10,7 @@
 
 #include "agentctl/error.hpp"
 #include "cli/reporter.hpp"
+#include "cli/sandbox_options.hpp"
 #include "core/files.hpp"
 
 namespace agentctl::cli {
@@ -127,6 +128,10 @@ Provider& Session::provider() {
     m_state->context = std::make_unique<ProviderContext>(
         ProviderContext{runner(), platform(), reporter(), out(), m_globals.preview,
                         config().paths().config_dir.string(), self_exe(), std::move(settings)});
+    m_state->context->recheck_mounts = [this](const std::string& name, const std::vector<std::string>& profiles,
+                                              const std::vector<Mount>& recorded) {
+        recheck_recorded_mounts(*this, name, profiles, recorded);
+    };
     m_state->provider = entry.create(*m_state->context);
     return *m_state->provider;
 }

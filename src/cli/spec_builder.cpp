@@ -51,6 +51,7 @@ SandboxSpec build_sandbox_spec(Session& session, const CreateOptions& options, b
     inputs.ports = options.ports;
     if (options.cpu_cores) inputs.cpu_cores = std::to_string(*options.cpu_cores);
     inputs.memory = options.memory;
+    inputs.processes = options.processes;
     inputs.disk_size = options.disk_size;
     inputs.agent = options.agent;
     inputs.packages = options.packages;
@@ -68,6 +69,12 @@ policy::NetworkPolicy build_network_policy(Session& session, const std::vector<s
     inputs.allow = allow;
     inputs.allow_lan = allow_lan;
     return policy::compute_network_policy(inputs);
+}
+
+void recheck_recorded_mounts(Session& session, const std::string& name, const std::vector<std::string>& profiles,
+                             const std::vector<Mount>& recorded) {
+    const auto env = policy_environment(session);
+    policy::recheck_start_mounts(name, with_base_profile(session, profiles, env), recorded, env);
 }
 
 std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,

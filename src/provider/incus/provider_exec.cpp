@@ -1,9 +1,13 @@
 // exec, shell, view and logs.
 //
-// Non-interactive exec goes through the API (recorded output, exit code from
-// the operation). Interactive shell / `exec -t` / view hand the terminal to the
-// `incus` client through ProviderContext::runner; that is the only subprocess.
-#include <iostream>
+// agentctl's own guest commands (bootstrap, probes, installs) go through the
+// API with recorded output: they are short and agentctl reads their output.
+// The user's `exec`, `shell` and `view` hand this process's stdin, stdout and
+// stderr to the `incus` client through ProviderContext::runner: output streams
+// as the command writes it, whatever its size, and agentctl holds none of it.
+// `exec` without -t runs `incus exec -T` (no terminal; stdout and stderr stay
+// apart); the exit code passes through.
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -24,16 +28,19 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
     if (!m_project.empty()) {
         argv.insert(argv.end(), {"--project", m_project});
     }
+    std::optional<GuestUser> user;
     if (!root) {
-        auto user = recorded_user(instance);
+        user = recorded_user(instance);
         if (!user) {
             throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
                         "use --root, or delete and recreate it");
         }
-        argv.insert(argv.end(), {"--user", std::to_string(user->uid), "--group", std::to_string(user->gid), "--cwd",
-                                 user->home, "--env", "HOME=" + user->home, "--env", "USER=" + user->name});
+        argv.insert(argv.end(),
+                    {"--user", std::to_string(user->uid), "--group", std::to_string(user->gid), "--cwd", user->home});
     }
-    for (const auto& [k, v] : env) argv.insert(argv.end(), {"--env", k + "=" + v});
+    auto environment = exec_environment(user ? &*user : nullptr);
+    for (const auto& [k, v] : env) environment[k] = v;
+    for (const auto& [k, v] : environment) argv.insert(argv.end(), {"--env", k + "=" + v});
     argv.emplace_back("--");
     argv.insert(argv.end(), command.begin(), command.end());
     return argv;
@@ -45,31 +52,17 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     if (!running(instance)) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
-    if (request.tty) {
-        auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv);
-        if (m_context.preview) {
-            m_context.out << shell_join(argv) << '\n';
-            return 0;
-        }
-        ProcessRequest process;
-        process.argv = std::move(argv);
-        process.interactive = true;
-        return m_context.runner.run(process).pass_through_code();
+    auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv);
+    // -t: a terminal for the command; -T: none, output streamed as it comes.
+    argv.insert(argv.begin() + 3, request.tty ? "-t" : "-T");
+    if (m_context.preview) {
+        m_context.out << shell_join(argv) << '\n';
+        return 0;
     }
-    std::optional<GuestUser> user;
-    if (!request.root) {
-        user = recorded_user(instance);
-        if (!user) {
-            throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
-                        "use --root, or delete and recreate it");
-        }
-    }
-    auto payload = exec_payload(request.argv, request.env, user ? &*user : nullptr);
-    // A command may run as long as it likes; the wait is sliced, not bounded tight.
-    auto result = m_api.exec(name, payload, 7 * 24 * 3600);
-    m_context.out << result.out << std::flush;
-    std::cerr << result.err << std::flush;
-    return result.exit_code;
+    ProcessRequest process;
+    process.argv = std::move(argv);
+    process.interactive = true;  // inherits stdin/stdout/stderr; nothing is buffered here
+    return m_context.runner.run(process).pass_through_code();
 }
 
 int IncusProvider::shell(const std::string& name, bool root) {
