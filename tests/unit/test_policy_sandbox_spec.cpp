@@ -67,11 +67,12 @@ TEST_CASE("the default profile alone gives the reference defaults", "[spec]") {
     CHECK(spec.network.allow.empty());
     CHECK(spec.resources.cpu_cores == 2);
     CHECK(spec.resources.memory_bytes == 4ULL << 30);
+    CHECK(spec.resources.processes == 2048);
     REQUIRE(spec.mounts.size() == 1);
     CHECK(spec.mounts[0].host_path == t.in.env.home + "/agentctl/workspaces/box");
     CHECK(spec.mounts[0].guest_path == "/workspace");
     CHECK(spec.mounts[0].writable);
-    CHECK(spec.mounts[0].origin == "profile default (built-in:default:14)");
+    CHECK(spec.mounts[0].origin == "profile default (built-in:default:15)");
     CHECK(fs::is_directory(t.in.env.home + "/agentctl/workspaces/box"));
     CHECK(spec.isolation == Isolation::Vm);
 }
@@ -253,4 +254,15 @@ TEST_CASE("start: mounts resolve only against the profile's mountPolicy", "[spec
         "a mount was refused:\n  mount ~/src/app (--mount): it is not under an allowed root "
         "(mountPolicy.allowedRoots: " +
             t.in.env.home + "/agentctl/workspaces)");
+}
+
+TEST_CASE("--processes lowers the process limit and cannot raise it", "[spec][processes]") {
+    Tree t;
+    t.in.processes = "100";
+    CHECK(compute_sandbox_spec(t.in).resources.processes == 100);
+    t.in.processes = "100000";
+    CHECK(compute_sandbox_spec(t.in).resources.processes == 2048);  // the default profile's limit stays
+    t.in.processes = "0";
+    CHECK_THROWS_WITH(compute_sandbox_spec(t.in),
+                      Catch::Contains("invalid --processes \"0\": a whole number from 1 to 1000000"));
 }
