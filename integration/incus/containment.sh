@@ -22,6 +22,7 @@ POOL=${AGENTCTL_TEST_POOL:-10.219.0.0/16}
 TAG=$$
 A=$PREFIX-a-$TAG
 B=$PREFIX-b-$TAG
+R=$PREFIX-r-$TAG # only ever refused
 OWNER=1000 # the host user who owns the writable mounts (not root, no account needed)
 WORK=$(mktemp -d /tmp/agentctl-containment.XXXXXX)
 chmod 755 "$WORK"
@@ -47,7 +48,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 cleanup() {
   set +e
-  for n in "$A" "$B"; do "$AGENTCTL" --provider incus delete --force "$n" >/dev/null 2>&1; done
+  for n in "$A" "$B" "$R"; do "$AGENTCTL" --provider incus delete --force "$n" >/dev/null 2>&1; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -81,7 +82,7 @@ BASE_A=$(incus config get "$A" volatile.idmap.base)
 BASE_B=$(incus config get "$B" volatile.idmap.base)
 check "setuid-root file planted inside is not owned by host root" test "$X_UID" != 0
 check "its owner is the sandbox's own isolated range ($X_UID, base $BASE_A)" \
-  bash -c "[ '$X_UID' = none ] || { [ '$X_UID' -ge '$BASE_A' ] && [ '$X_UID' -lt \$(( $BASE_A + 65536 )) ]; }"
+  bash -c "[ '${BASE_A:-0}' -ge 65536 ] && { [ '$X_UID' = none ] || { [ '$X_UID' -ge '$BASE_A' ] && [ '$X_UID' -lt \$(( $BASE_A + 65536 )) ]; }; }"
 check "that uid is no host account" bash -c "[ '$X_UID' = none ] || ! getent passwd '$X_UID' >/dev/null"
 check "each sandbox has its own uid range ($BASE_A, $BASE_B)" \
   bash -c "[ -n '$BASE_A' ] && [ -n '$BASE_B' ] && [ '$BASE_A' != '$BASE_B' ]"
@@ -99,6 +100,18 @@ check "the sandbox's root uid cannot write its rootfs from outside" \
   bash -c "! setpriv --reuid='$BASE_A' --regid='$BASE_A' --clear-groups touch '$ROOTFS/rootfs/etc/x' 2>/dev/null"
 check "other host users cannot enter the sandbox's rootfs" \
   bash -c "! setpriv --reuid=$OWNER --regid=$OWNER --clear-groups ls '$ROOTFS/rootfs' >/dev/null 2>&1"
+
+mkdir -p "$WORK/root-owned" "$WORK/other-owner"
+chown 1500:1500 "$WORK/other-owner"
+agentctl create "$R" --image "$IMAGE" --isolation container --mount-only --mount "$WORK/root-owned:/r:w" \
+  >"$WORK/create-r.out" 2>&1; rc=$?
+check "a writable mount owned by host root is refused" \
+  bash -c "[ $rc = 1 ] && grep -q '$WORK/root-owned belongs to root' '$WORK/create-r.out'"
+agentctl create "$R" --image "$IMAGE" --isolation container --mount-only --mount "$DIR/project:/p:w" \
+  --mount "$WORK/other-owner:/o:w" >"$WORK/create-r2.out" 2>&1; rc=$?
+check "writable mounts of two owners are refused" \
+  bash -c "[ $rc = 1 ] && grep -q '$WORK/other-owner belongs to 1500:1500 but $DIR/project to $OWNER:$OWNER' '$WORK/create-r2.out'"
+check "... and nothing was created for them" bash -c "! incus info '$R' >/dev/null 2>&1"
 
 # ---------------------------------------------------------------- guest API, PATH, process limit
 check "the guest API (/dev/incus) is absent for root inside" \

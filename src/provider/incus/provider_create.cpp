@@ -134,6 +134,11 @@ void IncusProvider::create(const SandboxSpec& spec) {
 }
 
 void IncusProvider::create_pieces(const SandboxSpec& spec) {
+    // Who the sandbox user stands for on the host, checked before anything is made.
+    const auto owners = writable_mount_owners(spec.mounts);
+    const int guest_uid = guest_uid_for(owners);
+    const auto idmap = plan_identity_map(owners, guest_uid);
+    if (idmap && !m_api.preview()) check_subordinate_ids(*idmap);
     const auto bridge = bridge_name(spec.name);
     const bool acl_attached = spec.network.enabled;
     Ipv4Net subnet;
@@ -152,10 +157,6 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         m_api.create_network(network_payload(spec.name, bridge, subnet, acl_attached ? acl_name(spec.name) : ""));
     }
 
-    const auto owners = writable_mount_owners(spec.mounts);
-    const int guest_uid = guest_uid_for(owners);
-    const auto idmap = plan_identity_map(owners, guest_uid);
-    if (idmap && !m_api.preview()) check_subordinate_ids(*idmap);
     auto config = instance_config(spec, bridge, subnet, acl_attached, idmap);
     const auto pool = setting(m_context, "incus.storagePool", "default");
     auto payload = instance_payload(spec, config, instance_devices(spec, bridge, pool), true);
