@@ -66,10 +66,24 @@ P_ALL=$(free_port) P_LO=$(free_port) P_DEF=$(free_port)
 
 agentctl create "$A" --image "$IMAGE" --isolation container --mount-only --mount "$DIR:/rw:w" --mount "$RO:/ro" \
   --port "0.0.0.0:$P_ALL:8080" --port "127.0.0.1:$P_LO:8081" --port "$P_DEF:8082" --processes 100 \
-  >"$WORK/create-a.out" 2>&1 || { cat "$WORK/create-a.out"; bad "create $A"; echo "# $PASS passed, $FAIL failed"; exit 1; }
+  >"$WORK/create-a.out" 2>&1 || { cat "$WORK/create-a.out"; bad "create $A"; agentctl start "$B" >"$WORK/start-b-again.out" 2>&1
+check "start works again once the directory is a directory" \
+  bash -c "[ \"\$(incus list '$B' -c s -f csv)\" = RUNNING ] && grep -q '$DIR/project -> /project (writable)' '$WORK/start-b-again.out'"
+agentctl snapshot restore "$B" s1 >"$WORK/restore-running.out" 2>&1; rc=$?
+check "restoring mounts into a running sandbox is refused (start checks them)" \
+  bash -c "[ $rc = 1 ] && grep -q 'stop it first' '$WORK/restore-running.out'"
+
+echo "# $PASS passed, $FAIL failed"; exit 1; }
 ok "create $A"
 agentctl create "$B" --image "$IMAGE" --isolation container --mount-only --mount "$DIR/project:/project:w" \
-  >"$WORK/create-b.out" 2>&1 || { cat "$WORK/create-b.out"; bad "create $B"; echo "# $PASS passed, $FAIL failed"; exit 1; }
+  >"$WORK/create-b.out" 2>&1 || { cat "$WORK/create-b.out"; bad "create $B"; agentctl start "$B" >"$WORK/start-b-again.out" 2>&1
+check "start works again once the directory is a directory" \
+  bash -c "[ \"\$(incus list '$B' -c s -f csv)\" = RUNNING ] && grep -q '$DIR/project -> /project (writable)' '$WORK/start-b-again.out'"
+agentctl snapshot restore "$B" s1 >"$WORK/restore-running.out" 2>&1; rc=$?
+check "restoring mounts into a running sandbox is refused (start checks them)" \
+  bash -c "[ $rc = 1 ] && grep -q 'stop it first' '$WORK/restore-running.out'"
+
+echo "# $PASS passed, $FAIL failed"; exit 1; }
 ok "create $B"
 agentctl status "$A" --output json >"$WORK/status-a.json" 2>/dev/null
 agentctl status "$A" >"$WORK/status-a.txt" 2>/dev/null
@@ -208,6 +222,13 @@ check "status after restore shows the restored writable mount (text)" \
   bash -c "'$AGENTCTL' --provider incus status '$B' | grep -q 'Warning: .*writable mount: $DIR/project'"
 check "status after restore shows the restored writable mount (JSON)" \
   bash -c "'$AGENTCTL' --provider incus status '$B' --output json | grep -q 'writable mount: $DIR/project'"
+
+agentctl start "$B" >"$WORK/start-b-again.out" 2>&1
+check "start works again once the directory is a directory" \
+  bash -c "[ \"\$(incus list '$B' -c s -f csv)\" = RUNNING ] && grep -q '$DIR/project -> /project (writable)' '$WORK/start-b-again.out'"
+agentctl snapshot restore "$B" s1 >"$WORK/restore-running.out" 2>&1; rc=$?
+check "restoring mounts into a running sandbox is refused (start checks them)" \
+  bash -c "[ $rc = 1 ] && grep -q 'stop it first' '$WORK/restore-running.out'"
 
 echo "# $PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]

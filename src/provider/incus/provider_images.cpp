@@ -55,7 +55,16 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
         throw Error(fmt::format("{} has no snapshot named {}", name, snapshot),
                     "`agentctl snapshot list " + name + "` shows them");
     }
-    if (taken) recheck_recorded_mounts(name, taken->value("config", Json::object()));
+    if (taken) {
+        const auto config = taken->value("config", Json::object());
+        if (running(instance) && !parse_mounts_record(config.value(std::string(key::k_mounts), "")).empty()) {
+            // Incus would restart it with those mounts at once, past start's
+            // checks of the directories it actually mounts.
+            throw Error(fmt::format("{} is running and snapshot {} has host mounts", name, snapshot),
+                        "stop it first (agentctl stop " + name + "); the next start checks the mounts again");
+        }
+        recheck_recorded_mounts(name, config);
+    }
     m_context.reporter.step(fmt::format("restoring {} to snapshot {}", name, snapshot));
     m_api.restore_snapshot(name, snapshot);
     // The ACL on the bridge is not part of the snapshot and stays in force; keep
