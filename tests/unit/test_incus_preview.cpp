@@ -90,11 +90,13 @@ TEST_CASE("preview exec -t and delete", "[preview]") {
     CHECK(f.provider->exec("demo", request) == 0);
     CHECK_THAT(f.out.str(), Catch::Contains("\nincus exec demo -t --user 1500"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("-- bash -c 'echo hi'\n"));
-    // Without -t: the incus client with -T, stdout and stderr streamed to ours.
+    // Without -t: the exec API with websockets, output streamed, nothing recorded.
     std::ostringstream().swap(f.out);
     request.tty = false;
     CHECK(f.provider->exec("demo", request) == 0);
-    CHECK_THAT(f.out.str(), Catch::Contains("\nincus exec demo -T --user 1500"));
+    CHECK_THAT(f.out.str(), Catch::Contains("\"record-output\":false"));
+    CHECK_THAT(f.out.str(), Catch::Contains("\"wait-for-websocket\":true"));
+    CHECK_THAT(f.out.str(), Catch::Contains("/1.0/instances/demo/exec\n"));
     std::ostringstream().swap(f.out);
     f.provider->remove("demo", true);
     CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/demo\n"));

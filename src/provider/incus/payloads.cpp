@@ -267,6 +267,14 @@ Json exec_payload(const std::vector<std::string>& argv, const std::map<std::stri
     return payload;
 }
 
+Json streamed_exec_payload(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                           const GuestUser* user) {
+    auto payload = exec_payload(argv, env, user);
+    payload["wait-for-websocket"] = true;
+    payload["record-output"] = false;
+    return payload;
+}
+
 Json state_payload(const std::string& action, bool force, int timeout_seconds) {
     Json payload{{"action", action}, {"force", force}};
     if (timeout_seconds >= 0) payload["timeout"] = timeout_seconds;

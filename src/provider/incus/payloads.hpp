@@ -114,6 +114,10 @@ struct IdentityMap {
 // user/group/cwd: container_exec_user_group_cwd).
 [[nodiscard]] Json exec_payload(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                                 const GuestUser* user);
+// The same command with its output streamed instead of recorded:
+// "wait-for-websocket": true, "record-output": false (see exec_stream.hpp).
+[[nodiscard]] Json streamed_exec_payload(const std::vector<std::string>& argv,
+                                         const std::map<std::string, std::string>& env, const GuestUser* user);
 
 // PUT /1.0/instances/NAME/state.
 [[nodiscard]] Json state_payload(const std::string& action, bool force, int timeout_seconds);

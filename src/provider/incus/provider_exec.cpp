@@ -2,16 +2,19 @@
 //
 // agentctl's own guest commands (bootstrap, probes, installs) go through the
 // API with recorded output: they are short and agentctl reads their output.
-// The user's `exec`, `shell` and `view` hand this process's stdin, stdout and
-// stderr to the `incus` client through ProviderContext::runner: output streams
-// as the command writes it, whatever its size, and agentctl holds none of it.
-// `exec` without -t runs `incus exec -T` (no terminal; stdout and stderr stay
-// apart); the exit code passes through.
+// The user's `exec` streams: the exec operation's websockets are copied to
+// this process's stdout and stderr as the command writes (exec_stream.hpp),
+// through fixed-size buffers, and the exit code is the operation's. `shell`,
+// `exec -t` and `view` need a terminal and hand it to the `incus` client
+// through ProviderContext::runner.
+#include <unistd.h>
+
 #include <optional>
 
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "provider/incus/exec_stream.hpp"
 #include "provider/incus/naming.hpp"
 #include "provider/incus/provider_impl.hpp"
 
@@ -52,17 +55,40 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     if (!running(instance)) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
-    auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv);
-    // -t: a terminal for the command; -T: none, output streamed as it comes.
-    argv.insert(argv.begin() + 3, request.tty ? "-t" : "-T");
-    if (m_context.preview) {
-        m_context.out << shell_join(argv) << '\n';
-        return 0;
+    if (request.tty) {
+        auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv);
+        argv.insert(argv.begin() + 3, "-t");
+        if (m_context.preview) {
+            m_context.out << shell_join(argv) << '\n';
+            return 0;
+        }
+        ProcessRequest process;
+        process.argv = std::move(argv);
+        process.interactive = true;
+        return m_context.runner.run(process).pass_through_code();
     }
-    ProcessRequest process;
-    process.argv = std::move(argv);
-    process.interactive = true;  // inherits stdin/stdout/stderr; nothing is buffered here
-    return m_context.runner.run(process).pass_through_code();
+    std::optional<GuestUser> user;
+    if (!request.root) {
+        user = recorded_user(instance);
+        if (!user) {
+            throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
+                        "use --root, or delete and recreate it");
+        }
+    }
+    const auto payload = streamed_exec_payload(request.argv, request.env, user ? &*user : nullptr);
+    auto response = m_client->query("POST", fmt::format("/1.0/instances/{}/exec", name), &payload);
+    if (m_api.preview()) return 0;
+    m_context.out << std::flush;
+    stream_exec(m_client->socket_path(), response.operation,
+                parse_exec_secrets(response.metadata.value("metadata", Json::object())), STDOUT_FILENO, STDERR_FILENO);
+    // The streams have ended; the command has (or is about to).
+    for (;;) {
+        auto op = m_client->wait(response.operation, 60);
+        const auto status = op.value("status", std::string());
+        if (status != "Running" && status != "Pending") {
+            return op.value("metadata", Json::object()).value("return", -1);
+        }
+    }
 }
 
 int IncusProvider::shell(const std::string& name, bool root) {
