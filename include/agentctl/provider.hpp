@@ -63,6 +63,15 @@ struct ProviderContext {
     std::string state_dir;
     // core::runtime_dir() ($XDG_RUNTIME_DIR/agentctl): locks and pid files. Private (0700).
     std::string runtime_dir;
+    // Checks the recorded mounts of sandbox NAME again with the rules `create`
+    // applied (the mountPolicy of `profiles`, the built-in deny list), from
+    // their canonical paths: returns them unchanged, or throws agentctl::Error
+    // when one is refused or no longer resolves to the recorded path. Providers
+    // call it right before anything boots with those mounts (start, snapshot
+    // restore). Empty in tests that do not exercise mounts.
+    std::function<void(const std::string& name, const std::vector<std::string>& profiles,
+                       const std::vector<Mount>& recorded)>
+        recheck_mounts = {};
 };
 
 struct InstanceInfo {
@@ -74,7 +83,8 @@ struct InstanceInfo {
     std::string created_at;  // RFC 3339
     std::vector<std::string> ips;
     std::vector<Mount> mounts;
-    std::string isolation;  // vm | container
+    std::vector<PortForward> ports;  // every published port
+    std::string isolation;           // vm | container
     std::string user;
     std::optional<policy::NetworkPolicy> network;  // nullopt: unknown
     std::string confinement;                       // "verified", "not verified: <why>", "" when not known

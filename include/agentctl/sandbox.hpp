@@ -35,7 +35,15 @@ struct Resources {
     int cpu_cores = 0;               // 0: provider default
     std::uint64_t memory_bytes = 0;  // 0: provider default
     std::uint64_t disk_bytes = 0;    // 0: provider default
+    int processes = 0;               // most tasks (processes and threads) at once; 0: k_default_processes
 };
+
+// The process limit a sandbox gets when no profile or flag sets a lower one.
+inline constexpr int k_default_processes = 2048;
+inline constexpr int k_max_processes = 1000000;
+
+// True for an address only this machine can reach (127.0.0.0/8, ::1, localhost).
+[[nodiscard]] bool is_loopback_address(const std::string& address);
 
 enum class Isolation { Vm, Container };
 
@@ -56,7 +64,7 @@ struct SandboxSpec {
 
 // Each way the spec is weaker than agentctl's defaults, as a sentence for a
 // warning line and for `status`: allow-LAN, no network policy, writable mounts,
-// container isolation.
+// container isolation, ports published on a non-loopback address.
 [[nodiscard]] std::vector<std::string> widenings(const SandboxSpec& spec);
 
 }  // namespace agentctl

@@ -28,6 +28,7 @@
 #   AGENTCTL_INCUS_POOL_SIZE  size of the btrfs loop file    (8GiB)
 #   AGENTCTL_DEBIAN_MIRROR    Debian mirror                  (http://deb.debian.org/debian)
 #   AGENTCTL_BIN          the agentctl binary that builds the image (agentctl on PATH)
+#   AGENTCTL_INCUS_MAP_IDS    host uids/gids root may map into sandboxes (1000 1500)
 set -euo pipefail
 
 RUN_DIR=${AGENTCTL_INCUS_RUN:-/run/agentctl-incus}
@@ -70,6 +71,20 @@ fi
 say "packages ready ($(incus version 2>/dev/null | awk '/Client/{print "incus " $3}'))"
 
 # ---------------------------------------------------------------- 2. daemons
+# Sandboxes map one host user (the owner of their writable mounts) into their
+# own uid range with raw.idmap; newuidmap lets root map only ids listed for it
+# in /etc/subuid and /etc/subgid. Before incusd starts: root's large range
+# (what Incus allocates container ranges from), then the ids of the users who
+# own sandbox mounts here (AGENTCTL_INCUS_MAP_IDS: the test suites use 1000
+# and 1500).
+for f in /etc/subuid /etc/subgid; do
+  touch "$f"
+  awk -F: '($1 == "root" || $1 == "0") && $3 >= 65536 {found=1} END {exit !found}' "$f" ||
+    echo "root:1000000:1000000000" >>"$f"
+  for id in ${AGENTCTL_INCUS_MAP_IDS:-1000 1500}; do
+    grep -qx "root:$id:1" "$f" || echo "root:$id:1" >>"$f"
+  done
+done
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 mkdir -p /var/log/incus /var/lib/lxcfs
 if command -v lxcfs >/dev/null 2>&1 && ! mountpoint -q /var/lib/lxcfs; then

@@ -53,6 +53,8 @@ void add_create(CLI::App& app, CommandEnv& env) {
     cmd->add_option("--port", o->ports, "Publish a port: [ADDR:]HOST:GUEST[/tcp|udp] (repeatable)");
     cmd->add_option("--cpu-cores", *cpu, "Number of CPU cores")->check(CLI::Range(1, 512));
     cmd->add_option("--memory", o->memory, "Memory size, e.g. 4GiB");
+    cmd->add_option("--processes", o->processes,
+                    "Most processes and threads at once (can only lower the profiles' limit; default 2048)");
     cmd->add_option("--disk-size", o->disk_size, "Root disk size, e.g. 20GiB");
     cmd->add_option("--package", o->packages, "Install a package in the guest (repeatable)");
     cmd->add_option("--isolation", o->isolation, "vm (default) or container (weaker, visible warning)")

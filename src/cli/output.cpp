@@ -57,6 +57,14 @@ nlohmann::json instance_json(const InstanceInfo& info) {
     for (const auto& m : info.mounts) {
         mounts.push_back({{"host_path", m.host_path}, {"guest_path", m.guest_path}, {"writable", m.writable}});
     }
+    nlohmann::json ports = nlohmann::json::array();
+    for (const auto& p : info.ports) {
+        ports.push_back({{"listen_address", p.listen_address},
+                         {"host_port", p.host_port},
+                         {"guest_port", p.guest_port},
+                         {"protocol", p.protocol},
+                         {"loopback_only", is_loopback_address(p.listen_address)}});
+    }
     nlohmann::json j = {{"name", info.name},
                         {"provider", info.provider},
                         {"status", info.status},
@@ -65,6 +73,7 @@ nlohmann::json instance_json(const InstanceInfo& info) {
                         {"created_at", info.created_at},
                         {"ips", info.ips},
                         {"mounts", mounts},
+                        {"ports", ports},
                         {"isolation", info.isolation},
                         {"user", info.user},
                         {"confinement", info.confinement},
@@ -104,6 +113,18 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
     } else {
         out << "Mounts:\n";
         for (const auto& line : mount_lines(info.mounts)) out << line << "\n";
+    }
+    if (info.ports.empty()) {
+        out << "Ports:       none published\n";
+    } else {
+        out << "Ports:\n";
+        for (const auto& p : info.ports) {
+            const bool v6 = p.listen_address.find(':') != std::string::npos;
+            out << fmt::format(
+                "  {}:{} -> {}/{}{}\n", v6 ? "[" + p.listen_address + "]" : p.listen_address, p.host_port, p.guest_port,
+                p.protocol,
+                is_loopback_address(p.listen_address) ? " (this machine only)" : " (REACHABLE FROM OTHER MACHINES)");
+        }
     }
     if (info.network) {
         const auto& net = *info.network;

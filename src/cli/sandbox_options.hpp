@@ -36,6 +36,7 @@ struct CreateOptions {
     std::vector<std::string> ports;
     std::optional<int> cpu_cores;
     std::string memory;
+    std::string processes;  // --processes N
     std::string disk_size;
     std::string agent;
     std::vector<std::string> packages;
@@ -70,6 +71,11 @@ void add_mount_flags(CLI::App& command, MountOptions& options);
 
 // For start: the mounts the flags ask for, checked against the mount policy of
 // the given profiles; nullopt when no mount flag was given (keep the sticky set).
+// The mounts recorded for sandbox `name` checked again before they are used
+// (policy::recheck_start_mounts under `profiles` and the base profile).
+void recheck_recorded_mounts(Session& session, const std::string& name, const std::vector<std::string>& profiles,
+                             const std::vector<Mount>& recorded);
+
 [[nodiscard]] std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,
                                                                    const std::vector<std::string>& profiles,
                                                                    const MountOptions& options,

@@ -12,6 +12,7 @@
 
 #include "agentctl/error.hpp"
 #include "cli/reporter.hpp"
+#include "cli/sandbox_options.hpp"
 #include "core/files.hpp"
 #include "core/paths.hpp"
 
@@ -160,6 +161,10 @@ Provider& Session::provider() {
     m_state->context = std::make_unique<ProviderContext>(ProviderContext{
         runner(), platform(), reporter(), preview_out, m_globals.preview, config().paths().config_dir.string(),
         self_exe(), std::move(settings), state_dir().string(), runtime_dir().string()});
+    m_state->context->recheck_mounts = [this](const std::string& name, const std::vector<std::string>& profiles,
+                                              const std::vector<Mount>& recorded) {
+        recheck_recorded_mounts(*this, name, profiles, recorded);
+    };
     m_state->provider = entry.create(*m_state->context);
     return *m_state->provider;
 }

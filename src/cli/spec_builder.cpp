@@ -53,6 +53,7 @@ policy::SpecInputs spec_inputs(Session& session, const CreateOptions& options) {
     inputs.ports = options.ports;
     if (options.cpu_cores) inputs.cpu_cores = std::to_string(*options.cpu_cores);
     inputs.memory = options.memory;
+    inputs.processes = options.processes;
     inputs.disk_size = options.disk_size;
     inputs.agent = options.agent;
     inputs.packages = options.packages;
@@ -74,6 +75,12 @@ policy::NetworkPolicy build_network_policy(Session& session, const CreateOptions
     auto inputs = spec_inputs(session, options);
     if (inputs.name.empty()) inputs.name = "policy-check";
     return policy::compute_network_policy(inputs);
+}
+
+void recheck_recorded_mounts(Session& session, const std::string& name, const std::vector<std::string>& profiles,
+                             const std::vector<Mount>& recorded) {
+    const auto env = policy_environment(session);
+    policy::recheck_start_mounts(name, with_base_profile(session, profiles, env), recorded, env);
 }
 
 std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std::string& name,

@@ -4,6 +4,10 @@
 
 namespace agentctl {
 
+bool is_loopback_address(const std::string& address) {
+    return address.starts_with("127.") || address == "::1" || address == "[::1]" || address == "localhost";
+}
+
 std::vector<std::string> widenings(const SandboxSpec& spec) {
     std::vector<std::string> out;
     if (!spec.network.enabled) {
@@ -15,6 +19,14 @@ std::vector<std::string> widenings(const SandboxSpec& spec) {
         if (mount.writable) {
             out.push_back(fmt::format("writable mount: {} -> {} (the sandbox can change these host files)",
                                       mount.host_path, mount.guest_path));
+        }
+    }
+    for (const auto& port : spec.ports) {
+        if (!is_loopback_address(port.listen_address)) {
+            out.push_back(
+                fmt::format("published port on a non-loopback address: {}:{} -> {}/{} (other machines "
+                            "can connect to it)",
+                            port.listen_address, port.host_port, port.guest_port, port.protocol));
         }
     }
     if (spec.isolation == Isolation::Container) {

@@ -18,6 +18,7 @@ spec:
   resources:
     cpuCores: 2
     memory: 4GiB
+    processes: 2048
     diskSize: 20GiB
   mounts:
     - hostPath: ~/agentctl/workspaces/{{.Name}}
@@ -38,6 +39,7 @@ spec:
   resources:
     cpuCores: 1
     memory: 2GiB
+    processes: 1024
     diskSize: 10GiB
   mounts:
     - hostPath: ~/agentctl/workspaces/{{.Name}}
@@ -61,6 +63,7 @@ spec:
   resources:
     cpuCores: 2
     memory: 4GiB
+    processes: 2048
     diskSize: 20GiB
   mounts:
     - hostPath: ~/agentctl/workspaces/{{.Name}}
@@ -96,6 +99,7 @@ spec:
   resources:
     cpuCores: 2
     memory: 4GiB
+    processes: 2048
     diskSize: 20GiB
   mounts:
     - hostPath: ~/agentctl/workspaces/{{.Name}}

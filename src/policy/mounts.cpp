@@ -174,7 +174,10 @@ void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& 
     }
 }
 
-[[noreturn]] void fail(const std::vector<std::string>& problems) {
+[[noreturn]] void fail(const std::vector<std::string>& problems,
+                       std::string_view hint =
+                           "nothing was mounted or created; change the mount or the profile's "
+                           "mountPolicy") {
     std::string message =
         problems.size() == 1 ? "a mount was refused:" : fmt::format("{} mounts were refused:", problems.size());
     for (const auto& problem : problems) message += "\n  " + problem;
@@ -188,7 +191,7 @@ void check_overlaps(const std::vector<Mount>& mounts, std::vector<std::string>& 
                     "--mount ~/src/app:/workspace:w replaces the profile's /workspace), or pass --mount-only to "
                     "drop the profile's mounts");
     }
-    throw Error(message, "nothing was mounted or created; change the mount or the profile's mountPolicy");
+    throw Error(message, std::string(hint));
 }
 
 std::string guest_key(const MountRequest& request, const std::string& name) {
@@ -354,6 +357,41 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
     check_overlaps(mounts, problems);
     if (!problems.empty()) fail(problems);
     return mounts;
+}
+
+void recheck_mounts(const std::vector<Mount>& recorded, const MountContext& context) {
+    Checker checker(context);
+    std::vector<std::string> problems;
+    for (const auto& mount : recorded) {
+        const auto what = fmt::format("mount {} -> {} ({})", mount.host_path, mount.guest_path,
+                                      mount.origin.empty() ? "recorded" : mount.origin);
+        auto resolved = resolve_path(mount.host_path);
+        if (!resolved) {
+            problems.push_back(fmt::format("{}: too many symbolic links below {}", what, mount.host_path));
+            continue;
+        }
+        if (*resolved != mount.host_path) {
+            problems.push_back(
+                fmt::format("{}: the recorded path {} now resolves to {} (a symbolic link was put in "
+                            "its place since it was checked)",
+                            what, mount.host_path, *resolved));
+            continue;
+        }
+        if (auto problem = checker.problem(*resolved); !problem.empty()) {
+            problems.push_back(fmt::format("{}: {}", what, problem));
+            continue;
+        }
+        std::error_code ec;
+        if (!fs::is_directory(fs::symlink_status(*resolved, ec))) {
+            problems.push_back(fmt::format("{}: {} is no longer a directory", what, *resolved));
+        }
+    }
+    check_overlaps(recorded, problems);
+    if (!problems.empty()) {
+        fail(problems,
+             "nothing was started; restore the directory, or give the sandbox other mounts (start "
+             "--mount-only/--mount-none)");
+    }
 }
 
 }  // namespace agentctl::policy

@@ -65,4 +65,13 @@ struct MountLayering {
 // directories only after every request passed its checks.
 [[nodiscard]] std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, const MountContext& context);
 
+// The check before a recorded mount set is used again (start, snapshot
+// restore): every recorded host path must still resolve (symlinks followed the
+// way the kernel and Incus follow them) to exactly the recorded path, be an
+// existing directory, and pass the same checks resolve_mounts applies (the
+// same Checker: /, $HOME, the built-in deny list, denyPaths, allowedRoots,
+// overlaps). A path that now resolves elsewhere is refused naming both paths.
+// Creates nothing. Throws agentctl::Error listing every problem.
+void recheck_mounts(const std::vector<Mount>& recorded, const MountContext& context);
+
 }  // namespace agentctl::policy

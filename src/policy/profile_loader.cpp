@@ -291,10 +291,14 @@ private:
     }
 
     void resources(const YAML::Node& node, const std::string& field, Resources& out) {
-        if (!m_d.expect_map(node, field, {"cpuCores", "memory", "diskSize"})) return;
+        if (!m_d.expect_map(node, field, {"cpuCores", "memory", "diskSize", "processes"})) return;
         if (auto n = node["cpuCores"]) {
             if (auto value = m_d.integer(n, field + ".cpuCores", 1, k_max_cpu_cores))
                 out.cpu_cores = static_cast<int>(*value);
+        }
+        if (auto n = node["processes"]) {
+            if (auto value = m_d.integer(n, field + ".processes", 1, k_max_processes))
+                out.processes = static_cast<int>(*value);
         }
         for (const char* key : {"memory", "diskSize"}) {
             auto n = node[key];

@@ -69,6 +69,11 @@ ProfileSpec merge_profile_specs(const ProfileSpec& base, const ProfileSpec& late
     if (later.resources.cpu_cores != 0) out.resources.cpu_cores = later.resources.cpu_cores;
     if (later.resources.memory_bytes != 0) out.resources.memory_bytes = later.resources.memory_bytes;
     if (later.resources.disk_bytes != 0) out.resources.disk_bytes = later.resources.disk_bytes;
+    // The process limit only tightens: the lowest limit any layer sets wins.
+    if (later.resources.processes != 0 &&
+        (out.resources.processes == 0 || later.resources.processes < out.resources.processes)) {
+        out.resources.processes = later.resources.processes;
+    }
     out.mounts.insert(out.mounts.end(), later.mounts.begin(), later.mounts.end());
     if (base.mount_policy.allowed_roots && later.mount_policy.allowed_roots) {
         out.mount_policy.allowed_roots =

@@ -104,6 +104,17 @@ ProfileSpec flags_layer(const SpecInputs& in, Problems& problems) {
             problems.add(fmt::format("invalid {} \"{}\": a size above 0 such as 4GiB, 512MiB or 20GB", flag, *text));
         }
     }
+    if (!in.processes.empty()) {
+        int processes = 0;
+        auto [end, ec] = std::from_chars(in.processes.data(), in.processes.data() + in.processes.size(), processes);
+        if (ec != std::errc() || end != in.processes.data() + in.processes.size() || processes < 1 ||
+            processes > k_max_processes) {
+            problems.add(
+                fmt::format("invalid --processes \"{}\": a whole number from 1 to {}", in.processes, k_max_processes));
+        } else {
+            cli.resources.processes = processes;
+        }
+    }
     for (const auto& name : in.packages) {
         problems.run([&] {
             check_package_name(name);
@@ -226,6 +237,7 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::stri
     spec.network = network_of(inputs, layered.spec, problems);
     spec.ports = layered.spec.ports;
     spec.resources = layered.spec.resources;
+    if (spec.resources.processes == 0) spec.resources.processes = k_default_processes;
     spec.packages = layered.spec.packages;
     spec.agent = inputs.agent;
     // The sandbox user is `agent`, or the agent's own name with --agent (the
@@ -241,6 +253,19 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::stri
     context.create_directories = inputs.create_directories;
     spec.mounts = resolve_mounts(requests, context);
     return spec;
+}
+
+void recheck_start_mounts(const std::string& name, const std::vector<std::string>& profiles,
+                          const std::vector<Mount>& recorded, const Environment& env) {
+    if (recorded.empty()) return;
+    Problems problems;
+    ProfileSpec merged;
+    auto names = profiles.empty() ? std::vector<std::string>{env.default_profile} : profiles;
+    for (const auto& profile : names) {
+        problems.run([&] { merged = merge_profile_specs(merged, load_profile(profile, env).spec); });
+    }
+    problems.throw_if_any();
+    recheck_mounts(recorded, mount_context(name, env, merged.mount_policy));
 }
 
 std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,

@@ -33,6 +33,7 @@ struct SpecInputs {
     std::string cpu_cores;                   // --cpu-cores N (empty: from profiles)
     std::string memory;                      // --memory 4GiB
     std::string disk_size;                   // --disk-size 20GiB
+    std::string processes;                   // --processes N (tighten-only: the lowest limit wins)
     std::string agent;                       // --agent NAME
     std::vector<std::string> packages;       // --package NAME
     MountFlags mount_flags;
@@ -67,6 +68,13 @@ struct SpecInputs {
     const std::string& name, const std::vector<std::string>& profiles, const MountFlags& flags,
     const std::vector<Mount>& previous, const Environment& env, std::vector<std::string>* notices = nullptr,
     bool create_directories = true);
+
+// `start` (and `snapshot restore`) of a sandbox whose mounts were recorded
+// earlier: checks `recorded` again (recheck_mounts) under the mountPolicy of
+// `profiles` (empty: env.default_profile). Throws agentctl::Error naming every
+// refused mount.
+void recheck_start_mounts(const std::string& name, const std::vector<std::string>& profiles,
+                          const std::vector<Mount>& recorded, const Environment& env);
 
 // The layering of two profile specs: `later` over `base`. Exposed for tests
 // and `profile show`. See docs/profiles.md for the rule of every field.

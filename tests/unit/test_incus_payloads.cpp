@@ -30,7 +30,7 @@ SandboxSpec sample_spec(Isolation isolation) {
 TEST_CASE("VM instance payload: type, secure boot off, limits, root size", "[payloads]") {
     auto spec = sample_spec(Isolation::Vm);
     auto subnet = *parse_ipv4_net("10.213.0.16/28");
-    auto config = instance_config(spec, "agc-0123456789a", subnet, true);
+    auto config = instance_config(spec, "agc-0123456789a", subnet, true, IdentityMap{1000, 1000, 1000, 1000});
     auto payload = instance_payload(spec, config, instance_devices(spec, "agc-0123456789a", "default"), true);
     // instance_options: security.secureboot (VM only), limits.cpu, limits.memory
     CHECK(payload["type"] == "virtual-machine");
@@ -43,22 +43,66 @@ TEST_CASE("VM instance payload: type, secure boot off, limits, root size", "[pay
     CHECK(payload["devices"]["root"] ==
           Json{{"type", "disk"}, {"path", "/"}, {"pool", "default"}, {"size", "21474836480B"}});
     CHECK(payload["devices"]["eth0"] == Json{{"type", "nic"}, {"name", "eth0"}, {"network", "agc-0123456789a"}});
-    // VMs share directories over virtiofs: no `shift` (container only).
-    CHECK_FALSE(payload["devices"][mount_device_name(0)].contains("shift"));
+    // VMs share directories over virtiofs only, where virtiofsd enforces
+    // raw.idmap (maps the owner, forbids every other guest id); never `shift`.
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto& disk = payload["devices"][mount_device_name(i)];
+        CHECK(disk["io.bus"] == "virtiofs");
+        CHECK_FALSE(disk.contains("shift"));
+    }
+    CHECK(payload["config"]["raw.idmap"] == "uid 1000 1000\ngid 1000 1000");
+    CHECK(payload["config"]["security.guestapi"] == "false");
+    // Container-only keys (instance options): Incus refuses them on VMs.
+    CHECK_FALSE(payload["config"].contains("security.idmap.isolated"));
+    CHECK_FALSE(payload["config"].contains("limits.processes"));
 }
 
-TEST_CASE("container payload: no secure boot key, idmapped mounts", "[payloads]") {
+TEST_CASE("container payload: own uid range, only the owner mapped, no shifted mounts", "[payloads]") {
     auto spec = sample_spec(Isolation::Container);
-    auto config = instance_config(spec, "agc-x", *parse_ipv4_net("10.213.0.0/28"), true);
+    auto config =
+        instance_config(spec, "agc-x", *parse_ipv4_net("10.213.0.0/28"), true, IdentityMap{1000, 1001, 1500, 1500});
     auto payload = instance_payload(spec, config, instance_devices(spec, "agc-x", "default"), false);
     CHECK(payload["type"] == "container");
     CHECK_FALSE(payload["config"].contains("security.secureboot"));
     CHECK(payload["start"] == false);
     const auto& rw = payload["devices"][mount_device_name(0)];
     const auto& ro = payload["devices"][mount_device_name(1)];
-    CHECK(rw == Json{{"type", "disk"}, {"source", "/home/u/work"}, {"path", "/workspace"}, {"shift", "true"}});
-    CHECK(ro["readonly"] == "true");
-    CHECK(ro["shift"] == "true");
+    // A shifted mount would make root inside root on these host files.
+    CHECK(rw == Json{{"type", "disk"}, {"source", "/home/u/work"}, {"path", "/workspace"}});
+    CHECK(ro == Json{{"type", "disk"}, {"source", "/home/u/ref"}, {"path", "/ref"}, {"readonly", "true"}});
+    CHECK(payload["config"]["security.idmap.isolated"] == "true");
+    CHECK(payload["config"]["raw.idmap"] == "uid 1000 1500\ngid 1001 1500");
+    CHECK(payload["config"]["security.guestapi"] == "false");
+    CHECK(payload["config"]["limits.processes"] == std::to_string(k_default_processes));
+    spec.resources.processes = 64;
+    CHECK(instance_config(spec, "agc-x", *parse_ipv4_net("10.213.0.0/28"), true, std::nullopt).at("limits.processes") ==
+          "64");
+}
+
+TEST_CASE("identity map: the one owner of the writable mounts, never root", "[payloads]") {
+    CHECK_FALSE(plan_identity_map({}, 1500));
+    auto map = plan_identity_map({{"/w/a", 1000, 1000}, {"/w/b", 1000, 1000}}, 1000);
+    REQUIRE(map);
+    CHECK(raw_idmap_value(*map) == "uid 1000 1000\ngid 1000 1000");
+    // Root-owned writable mounts are refused: mapping host root is what
+    // made a setuid-root file on the host possible.
+    CHECK_THROWS_WITH(plan_identity_map({{"/srv/x", 0, 0}}, 1500), Catch::Contains("/srv/x belongs to root"));
+    CHECK_THROWS_WITH(plan_identity_map({{"/w/a", 1000, 1000}, {"/w/b", 1001, 1001}}, 1000),
+                      Catch::Contains("/w/b belongs to 1001:1001 but /w/a to 1000:1000"));
+    CHECK(guest_uid_for({{"/w/a", 1000, 1000}}) == 1000);
+    CHECK(guest_uid_for({{"/w/a", 70000, 70000}}) == k_default_guest_uid);
+    CHECK(guest_uid_for({}) == k_default_guest_uid);
+}
+
+TEST_CASE("subordinate id files: which host ids root may map", "[payloads]") {
+    const std::string text = "root:1000000:1000000000\nroot:1000:1\nalice:100000:65536\n0:2000:10\n";
+    CHECK(subordinate_ids_allow(text, 1000));
+    CHECK(subordinate_ids_allow(text, 2009));
+    CHECK_FALSE(subordinate_ids_allow(text, 2010));
+    CHECK_FALSE(subordinate_ids_allow(text, 1001));
+    CHECK_FALSE(subordinate_ids_allow(text, 100000));  // alice's range, not root's
+    CHECK(subordinate_ids_allow(text, 1500000));
+    CHECK_FALSE(subordinate_ids_allow("garbage\nroot:x:y\n", 1000));
 }
 
 TEST_CASE("published ports are proxy devices on the requested host address", "[payloads]") {
@@ -72,7 +116,7 @@ TEST_CASE("instance config records everything status needs", "[payloads]") {
     auto spec = sample_spec(Isolation::Container);
     spec.agent = "claude";
     spec.user = "dev";
-    auto config = instance_config(spec, "agc-x", *parse_ipv4_net("10.213.0.32/28"), true);
+    auto config = instance_config(spec, "agc-x", *parse_ipv4_net("10.213.0.32/28"), true, std::nullopt);
     CHECK(config.at(std::string(key::k_managed)) == "true");
     CHECK(config.at(std::string(key::k_user)) == "dev");
     CHECK(config.at(std::string(key::k_isolation)) == "container");
@@ -86,6 +130,8 @@ TEST_CASE("instance config records everything status needs", "[payloads]") {
     CHECK(mounts == spec.mounts);
     auto widened = Json::parse(config.at(std::string(key::k_widenings)));
     CHECK(widened.size() == 2);  // the writable mount and container isolation
+    CHECK_FALSE(config.contains("raw.idmap"));
+    CHECK(parse_ports_record(config.at(std::string(key::k_ports))) == spec.ports);
     auto network = policy::from_policy_file(Json::parse(config.at(std::string(key::k_network))));
     CHECK(network.deny_lan);
 }
@@ -117,6 +163,10 @@ TEST_CASE("exec payload: recorded output, no websockets, sandbox user", "[payloa
     CHECK(payload["cwd"] == "/home/agent");
     CHECK(payload["environment"]["HOME"] == "/home/agent");
     CHECK(payload["environment"]["FOO"] == "bar");
+    // Agents install under ~/.local/bin (or npm's prefix): they run by name.
+    CHECK_THAT(payload["environment"]["PATH"].get<std::string>(),
+               Catch::StartsWith("/home/agent/.local/bin:/home/agent/.npm-global/bin:"));
+    CHECK(payload["environment"]["NPM_CONFIG_PREFIX"] == "/home/agent/.npm-global");
 
     auto root = exec_payload({"true"}, {}, nullptr);
     CHECK_FALSE(root.contains("user"));

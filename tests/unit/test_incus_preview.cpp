@@ -68,11 +68,15 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
 TEST_CASE("preview shell prints the incus exec line with the user flags", "[preview]") {
     Fixture f;
     CHECK(f.provider->shell("demo", false) == 0);
-    CHECK_THAT(f.out.str(), Catch::EndsWith("incus exec demo --user 1500 --group 1500 --cwd /home/agent "
-                                            "--env HOME=/home/agent --env USER=agent -- /bin/bash -l\n"));
+    CHECK_THAT(f.out.str(), Catch::Contains("incus exec demo --user 1500 --group 1500 --cwd /home/agent "
+                                            "--env HOME=/home/agent --env LANG=C.UTF-8 --env LOGNAME=agent "
+                                            "--env NPM_CONFIG_PREFIX=/home/agent/.npm-global "
+                                            "--env PATH=/home/agent/.local/bin:/home/agent/.npm-global/bin:"));
+    CHECK_THAT(f.out.str(), Catch::EndsWith("--env USER=agent -- /bin/bash -l\n"));
     std::ostringstream().swap(f.out);
     f.provider->shell("demo", true);
-    CHECK_THAT(f.out.str(), Catch::EndsWith("incus exec demo -- /bin/bash -l\n"));
+    CHECK_THAT(f.out.str(), Catch::Contains("incus exec demo --env HOME=/root"));
+    CHECK_THAT(f.out.str(), Catch::EndsWith("--env USER=root -- /bin/bash -l\n"));
 }
 
 TEST_CASE("preview exec -t and delete", "[preview]") {
@@ -81,7 +85,15 @@ TEST_CASE("preview exec -t and delete", "[preview]") {
     request.argv = {"bash", "-c", "echo hi"};
     request.tty = true;
     CHECK(f.provider->exec("demo", request) == 0);
+    CHECK_THAT(f.out.str(), Catch::Contains("\nincus exec demo -t --user 1500"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("-- bash -c 'echo hi'\n"));
+    // Without -t: the exec API with websockets, output streamed, nothing recorded.
+    std::ostringstream().swap(f.out);
+    request.tty = false;
+    CHECK(f.provider->exec("demo", request) == 0);
+    CHECK_THAT(f.out.str(), Catch::Contains("\"record-output\":false"));
+    CHECK_THAT(f.out.str(), Catch::Contains("\"wait-for-websocket\":true"));
+    CHECK_THAT(f.out.str(), Catch::Contains("/1.0/instances/demo/exec\n"));
     std::ostringstream().swap(f.out);
     f.provider->remove("demo", true);
     CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/demo\n"));

@@ -291,3 +291,41 @@ TEST_CASE("mount flag forms", "[mounts][flags]") {
     CHECK_THROWS_WITH(parse_mount_flag("a:/b:/c:w"),
                       "invalid --mount \"a:/b:/c:w\": too many ':' (host paths containing ':' are not supported)");
 }
+
+TEST_CASE("recorded mounts are checked again: a directory swapped for a symlink is refused", "[mounts][recheck]") {
+    Home h;
+    auto mounts = resolve_mounts({request(h.home + "/work/app", "/project", true)}, h.context());
+    REQUIRE(mounts.size() == 1);
+    CHECK_NOTHROW(recheck_mounts(mounts, h.context()));
+    // What a sandbox with the parent directory writable can do between two starts.
+    fs::remove_all(h.home + "/work/app");
+    fs::create_directory_symlink(h.home + "/.ssh", h.home + "/work/app");
+    try {
+        recheck_mounts(mounts, h.context());
+        FAIL("the swapped mount was accepted");
+    } catch (const Error& error) {
+        const std::string text = error.what();
+        CHECK_THAT(text,
+                   Catch::Contains("the recorded path " + h.home + "/work/app now resolves to " + h.home + "/.ssh"));
+        CHECK_THAT(error.hint(), Catch::Contains("nothing was started"));
+    }
+    // The same link to an allowed directory is still a different directory: refused.
+    fs::remove(h.home + "/work/app");
+    fs::create_directory_symlink(h.home + "/notes", h.home + "/work/app");
+    CHECK_THROWS_WITH(recheck_mounts(mounts, h.context()), Catch::Contains("now resolves to " + h.home + "/notes"));
+    // Gone altogether.
+    fs::remove(h.home + "/work/app");
+    CHECK_THROWS_WITH(recheck_mounts(mounts, h.context()), Catch::Contains("is no longer a directory"));
+}
+
+TEST_CASE("recorded mounts are checked again with the same rules as create", "[mounts][recheck]") {
+    Home h;
+    // A record that today's rules refuse (e.g. the policy tightened since create).
+    std::vector<Mount> recorded{{h.home + "/notes", "/notes", true, "--mount"}};
+    MountPolicy policy;
+    policy.deny_paths = {h.home + "/notes"};
+    CHECK_NOTHROW(recheck_mounts(recorded, h.context()));
+    CHECK_THROWS_WITH(recheck_mounts(recorded, h.context(policy)), Catch::Contains("listed in mountPolicy.denyPaths"));
+    std::vector<Mount> ssh{{h.home + "/.ssh", "/k", false, "--mount"}};
+    CHECK_THROWS_WITH(recheck_mounts(ssh, h.context()), Catch::Contains("credentials or backend state"));
+}

@@ -340,3 +340,18 @@ TEST_CASE("port flags with listen address, ports and protocol", "[profile][units
     CHECK(error_of("127.1:8080:80") ==
           "invalid --port \"127.1:8080:80\": listen address \"127.1\" is not an IP address in dotted or IPv6 form");
 }
+
+TEST_CASE("resources.processes: a process limit from 1 to 1000000", "[profile][load]") {
+    auto ok = parse_profile("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  resources: {processes: 300}\n",
+                            "/p/z.yaml", ProfileSource::User, context());
+    CHECK(ok.spec.resources.processes == 300);
+    try {
+        (void)parse_profile("apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  resources: {processes: 0}\n",
+                            "/p/z.yaml", ProfileSource::User, context());
+        FAIL("no error");
+    } catch (const Error& error) {
+        CHECK_THAT(std::string(error.what()),
+                   Catch::Contains("/p/z.yaml:4:26: field spec.resources.processes: must be between 1 and 1000000, "
+                                   "got 0"));
+    }
+}

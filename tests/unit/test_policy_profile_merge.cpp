@@ -179,3 +179,16 @@ TEST_CASE("merge: isolation is container only if asked, and an explicit vm stays
     CHECK(c.isolation_origin == "profile mine (m:4)");
     CHECK_FALSE(merge_profile_specs(ProfileSpec{}, ProfileSpec{}).isolation.has_value());
 }
+
+TEST_CASE("merge: the process limit only tightens", "[merge]") {
+    ProfileSpec base;
+    base.resources.processes = 2048;
+    ProfileSpec later;
+    later.resources.processes = 4096;
+    CHECK(merge_profile_specs(base, later).resources.processes == 2048);
+    later.resources.processes = 100;
+    CHECK(merge_profile_specs(base, later).resources.processes == 100);
+    later.resources.processes = 0;  // unset: keeps the base
+    CHECK(merge_profile_specs(base, later).resources.processes == 2048);
+    CHECK(merge_profile_specs(ProfileSpec{}, base).resources.processes == 2048);
+}

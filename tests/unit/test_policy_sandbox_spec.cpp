@@ -67,11 +67,12 @@ TEST_CASE("the default profile alone gives the reference defaults", "[spec]") {
     CHECK(spec.network.allow.empty());
     CHECK(spec.resources.cpu_cores == 2);
     CHECK(spec.resources.memory_bytes == 4ULL << 30);
+    CHECK(spec.resources.processes == 2048);
     REQUIRE(spec.mounts.size() == 1);
     CHECK(spec.mounts[0].host_path == t.in.env.home + "/agentctl/workspaces/box");
     CHECK(spec.mounts[0].guest_path == "/workspace");
     CHECK(spec.mounts[0].writable);
-    CHECK(spec.mounts[0].origin == "profile default (built-in:default:14)");
+    CHECK(spec.mounts[0].origin == "profile default (built-in:default:15)");
     CHECK(fs::is_directory(t.in.env.home + "/agentctl/workspaces/box"));
     CHECK(spec.isolation == Isolation::Vm);
     CHECK(spec.user == "agent");
@@ -312,4 +313,15 @@ TEST_CASE("start: a --mount onto a current mount's guest path replaces it", "[sp
     CHECK((*mounts)[0].host_path == t.in.env.home + "/src/app");
     CHECK(notices == std::vector<std::string>{"--mount ~/src/app:/workspace replaces the mount of " + t.in.env.home +
                                               "/src at /workspace (profile default)"});
+}
+
+TEST_CASE("--processes lowers the process limit and cannot raise it", "[spec][processes]") {
+    Tree t;
+    t.in.processes = "100";
+    CHECK(compute_sandbox_spec(t.in).resources.processes == 100);
+    t.in.processes = "100000";
+    CHECK(compute_sandbox_spec(t.in).resources.processes == 2048);  // the default profile's limit stays
+    t.in.processes = "0";
+    CHECK_THROWS_WITH(compute_sandbox_spec(t.in),
+                      Catch::Contains("invalid --processes \"0\": a whole number from 1 to 1000000"));
 }

@@ -77,6 +77,7 @@ public:
     }
 
     [[nodiscard]] bool preview() const override { return false; }
+    [[nodiscard]] std::string socket_path() const override { return m_transport->endpoint(); }
 
 private:
     std::unique_ptr<Transport> m_transport;

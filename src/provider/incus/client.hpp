@@ -112,6 +112,10 @@ public:
 
     // True for the preview client: nothing is sent, GETs return empty results.
     [[nodiscard]] virtual bool preview() const = 0;
+
+    // The unix socket the daemon is reached at, for the websockets of an
+    // exec operation (exec_stream.hpp); empty when there is none (preview).
+    [[nodiscard]] virtual std::string socket_path() const { return {}; }
 };
 
 // Thrown by Client::query for a 404, so that delete can tolerate absent pieces.

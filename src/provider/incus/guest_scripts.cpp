@@ -30,6 +30,15 @@ mkdir -p /etc/sudoers.d
 printf '%s ALL=(ALL) NOPASSWD:ALL\n' "$u" >/etc/sudoers.d/90-agentctl-"$u".tmp
 chmod 0440 /etc/sudoers.d/90-agentctl-"$u".tmp
 mv /etc/sudoers.d/90-agentctl-"$u".tmp /etc/sudoers.d/90-agentctl-"$u"
+mkdir -p /etc/profile.d
+cat >/etc/profile.d/agentctl-path.sh <<'PROFILE'
+# agentctl: the user's own bin directories (agents install there) on PATH
+if [ "$(id -u)" -ne 0 ]; then
+  case ":$PATH:" in *":$HOME/.local/bin:"*) ;; *) PATH="$HOME/.local/bin:$HOME/.npm-global/bin:$PATH" ;; esac
+  NPM_CONFIG_PREFIX="$HOME/.npm-global"
+  export PATH NPM_CONFIG_PREFIX
+fi
+PROFILE
 line=$(grep "^$u:" /etc/passwd)
 home=$(echo "$line" | cut -d: -f6)
 mkdir -p "$home"

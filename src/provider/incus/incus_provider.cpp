@@ -93,8 +93,8 @@ Json IncusProvider::require_instance(const std::string& name) {
                          {{std::string(key::k_managed), "true"},
                           {std::string(key::k_isolation), "vm"},
                           {std::string(key::k_user), "agent"},
-                          {std::string(key::k_uid), std::to_string(k_preferred_uid)},
-                          {std::string(key::k_gid), std::to_string(k_preferred_uid)},
+                          {std::string(key::k_uid), std::to_string(k_default_guest_uid)},
+                          {std::string(key::k_gid), std::to_string(k_default_guest_uid)},
                           {std::string(key::k_home), "/home/agent"},
                           {std::string(key::k_shell), "/bin/bash"}}},
                         {"devices", Json::object()}};

@@ -34,12 +34,80 @@ Json mount_devices(const std::vector<Mount>& mounts, Isolation isolation) {
         const auto& mount = mounts[i];
         Json device{{"type", "disk"}, {"source", mount.host_path}, {"path", mount.guest_path}};
         if (!mount.writable) device["readonly"] = "true";
-        // Containers: an idmapped mount, so host owners appear unchanged inside.
-        // VMs share the directory over virtiofs, where `shift` does not apply.
-        if (isolation == Isolation::Container) device["shift"] = "true";
+        // No `shift`: ownership follows the instance's idmap (see payloads.hpp).
+        // VMs: virtiofs only, the bus on which raw.idmap is enforced.
+        if (isolation == Isolation::Vm) device["io.bus"] = "virtiofs";
         devices[mount_device_name(i)] = std::move(device);
     }
     return devices;
+}
+
+int guest_uid_for(const std::vector<MountOwner>& writable_owners) {
+    if (!writable_owners.empty()) {
+        const int uid = writable_owners.front().uid;
+        if (uid >= 1000 && uid < 60000) return uid;
+    }
+    return k_default_guest_uid;
+}
+
+std::optional<IdentityMap> plan_identity_map(const std::vector<MountOwner>& writable_owners, int guest_uid) {
+    if (writable_owners.empty()) return std::nullopt;
+    std::vector<std::string> problems;
+    const auto& first = writable_owners.front();
+    for (const auto& owner : writable_owners) {
+        if (owner.uid == 0 || owner.gid == 0) {
+            problems.push_back(
+                fmt::format("{} belongs to root (uid {} gid {}); host root is never mapped into a "
+                            "sandbox",
+                            owner.host_path, owner.uid, owner.gid));
+        } else if (owner.uid != first.uid || owner.gid != first.gid) {
+            problems.push_back(
+                fmt::format("{} belongs to {}:{} but {} to {}:{}; the writable mounts of one sandbox "
+                            "must have one owner (only one host user is mapped into it)",
+                            owner.host_path, owner.uid, owner.gid, first.host_path, first.uid, first.gid));
+        }
+    }
+    if (!problems.empty()) {
+        std::string message = "the writable mounts cannot be given to the sandbox user:";
+        for (const auto& problem : problems) message += "\n  " + problem;
+        throw Error(message,
+                    "chown the directories to the user who runs the agent (chown -R USER: DIR), or mount "
+                    "them read-only");
+    }
+    return IdentityMap{first.uid, first.gid, guest_uid, guest_uid};
+}
+
+std::string raw_idmap_value(const IdentityMap& map) {
+    return fmt::format("uid {} {}\ngid {} {}", map.host_uid, map.guest_uid, map.host_gid, map.guest_gid);
+}
+
+bool subordinate_ids_allow(const std::string& text, int id) {
+    std::size_t at = 0;
+    while (at < text.size()) {
+        auto end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        const std::string_view line(text.data() + at, end - at);
+        at = end + 1;
+        const auto first = line.find(':');
+        const auto second = first == std::string_view::npos ? first : line.find(':', first + 1);
+        if (second == std::string_view::npos) continue;
+        const auto owner = line.substr(0, first);
+        if (owner != "root" && owner != "0") continue;
+        long long start = -1, count = -1;
+        try {
+            start = std::stoll(std::string(line.substr(first + 1, second - first - 1)));
+            count = std::stoll(std::string(line.substr(second + 1)));
+        } catch (const std::exception&) {
+            continue;
+        }
+        if (start >= 0 && count > 0 && id >= start && id < start + count) return true;
+    }
+    return false;
+}
+
+std::string guest_path(const std::string& home) {
+    return fmt::format(
+        "{0}/.local/bin:{0}/.npm-global/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", home);
 }
 
 Json port_devices(const std::vector<PortForward>& ports) {
@@ -87,22 +155,47 @@ std::vector<Mount> parse_mounts_record(const std::string& text) {
     return mounts;
 }
 
+std::string ports_record(const std::vector<PortForward>& ports) {
+    Json list = Json::array();
+    for (const auto& p : ports) {
+        list.push_back({{"listen_address", p.listen_address},
+                        {"host_port", p.host_port},
+                        {"guest_port", p.guest_port},
+                        {"protocol", p.protocol}});
+    }
+    return list.dump();
+}
+
+std::vector<PortForward> parse_ports_record(const std::string& text) {
+    std::vector<PortForward> ports;
+    auto list = Json::parse(text, nullptr, false);
+    if (!list.is_array()) return ports;
+    for (const auto& p : list) {
+        if (!p.is_object()) continue;
+        ports.push_back(PortForward{p.value("listen_address", "127.0.0.1"), p.value("host_port", std::uint16_t{0}),
+                                    p.value("guest_port", std::uint16_t{0}), p.value("protocol", "tcp")});
+    }
+    return ports;
+}
+
 std::map<std::string, std::string> instance_config(const SandboxSpec& spec, const std::string& bridge,
-                                                   const Ipv4Net& subnet, bool acl_attached) {
+                                                   const Ipv4Net& subnet, bool acl_attached,
+                                                   const std::optional<IdentityMap>& idmap) {
     std::map<std::string, std::string> config;
     if (spec.resources.cpu_cores > 0) config["limits.cpu"] = std::to_string(spec.resources.cpu_cores);
     if (spec.resources.memory_bytes > 0) config["limits.memory"] = bytes_value(spec.resources.memory_bytes);
+    config["security.guestapi"] = "false";
+    if (idmap) config["raw.idmap"] = raw_idmap_value(*idmap);
+    if (spec.isolation == Isolation::Container) {
+        // Container-only keys (doc: instance options); VMs have their own kernel.
+        config["security.idmap.isolated"] = "true";
+        config["limits.processes"] =
+            std::to_string(spec.resources.processes > 0 ? spec.resources.processes : k_default_processes);
+    }
     if (spec.isolation == Isolation::Vm) {
         // The Debian/Ubuntu images agentctl uses are not signed for the OVMF
         // secure boot keys Incus enrols (doc: instance options, security.secureboot).
         config["security.secureboot"] = "false";
-    }
-    Json ports = Json::array();
-    for (const auto& p : spec.ports) {
-        ports.push_back({{"listen_address", p.listen_address},
-                         {"host_port", p.host_port},
-                         {"guest_port", p.guest_port},
-                         {"protocol", p.protocol}});
     }
     config[std::string(key::k_managed)] = "true";
     config[std::string(key::k_user)] = spec.user;
@@ -111,7 +204,7 @@ std::map<std::string, std::string> instance_config(const SandboxSpec& spec, cons
     config[std::string(key::k_profiles)] = Json(spec.profiles).dump();
     config[std::string(key::k_network)] = policy::to_policy_file(spec.network).dump();
     config[std::string(key::k_mounts)] = mounts_record(spec.mounts);
-    config[std::string(key::k_ports)] = ports.dump();
+    config[std::string(key::k_ports)] = ports_record(spec.ports);
     config[std::string(key::k_packages)] = Json(spec.packages).dump();
     config[std::string(key::k_widenings)] = Json(widenings(spec)).dump();
     config[std::string(key::k_agent)] = spec.agent;
@@ -140,19 +233,25 @@ Json instance_payload(const SandboxSpec& spec, const std::map<std::string, std::
                 {"description", "agentctl sandbox"}};
 }
 
+std::map<std::string, std::string> exec_environment(const GuestUser* user) {
+    if (user == nullptr) {
+        return {{"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+                {"LANG", "C.UTF-8"},
+                {"HOME", "/root"},
+                {"USER", "root"}};
+    }
+    return {{"PATH", guest_path(user->home)},
+            {"LANG", "C.UTF-8"},
+            {"HOME", user->home},
+            {"USER", user->name},
+            {"LOGNAME", user->name},
+            {"NPM_CONFIG_PREFIX", user->home + "/.npm-global"}};
+}
+
 Json exec_payload(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                   const GuestUser* user) {
     Json environment = Json::object();
-    environment["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    environment["LANG"] = "C.UTF-8";
-    if (user != nullptr) {
-        environment["HOME"] = user->home;
-        environment["USER"] = user->name;
-        environment["LOGNAME"] = user->name;
-    } else {
-        environment["HOME"] = "/root";
-        environment["USER"] = "root";
-    }
+    for (const auto& [k, v] : exec_environment(user)) environment[k] = v;
     for (const auto& [k, v] : env) environment[k] = v;
     Json payload{{"command", argv},
                  {"environment", std::move(environment)},
@@ -166,6 +265,14 @@ Json exec_payload(const std::vector<std::string>& argv, const std::map<std::stri
     } else {
         payload["cwd"] = "/root";
     }
+    return payload;
+}
+
+Json streamed_exec_payload(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                           const GuestUser* user) {
+    auto payload = exec_payload(argv, env, user);
+    payload["wait-for-websocket"] = true;
+    payload["record-output"] = false;
     return payload;
 }
 

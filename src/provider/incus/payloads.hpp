@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 namespace agentctl::provider::incus {
 
 // The sandbox user as bootstrapped inside the guest.
+inline constexpr int k_default_guest_uid = 1500;
+
 struct GuestUser {
     std::string name;
     int uid = -1;
@@ -29,18 +32,72 @@ struct GuestUser {
 [[nodiscard]] Json network_payload(const std::string& sandbox, const std::string& bridge, const Ipv4Net& subnet,
                                    const std::string& acl);
 
+// Who owns a writable mount on the host (stat of its canonical path).
+struct MountOwner {
+    std::string host_path;
+    int uid = -1;
+    int gid = -1;
+};
+
+// The one host user a sandbox's user stands for: host_uid/host_gid (the owner
+// of the writable mounts) appear inside as guest_uid/guest_gid. No other host
+// id is mapped; root inside is an unprivileged id of the sandbox's own range.
+struct IdentityMap {
+    int host_uid = -1;
+    int host_gid = -1;
+    int guest_uid = -1;
+    int guest_gid = -1;
+};
+
+// The uid the sandbox user gets: the owner's uid when it is an ordinary user
+// id (1000..59999, so ids match inside and out), else 1500.
+[[nodiscard]] int guest_uid_for(const std::vector<MountOwner>& writable_owners);
+
+// The identity map for a sandbox whose user has `guest_uid` (= its gid):
+// nullopt when no mount is writable. Throws agentctl::Error when a writable
+// mount belongs to root (host root is never mapped) or when writable mounts
+// have different owners (only one host user can be mapped), naming the mounts.
+[[nodiscard]] std::optional<IdentityMap> plan_identity_map(const std::vector<MountOwner>& writable_owners,
+                                                           int guest_uid);
+
+// raw.idmap (doc: userns-idmap, "Custom idmaps"): "uid HOST GUEST\ngid HOST GUEST".
+[[nodiscard]] std::string raw_idmap_value(const IdentityMap& map);
+
+// Whether /etc/subuid (or subgid) text lets root map host id `id`: newuidmap
+// refuses any other (an entry "root:START:COUNT" or "0:START:COUNT" covers it).
+[[nodiscard]] bool subordinate_ids_allow(const std::string& text, int id);
+
 // The instance's devices: root disk (pool, size), eth0 on the bridge, one disk
-// device per mount (readonly=true unless writable; shift=true in containers so
-// ownership inside matches the host), one proxy device per published port
-// (listen on PortForward::listen_address, connect to the guest's loopback).
+// device per mount, one proxy device per published port (listen on
+// PortForward::listen_address, connect to the guest's loopback).
+// Disk devices: readonly=true unless writable. Never shift=true: a shifted
+// (identity-mapped) mount makes root inside root on the host files. In
+// containers ownership follows the instance's idmap (raw.idmap maps only the
+// owner); in VMs directory shares use io.bus=virtiofs, where virtiofsd
+// translates ids by raw.idmap and forbids every other guest id (Incus
+// internal/server/device/device_utils_disk.go, DiskVMVirtiofsdStart:
+// --translate-uid=map:... and forbid-guest:...); 9p is refused with an idmap.
 [[nodiscard]] Json instance_devices(const SandboxSpec& spec, const std::string& bridge, const std::string& pool);
 [[nodiscard]] Json mount_devices(const std::vector<Mount>& mounts, Isolation isolation);
 [[nodiscard]] Json port_devices(const std::vector<PortForward>& ports);
 
-// The instance config: limits.cpu, limits.memory, for VMs security.secureboot=false,
-// and the user.agentctl.* records (see naming.hpp).
+// The instance config: limits.cpu, limits.memory, security.guestapi=false
+// (no /dev/incus: it would show guest root every user.agentctl.* key and
+// device source path); for containers security.idmap.isolated=true (a uid range
+// of its own) and limits.processes; raw.idmap when `idmap` is given; for VMs
+// security.secureboot=false; and the user.agentctl.* records (see naming.hpp).
 [[nodiscard]] std::map<std::string, std::string> instance_config(const SandboxSpec& spec, const std::string& bridge,
-                                                                 const Ipv4Net& subnet, bool acl_attached);
+                                                                 const Ipv4Net& subnet, bool acl_attached,
+                                                                 const std::optional<IdentityMap>& idmap);
+
+// The PATH of commands run as the sandbox user (exec, shell, agent installs):
+// the user's own bin directories first (~/.local/bin, where agents install
+// themselves, and ~/.npm-global/bin, agentctl's npm prefix), then the system's.
+[[nodiscard]] std::string guest_path(const std::string& home);
+
+// The records of the published ports, and back.
+[[nodiscard]] std::string ports_record(const std::vector<PortForward>& ports);
+[[nodiscard]] std::vector<PortForward> parse_ports_record(const std::string& text);
 
 // A hex fingerprint (12+ digits) selects an image directly; anything else is an alias.
 [[nodiscard]] bool is_image_fingerprint(std::string_view image);
@@ -50,11 +107,20 @@ struct GuestUser {
 [[nodiscard]] Json instance_payload(const SandboxSpec& spec, const std::map<std::string, std::string>& config,
                                     const Json& devices, bool start);
 
+// The environment every command agentctl runs in the guest starts from: PATH
+// (guest_path for the user), LANG, HOME, USER, LOGNAME, and for the user
+// NPM_CONFIG_PREFIX=~/.npm-global (global npm installs without root).
+[[nodiscard]] std::map<std::string, std::string> exec_environment(const GuestUser* user);
+
 // POST /1.0/instances/NAME/exec without websockets: the command runs to the
 // end and its output is recorded to log files (extension container_exec_recording;
 // user/group/cwd: container_exec_user_group_cwd).
 [[nodiscard]] Json exec_payload(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                                 const GuestUser* user);
+// The same command with its output streamed instead of recorded:
+// "wait-for-websocket": true, "record-output": false (see exec_stream.hpp).
+[[nodiscard]] Json streamed_exec_payload(const std::vector<std::string>& argv,
+                                         const std::map<std::string, std::string>& env, const GuestUser* user);
 
 // PUT /1.0/instances/NAME/state.
 [[nodiscard]] Json state_payload(const std::string& action, bool force, int timeout_seconds);

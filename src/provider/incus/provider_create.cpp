@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <tuple>
 #include <filesystem>
 #include <future>
 #include <thread>
@@ -30,19 +32,6 @@ std::string setting(const ProviderContext& context, const std::string& key, std:
     return it == context.settings.end() || it->second.empty() ? std::move(fallback) : it->second;
 }
 
-// The uid the sandbox user gets: the owner of the first writable mount when
-// that is an ordinary user (so files written inside belong to the host user),
-// else 1500.
-int preferred_uid(const SandboxSpec& spec) {
-    for (const auto& mount : spec.mounts) {
-        struct stat st {};
-        if (mount.writable && ::stat(mount.host_path.c_str(), &st) == 0 && st.st_uid >= 1000 && st.st_uid < 60000) {
-            return static_cast<int>(st.st_uid);
-        }
-    }
-    return k_preferred_uid;
-}
-
 std::filesystem::path lock_path(const ProviderContext& context) {
     std::filesystem::path dir = context.runtime_dir.empty() ? std::filesystem::temp_directory_path() / "agentctl"
                                                             : std::filesystem::path(context.runtime_dir);
@@ -50,6 +39,37 @@ std::filesystem::path lock_path(const ProviderContext& context) {
 }
 
 }  // namespace
+
+std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts) {
+    std::vector<MountOwner> owners;
+    for (const auto& mount : mounts) {
+        if (!mount.writable) continue;
+        struct stat st {};
+        if (::stat(mount.host_path.c_str(), &st) == 0) {
+            owners.push_back(MountOwner{mount.host_path, static_cast<int>(st.st_uid), static_cast<int>(st.st_gid)});
+        } else if (errno == ENOENT) {
+            // Not created yet (--preview): it will belong to whoever runs agentctl.
+            owners.push_back(MountOwner{mount.host_path, static_cast<int>(::geteuid()), static_cast<int>(::getegid())});
+        } else {
+            throw Error(fmt::format("cannot read the owner of {}: {}", mount.host_path, std::strerror(errno)));
+        }
+    }
+    return owners;
+}
+
+void check_subordinate_ids(const IdentityMap& map) {
+    // newuidmap(1) lets root map only the ids /etc/subuid and /etc/subgid give
+    // it; without them the start fails with "uid range ... not allowed".
+    for (auto [file, id, what] :
+         {std::tuple{"/etc/subuid", map.host_uid, "uid"}, std::tuple{"/etc/subgid", map.host_gid, "gid"}}) {
+        std::error_code ec;
+        if (!std::filesystem::exists(file, ec)) continue;  // no shadow ranges: Incus maps directly
+        if (subordinate_ids_allow(core::read_file(file), id)) continue;
+        throw Error(
+            fmt::format("{} does not let root map host {} {}, the owner of the writable mounts", file, what, id),
+            fmt::format("as root, once: echo root:{}:1 >>{} (see docs/setup-incus.md)", id, file));
+    }
+}
 
 Ipv4Net IncusProvider::choose_subnet() {
     const auto pool_text = setting(m_context, "incus.subnetPool", std::string(k_default_pool));
@@ -201,6 +221,11 @@ void IncusProvider::create(const SandboxSpec& requested) {
 }
 
 void IncusProvider::create_pieces(const SandboxSpec& spec) {
+    // Who the sandbox user stands for on the host, checked before anything is made.
+    const auto owners = writable_mount_owners(spec.mounts);
+    const int guest_uid = guest_uid_for(owners);
+    const auto idmap = plan_identity_map(owners, guest_uid);
+    if (idmap && !m_api.preview()) check_subordinate_ids(*idmap);
     const auto bridge = bridge_name(spec.name);
     const bool confined = spec.network.enabled;
     Ipv4Net subnet;
@@ -228,7 +253,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     std::future<void> proxy;
     if (confined) proxy = egress_up(spec.name, bridge, gateway, spec.network, rules, !m_api.preview());
 
-    auto config = instance_config(spec, bridge, subnet, confined);
+    auto config = instance_config(spec, bridge, subnet, confined, idmap);
     const auto pool = setting(m_context, "incus.storagePool", "default");
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, k_egress_proxy_port, spec.isolation);
@@ -242,7 +267,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     // The user: bootstrap right away, so everything later runs as it.
     wait_until_ready(spec.name, spec.isolation == Isolation::Vm);
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
-    std::string script = bootstrap_user_script(spec.user, preferred_uid(spec));
+    std::string script = bootstrap_user_script(spec.user, guest_uid);
     if (confined) script = with_proxy_setup(script, proxy_setup_script(gateway, k_egress_proxy_port));
     auto result = run_as_root(spec.name, script, 120);
     auto user = parse_bootstrap_output(result.out);
@@ -252,7 +277,13 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
                                     result.exit_code, result.err.empty() ? result.out : result.err),
                         "the image needs useradd or busybox adduser; try another --image");
         }
-        user = GuestUser{spec.user, k_preferred_uid, k_preferred_uid, "/home/" + spec.user, "/bin/bash"};
+        user = GuestUser{spec.user, guest_uid, guest_uid, "/home/" + spec.user, "/bin/bash"};
+    }
+    if (idmap && (user->uid != guest_uid || user->gid != guest_uid)) {
+        throw Error(fmt::format("the sandbox user {} has uid {} gid {} in {}, but the writable mounts are mapped to "
+                                "uid {}: the image already uses that id",
+                                spec.user, user->uid, user->gid, spec.name, guest_uid),
+                    "use an image that has no user with that id");
     }
     if (confined && !m_api.preview() && result.out.find("agentctl-proxy-configured") == std::string::npos) {
         throw Error(fmt::format("configuring the egress proxy in {} failed (exit {}): {}", spec.name, result.exit_code,
@@ -417,6 +448,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     SandboxSpec view;
     view.network = network;
     view.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
+    view.ports = parse_ports_record(config_value(instance, key::k_ports));
     view.isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     set_records(name, {{std::string(key::k_network), policy::to_policy_file(network).dump()},
                        {std::string(key::k_acl), network.enabled ? acl : ""},

@@ -1,13 +1,20 @@
 // exec, shell and view.
 //
-// Non-interactive exec goes through the API (recorded output, exit code from
-// the operation). Interactive shell / `exec -t` / view hand the terminal to the
-// `incus` client through ProviderContext::runner; that is the only subprocess.
-#include <iostream>
+// agentctl's own guest commands (bootstrap, probes, installs) go through the
+// API with recorded output: they are short and agentctl reads their output.
+// The user's `exec` streams: the exec operation's websockets are copied to
+// this process's stdout and stderr as the command writes (exec_stream.hpp),
+// through fixed-size buffers, and the exit code is the operation's. `shell`,
+// `exec -t` and `view` need a terminal and hand it to the `incus` client
+// through ProviderContext::runner.
+#include <unistd.h>
+
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "provider/incus/exec_stream.hpp"
 #include "provider/incus/naming.hpp"
 #include "provider/incus/provider_impl.hpp"
 
@@ -24,16 +31,19 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
     if (!m_project.empty()) {
         argv.insert(argv.end(), {"--project", m_project});
     }
+    std::optional<GuestUser> user;
     if (!root) {
-        auto user = recorded_user(instance);
+        user = recorded_user(instance);
         if (!user) {
             throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
                         "use --root, or delete and recreate it");
         }
-        argv.insert(argv.end(), {"--user", std::to_string(user->uid), "--group", std::to_string(user->gid), "--cwd",
-                                 user->home, "--env", "HOME=" + user->home, "--env", "USER=" + user->name});
+        argv.insert(argv.end(),
+                    {"--user", std::to_string(user->uid), "--group", std::to_string(user->gid), "--cwd", user->home});
     }
-    for (const auto& [k, v] : env) argv.insert(argv.end(), {"--env", k + "=" + v});
+    auto environment = exec_environment(user ? &*user : nullptr);
+    for (const auto& [k, v] : env) environment[k] = v;
+    for (const auto& [k, v] : environment) argv.insert(argv.end(), {"--env", k + "=" + v});
     argv.emplace_back("--");
     argv.insert(argv.end(), command.begin(), command.end());
     return argv;
@@ -47,6 +57,7 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     }
     if (request.tty) {
         auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv);
+        argv.insert(argv.begin() + 3, "-t");
         if (m_context.preview) {
             m_context.out << shell_join(argv) << '\n';
             return 0;
@@ -64,12 +75,20 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
                         "use --root, or delete and recreate it");
         }
     }
-    auto payload = exec_payload(request.argv, request.env, user ? &*user : nullptr);
-    // A command may run as long as it likes; the wait is sliced, not bounded tight.
-    auto result = m_api.exec(name, payload, 7 * 24 * 3600);
-    m_context.out << result.out << std::flush;
-    std::cerr << result.err << std::flush;
-    return result.exit_code;
+    const auto payload = streamed_exec_payload(request.argv, request.env, user ? &*user : nullptr);
+    auto response = m_client->query("POST", fmt::format("/1.0/instances/{}/exec", name), &payload);
+    if (m_api.preview()) return 0;
+    m_context.out << std::flush;
+    stream_exec(m_client->socket_path(), response.operation,
+                parse_exec_secrets(response.metadata.value("metadata", Json::object())), STDOUT_FILENO, STDERR_FILENO);
+    // The streams have ended; the command has (or is about to).
+    for (;;) {
+        auto op = m_client->wait(response.operation, 60);
+        const auto status = op.value("status", std::string());
+        if (status != "Running" && status != "Pending") {
+            return op.value("metadata", Json::object()).value("return", -1);
+        }
+    }
 }
 
 int IncusProvider::shell(const std::string& name, bool root) {

@@ -56,16 +56,45 @@ std::vector<SnapshotInfo> IncusProvider::snapshot_list(const std::string& name) 
 void IncusProvider::snapshot_restore(const std::string& name, const std::string& snapshot) {
     check_snapshot_name(snapshot);
     auto instance = require_instance(name);
+    // The snapshot brings its own mounts back: check them before anything is
+    // restored, as start checks the current ones.
+    std::optional<Json> taken;
+    for (const auto& snap : m_api.snapshots(name)) {
+        const auto full = snap.value("name", "");
+        if (full == snapshot || full.ends_with("/" + snapshot)) taken = snap;
+    }
+    if (!taken && !m_api.preview()) {
+        throw Error(fmt::format("{} has no snapshot named {}", name, snapshot),
+                    "`agentctl snapshot list " + name + "` shows them");
+    }
+    if (taken) {
+        const auto config = taken->value("config", Json::object());
+        if (running(instance) && !parse_mounts_record(config.value(std::string(key::k_mounts), "")).empty()) {
+            // Incus would restart it with those mounts at once, past start's
+            // checks of the directories it actually mounts.
+            throw Error(fmt::format("{} is running and snapshot {} has host mounts", name, snapshot),
+                        "stop it first (agentctl stop " + name + "); the next start checks the mounts again");
+        }
+        recheck_recorded_mounts(name, config);
+    }
     m_context.reporter.step(fmt::format("restoring {} to snapshot {}", name, snapshot));
     m_api.restore_snapshot(name, snapshot);
     // The ACL on the bridge is not part of the snapshot and stays in force; keep
     // the records that describe it current, not as they were at snapshot time.
+    // The widenings are those of the current network policy with the restored
+    // mounts and ports.
+    const auto restored = m_api.preview() ? instance : require_instance(name);
+    SandboxSpec view;
+    view.network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
+    view.mounts = parse_mounts_record(config_value(restored, key::k_mounts));
+    view.ports = parse_ports_record(config_value(restored, key::k_ports));
+    view.isolation = config_value(restored, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     std::map<std::string, std::string> keep;
-    for (auto k : {key::k_network, key::k_acl, key::k_widenings}) {
-        keep[std::string(k)] = config_value(instance, k);
-    }
+    for (auto k : {key::k_network, key::k_acl}) keep[std::string(k)] = config_value(instance, k);
+    keep[std::string(key::k_widenings)] = Json(widenings(view)).dump();
     keep[std::string(key::k_confinement)] = "";
     set_records(name, keep);
+    for (const auto& widening : widenings(view)) m_context.reporter.warning(fmt::format("{}: {}", name, widening));
 }
 
 void IncusProvider::snapshot_delete(const std::string& name, const std::string& snapshot) {

@@ -5,6 +5,10 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <vector>
+
+#include <sys/types.h>
 #include <string>
 
 #include "agentctl/provider.hpp"
@@ -20,7 +24,12 @@ inline constexpr int k_create_timeout = 600;
 inline constexpr int k_boot_timeout_container = 60;
 inline constexpr int k_boot_timeout_vm = 300;
 inline constexpr int k_install_timeout = 1800;
-inline constexpr int k_preferred_uid = 1500;
+
+// provider_create.cpp: the owners of the writable mounts (stat of each
+// canonical path), and the check that /etc/subuid and /etc/subgid let root map
+// the owner (newuidmap refuses otherwise). Both throw agentctl::Error.
+[[nodiscard]] std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts);
+void check_subordinate_ids(const IdentityMap& map);
 
 class IncusProvider final : public Provider {
 public:
@@ -90,7 +99,18 @@ private:
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
     void install_agent(const std::string& name, const Json& instance);
     void report_mounts(const std::vector<Mount>& mounts);
+    // Writes `mounts` as the instance's disk devices and record, with the
+    // identity map and the containment keys (guest API off, own uid range,
+    // process limit) they need; the instance must be stopped.
     void replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts);
+    // The recorded mounts checked again (ProviderContext::recheck_mounts) from
+    // the records in `config` (an instance's or a snapshot's).
+    void recheck_recorded_mounts(const std::string& name, const Json& config);
+    // After a start: each mount's directory inside is the very directory that
+    // was checked on the host (same device and inode), else the sandbox is
+    // stopped and an Error thrown. Containers only.
+    void verify_started_mounts(const std::string& name, const std::vector<Mount>& mounts,
+                               const std::vector<std::pair<dev_t, ino_t>>& checked);
 
     // provider_exec.cpp
     ExecResult run_as_root(const std::string& name, const std::string& script, int timeout_seconds);

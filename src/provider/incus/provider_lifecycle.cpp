@@ -2,11 +2,13 @@
 // the confinement check, packages, the agent, and the mount report.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include <fmt/format.h>
@@ -144,6 +146,36 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
     report_mounts(parse_mounts_record(config_value(instance, key::k_mounts)));
 }
 
+namespace {
+
+// The config keys that keep root inside away from the host; a sandbox created
+// by an older agentctl (shifted mounts, shared uid range) lacks them.
+bool needs_containment_update(const Json& instance, Isolation isolation) {
+    const auto& config = instance.value("config", Json::object());
+    if (config.value("security.guestapi", "") != "false") return true;
+    if (isolation == Isolation::Container && config.value("security.idmap.isolated", "") != "true") return true;
+    const Json devices = instance.value("devices", Json::object());
+    for (const auto& [device, value] : devices.items()) {
+        if (is_mount_device(device) && value.contains("shift")) return true;
+    }
+    return false;
+}
+
+std::vector<std::pair<dev_t, ino_t>> identities(const std::vector<Mount>& mounts) {
+    std::vector<std::pair<dev_t, ino_t>> out;
+    for (const auto& mount : mounts) {
+        struct stat st {};
+        if (::lstat(mount.host_path.c_str(), &st) != 0) {
+            throw Error(fmt::format("mount {}: {}", mount.host_path, std::strerror(errno)),
+                        "nothing was started; restore the directory or change the mounts");
+        }
+        out.emplace_back(st.st_dev, st.st_ino);
+    }
+    return out;
+}
+
+}  // namespace
+
 void IncusProvider::replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts) {
     const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     Json devices = Json::object();
@@ -153,39 +185,104 @@ void IncusProvider::replace_mounts(const std::string& name, Json instance, const
     }
     devices.update(mount_devices(mounts, isolation));
     instance["devices"] = devices;
-    instance["config"][std::string(key::k_mounts)] = mounts_record(mounts);
+    auto& config = instance["config"];
+    config[std::string(key::k_mounts)] = mounts_record(mounts);
+    // The same identity map create gives: the owner of the writable mounts is
+    // the sandbox user, nobody else is mapped.
+    auto user = recorded_user(instance);
+    const int guest_uid = user ? user->uid : k_default_guest_uid;
+    auto idmap = plan_identity_map(writable_mount_owners(mounts), guest_uid);
+    if (idmap) {
+        if (user) idmap->guest_gid = user->gid;
+        if (!m_api.preview()) check_subordinate_ids(*idmap);
+        config["raw.idmap"] = raw_idmap_value(*idmap);
+    } else {
+        config.erase("raw.idmap");
+    }
+    config["security.guestapi"] = "false";
+    if (isolation == Isolation::Container) {
+        config["security.idmap.isolated"] = "true";
+        if (!config.contains("limits.processes")) config["limits.processes"] = std::to_string(k_default_processes);
+    }
     SandboxSpec view;
     if (const auto record = config_value(instance, key::k_network); !record.empty()) {
         view.network = policy::from_policy_file(Json::parse(record));
     }
     view.mounts = mounts;
+    view.ports = parse_ports_record(config_value(instance, key::k_ports));
     view.isolation = isolation;
-    instance["config"][std::string(key::k_widenings)] = Json(widenings(view)).dump();
+    config[std::string(key::k_widenings)] = Json(widenings(view)).dump();
     // PUT drops the volatile state Incus wants to keep only when asked; keep config as read.
     m_api.put_instance(name, instance, 120);
 }
 
+void IncusProvider::recheck_recorded_mounts(const std::string& name, const Json& config) {
+    if (!m_context.recheck_mounts) return;
+    auto field = [&](std::string_view key) { return config.value(std::string(key), std::string()); };
+    std::vector<std::string> profiles;
+    auto list = Json::parse(field(key::k_profiles), nullptr, false);
+    if (list.is_array()) {
+        for (const auto& p : list) {
+            if (p.is_string()) profiles.push_back(p.get<std::string>());
+        }
+    }
+    m_context.recheck_mounts(name, profiles, parse_mounts_record(field(key::k_mounts)));
+}
+
+void IncusProvider::verify_started_mounts(const std::string& name, const std::vector<Mount>& mounts,
+                                          const std::vector<std::pair<dev_t, ino_t>>& checked) {
+    if (m_api.preview() || mounts.empty()) return;
+    const auto pid = m_api.instance_state(name).value("pid", 0);
+    std::vector<std::string> problems;
+    for (std::size_t i = 0; i < mounts.size() && i < checked.size(); ++i) {
+        struct stat st {};
+        const auto inside = fmt::format("/proc/{}/root{}", pid, mounts[i].guest_path);
+        if (pid <= 0 || ::stat(inside.c_str(), &st) != 0) {
+            problems.push_back(fmt::format("{} -> {}: cannot look at the mounted directory ({})", mounts[i].host_path,
+                                           mounts[i].guest_path, pid <= 0 ? "no init process" : std::strerror(errno)));
+        } else if (st.st_dev != checked[i].first || st.st_ino != checked[i].second) {
+            problems.push_back(
+                fmt::format("{} -> {}: the directory mounted is not the one that was checked (it was "
+                            "replaced while the sandbox started)",
+                            mounts[i].host_path, mounts[i].guest_path));
+        }
+    }
+    if (problems.empty()) return;
+    m_context.reporter.step(fmt::format("stopping {}: a mount is not what was checked", name));
+    m_api.change_state(name, state_payload("stop", true, -1), 120);
+    std::string message = fmt::format("{} was stopped right after it started:", name);
+    for (const auto& problem : problems) message += "\n  " + problem;
+    throw Error(message, "check the directories on the host, then start it again");
+}
+
 void IncusProvider::start(const std::string& name, const StartRequest& request) {
     auto instance = require_instance(name);
+    const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     if (request.mounts) {
         if (parse_mounts_record(config_value(instance, key::k_mounts)) != *request.mounts) {
             m_context.reporter.step(fmt::format("updating the mounts of {}", name));
             replace_mounts(name, instance, *request.mounts);
+            instance = require_instance(name);
         }
     }
     // The host side first (firewall table, policy, proxy): after a host reboot
     // none of it exists, and a crashed proxy is started again.
     restore_egress(name, instance);
     if (!running(instance) || m_api.preview()) {
-        auto ports =
-            Json::parse(config_value(instance, key::k_ports).empty() ? "[]" : config_value(instance, key::k_ports));
-        for (const auto& p : ports) {
-            check_host_port_free(PortForward{p.value("listen_address", "127.0.0.1"),
-                                             p.value("host_port", std::uint16_t{0}),
-                                             p.value("guest_port", std::uint16_t{0}), p.value("protocol", "tcp")});
+        auto mounts = parse_mounts_record(config_value(instance, key::k_mounts));
+        // Every recorded mount is checked again from its canonical path: a
+        // directory swapped for a symlink since the last check is refused here.
+        recheck_recorded_mounts(name, instance.value("config", Json::object()));
+        if (needs_containment_update(instance, isolation) && !m_api.preview()) {
+            m_context.reporter.step(fmt::format("updating {} to agentctl's containment settings", name));
+            replace_mounts(name, instance, mounts);
+            instance = require_instance(name);
         }
+        for (const auto& p : parse_ports_record(config_value(instance, key::k_ports))) check_host_port_free(p);
+        const auto checked = m_api.preview() ? std::vector<std::pair<dev_t, ino_t>>{} : identities(mounts);
         m_context.reporter.step(fmt::format("starting {}", name));
         m_api.change_state(name, state_payload("start", false, -1), k_create_timeout);
+        if (isolation == Isolation::Container) verify_started_mounts(name, mounts, checked);
     }
     after_boot(name, false);
 }
@@ -218,6 +315,7 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
     info.created_at = instance.value("created_at", "");
     info.ips = instance_ips(instance);
     info.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
+    info.ports = parse_ports_record(config_value(instance, key::k_ports));
     info.isolation = config_value(instance, key::k_isolation);
     info.user = config_value(instance, key::k_user);
     auto network = Json::parse(config_value(instance, key::k_network), nullptr, false);
@@ -240,6 +338,13 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
         auto value = config_value(instance, k);
         if (!value.empty())
             info.extra.emplace_back(std::string(k.substr(std::string_view("user.agentctl.").size())), value);
+    }
+    const auto& config = instance.value("config", Json::object());
+    if (info.isolation == "container") {
+        info.extra.emplace_back("processes", config.value("limits.processes", std::string("unlimited")));
+    }
+    if (auto base = config.value("volatile.idmap.base", std::string()); !base.empty()) {
+        info.extra.emplace_back("idmap.base", base);
     }
     return info;
 }

@@ -249,6 +249,7 @@ InstanceInfo LimaBackend::status(const std::string& name) {
     info.profiles = state.profiles;
     info.created_at = state.created_at;
     info.mounts = state.mounts;
+    info.ports = state.ports;
     info.isolation = "vm";
     info.user = state.user;
     if (auto text = core::read_file_if_exists(egress_policy_path(m_ctx.state_dir, name))) {

@@ -1,0 +1,189 @@
+// Copies an exec operation's stdout and stderr from its websockets to file
+// descriptors over the Incus unix socket, one thread per stream: the upgrade
+// is Boost.Beast's HTTP, the frames are read here.
+#include <utility>  // must precede Asio (std::exchange in awaitable.hpp on g++ 12)
+
+#include "provider/incus/exec_stream.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/asio/write.hpp>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using Socket = asio::local::stream_protocol::socket;
+
+constexpr std::size_t k_chunk = 64 * 1024;
+
+// One websocket, opened with Beast's HTTP upgrade; its frames are read here
+// (RFC 6455 section 5.2) so that a frame the server sent just before it
+// closed is still read after a write to it failed. Bytes that arrived with
+// the upgrade response wait in `pending`.
+struct Connection {
+    explicit Connection(asio::io_context& io) : socket(io) {}
+    Socket socket;
+    beast::flat_buffer pending;
+
+    // Reads exactly `size` bytes; false at the end of the connection.
+    bool read_exact(char* out, std::size_t size) {
+        const auto from_pending = std::min(size, pending.size());
+        if (from_pending > 0) {
+            asio::buffer_copy(asio::buffer(out, from_pending), pending.data());
+            pending.consume(from_pending);
+        }
+        std::size_t done = from_pending;
+        while (done < size) {
+            beast::error_code ec;
+            const auto n = socket.read_some(asio::buffer(out + done, size - done), ec);
+            if (ec || n == 0) return false;
+            done += n;
+        }
+        return true;
+    }
+
+    // A client frame (masked, as RFC 6455 requires; the mask is zero). Errors
+    // are ignored: the server may already have closed this connection.
+    void send(unsigned char opcode, const char* payload, std::size_t size) {
+        std::string frame;
+        frame.push_back(static_cast<char>(0x80 | opcode));
+        frame.push_back(static_cast<char>(0x80 | size));  // control frames only: size <= 125
+        frame.append(4, '\0');
+        frame.append(payload, size);
+        beast::error_code ec;
+        asio::write(socket, asio::buffer(frame), ec);
+    }
+};
+
+std::unique_ptr<Connection> open(asio::io_context& io, const std::string& socket_path, const std::string& target) {
+    auto conn = std::make_unique<Connection>(io);
+    beast::error_code ec;
+    conn->socket.connect(asio::local::stream_protocol::endpoint(socket_path), ec);
+    http::response_parser<http::empty_body> parser;
+    if (!ec) {
+        http::request<http::empty_body> request{http::verb::get, target, 11};
+        request.set(http::field::host, "incus");
+        request.set(http::field::upgrade, "websocket");
+        request.set(http::field::connection, "Upgrade");
+        request.set(http::field::sec_websocket_key, "YWdlbnRjdGwtZXhlYy1rZXk=");
+        request.set(http::field::sec_websocket_version, "13");
+        http::write(conn->socket, request, ec);
+    }
+    if (!ec) {
+        parser.skip(true);  // a 101 response has no body
+        http::read_header(conn->socket, conn->pending, parser, ec);
+    }
+    if (!ec && parser.get().result() != http::status::switching_protocols) ec = http::error::bad_status;
+    if (ec) {
+        throw Error(fmt::format("cannot open the exec stream {} at {}: {}", target.substr(0, target.find('?')),
+                                socket_path, ec.message()));
+    }
+    return conn;
+}
+
+// Writes all of `data` to `fd`; false when the reader went away.
+bool write_all(int fd, const char* data, std::size_t size) {
+    while (size > 0) {
+        const auto n = ::write(fd, data, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        data += n;
+        size -= static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+// Copies the data frames of one stream to `fd` (-1: drop them) until a close
+// frame or the end of the connection; answers pings. After the reader of `fd`
+// went away the rest is read and dropped, so the command is never stuck.
+void pump(Connection& conn, int fd) {
+    std::unique_ptr<char[]> chunk(new char[k_chunk]);
+    bool writable = fd >= 0;
+    for (;;) {
+        unsigned char head[2];
+        if (!conn.read_exact(reinterpret_cast<char*>(head), 2)) return;
+        const unsigned opcode = head[0] & 0x0F;
+        std::uint64_t size = head[1] & 0x7F;
+        if (size >= 126) {
+            unsigned char ext[8];
+            const std::size_t bytes = size == 126 ? 2 : 8;
+            if (!conn.read_exact(reinterpret_cast<char*>(ext), bytes)) return;
+            size = 0;
+            for (std::size_t i = 0; i < bytes; ++i) size = (size << 8) | ext[i];
+        }
+        unsigned char mask[4] = {0, 0, 0, 0};
+        const bool masked = (head[1] & 0x80) != 0;
+        if (masked && !conn.read_exact(reinterpret_cast<char*>(mask), 4)) return;
+        std::uint64_t offset = 0;
+        while (offset < size) {
+            const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(size - offset, k_chunk));
+            if (!conn.read_exact(chunk.get(), n)) return;
+            if (masked) {
+                for (std::size_t i = 0; i < n; ++i) chunk[i] = static_cast<char>(chunk[i] ^ mask[(offset + i) % 4]);
+            }
+            if (opcode <= 0x2 && writable) writable = write_all(fd, chunk.get(), n);
+            if (opcode == 0x9 && size <= 125) conn.send(0xA, chunk.get(), n);  // ping -> pong
+            offset += n;
+        }
+        if (opcode == 0x9 && size == 0) conn.send(0xA, nullptr, 0);
+        if (opcode == 0x8) return;  // close
+    }
+}
+
+}  // namespace
+
+ExecSecrets parse_exec_secrets(const Json& metadata) {
+    const auto fds = metadata.is_object() ? metadata.value("fds", Json::object()) : Json::object();
+    auto secret = [&](const char* key) {
+        if (!fds.is_object() || !fds.contains(key) || !fds[key].is_string()) {
+            throw Error(fmt::format("Incus started the exec without a \"{}\" stream", key),
+                        "the daemon must support exec websockets (API extension container_exec)");
+        }
+        return fds[key].get<std::string>();
+    };
+    return ExecSecrets{secret("control"), secret("0"), secret("1"), secret("2")};
+}
+
+std::string websocket_target(std::string_view operation, const std::string& secret) {
+    const auto slash = operation.rfind('/');
+    const auto id = slash == std::string_view::npos ? operation : operation.substr(slash + 1);
+    return fmt::format("/1.0/operations/{}/websocket?secret={}", id, secret);
+}
+
+void stream_exec(const std::string& socket_path, std::string_view operation, const ExecSecrets& secrets, int out_fd,
+                 int err_fd) {
+    asio::io_context io;
+    auto control = open(io, socket_path, websocket_target(operation, secrets.control));
+    auto in = open(io, socket_path, websocket_target(operation, secrets.in));
+    auto out = open(io, socket_path, websocket_target(operation, secrets.out));
+    auto err = open(io, socket_path, websocket_target(operation, secrets.err));
+    // No stdin: a close frame (code 1000), and the command reads end-of-file.
+    const char normal[2] = {static_cast<char>(0x03), static_cast<char>(0xE8)};
+    in->send(0x8, normal, 2);
+    // The control stream carries the server's pings; reading answers them.
+    std::thread control_reader([&] { pump(*control, -1); });
+    std::thread err_reader([&] { pump(*err, err_fd); });
+    pump(*out, out_fd);
+    err_reader.join();
+    beast::error_code ignored;
+    control->socket.shutdown(asio::socket_base::shutdown_both, ignored);
+    control_reader.join();
+}
+
+}  // namespace agentctl::provider::incus
