@@ -177,7 +177,7 @@ TEST_CASE("the instance side is the same for containers and VMs: fixed address, 
         spec.name = "demo";
         spec.image = "agentctl-debian-12";
         spec.isolation = isolation;
-        auto config = instance_config(spec, "agc-x", subnet, true);
+        auto config = instance_config(spec, "agc-x", subnet, true, std::nullopt);
         auto devices = instance_devices(spec, "agc-x", "default");
         confine_instance(config, devices, subnet, true, 3128, isolation);
         const auto payload = instance_payload(spec, config, devices, true);
@@ -200,7 +200,7 @@ TEST_CASE("the instance side is the same for containers and VMs: fixed address, 
     }
     // Without a policy: filtering stays, no proxy environment.
     SandboxSpec spec;
-    auto config = instance_config(spec, "agc-x", subnet, false);
+    auto config = instance_config(spec, "agc-x", subnet, false, std::nullopt);
     auto devices = instance_devices(spec, "agc-x", "default");
     confine_instance(config, devices, subnet, false, 3128, Isolation::Container);
     CHECK(devices["eth0"]["security.ipv4_filtering"] == "true");
