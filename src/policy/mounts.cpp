@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -201,6 +204,21 @@ std::string guest_key(const MountRequest& request, const std::string& name) {
 
 }  // namespace
 
+DirectoryOwner created_directory_owner() {
+    if (::geteuid() != 0) return {static_cast<int>(::geteuid()), static_cast<int>(::getegid())};
+    auto id_from = [](const char* name) {
+        const char* text = std::getenv(name);
+        if (text == nullptr || *text == '\0') return 0;
+        char* end = nullptr;
+        const long value = std::strtol(text, &end, 10);
+        return *end == '\0' && value > 0 && value < 0x7fffffff ? static_cast<int>(value) : 0;
+    };
+    const int uid = id_from("SUDO_UID");
+    const int gid = id_from("SUDO_GID");
+    if (uid > 0 && gid > 0) return {uid, gid};
+    return {};
+}
+
 std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir,
                                               const std::vector<std::string>& private_dirs) {
     std::vector<std::string> out;
@@ -330,10 +348,18 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
     for (const auto& item : pending) {
         if (!item.create || !context.create_directories) continue;
         std::error_code ec;
+        const bool existed = fs::exists(fs::symlink_status(item.host, ec));
         fs::create_directories(item.host, ec);  // the resolved path: no link is followed into a denied place
-        if (ec)
+        if (ec) {
             problems.push_back(
                 fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
+        } else if (!existed && item.request->writable && ::geteuid() == 0) {
+            const auto owner = created_directory_owner();
+            if (::lchown(item.host.c_str(), static_cast<uid_t>(owner.uid), static_cast<gid_t>(owner.gid)) != 0) {
+                problems.push_back(fmt::format("{}: cannot hand {} to uid {}: {}", describe(*item.request), item.host,
+                                               owner.uid, std::strerror(errno)));
+            }
+        }
     }
     if (!problems.empty()) fail(problems);
     std::vector<Mount> mounts;

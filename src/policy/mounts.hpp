@@ -33,6 +33,18 @@ struct MountContext {
     std::vector<std::string> private_dirs;
 };
 
+// The owner agentctl gives a directory it creates for a writable mount
+// (createMissing): whoever ran agentctl (SUDO_UID/SUDO_GID under sudo), and
+// never root: when that is root, k_unprivileged_owner_id. Host root is never
+// mapped into a sandbox, so a root-owned workspace could not be handed to the
+// sandbox user at all.
+inline constexpr int k_unprivileged_owner_id = 1500;
+struct DirectoryOwner {
+    int uid = k_unprivileged_owner_id;
+    int gid = k_unprivileged_owner_id;
+};
+[[nodiscard]] DirectoryOwner created_directory_owner();
+
 // The fixed deny list under `home` plus Incus's state directories,
 // `config_dir` and `private_dirs`, in display order.
 [[nodiscard]] std::vector<std::string> builtin_denied_paths(const std::string& home, const std::string& config_dir,

@@ -481,6 +481,10 @@ TEST_CASE("every agentctl command in README.md and docs/ runs") {
                 }
                 fs::create_directories(cli.home() / "src/app");
                 fs::create_directories(cli.home() / "src/demo");
+                // Writable mounts go to their owner, never to host root (this runs as root).
+                for (const auto* dir : {"src/app", "src/demo"}) {
+                    if (::geteuid() == 0) REQUIRE(::chown((cli.home() / dir).c_str(), 1500, 1500) == 0);
+                }
             }
             if (entry.mode == Mode::Surface) {
                 for (const auto& problem : check_synopsis(surface, words_of(entry.command)).problems) {

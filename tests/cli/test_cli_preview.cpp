@@ -1,5 +1,6 @@
 // --preview changes nothing and shows what the real run would do; with
 // --output json, stdout is one JSON document.
+#include <unistd.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -44,6 +45,8 @@ TEST_CASE("a preview create shows the provisioning steps and the mounts it asks 
     cli.use_incus();
     const auto shared = cli.home() / "src" / "app";
     std::filesystem::create_directories(shared);
+    // A writable mount is handed to its owner; host root never is (run as root: give it to uid 1500).
+    if (::geteuid() == 0) REQUIRE(::chown(shared.c_str(), 1500, 1500) == 0);
     const auto before = tree_listing(cli.root());
     auto r = cli.run({"--preview", "create", "u12-preview", "--isolation", "container", "--image", "agentctl-debian-12",
                       "--allow", "93.184.216.34:443", "--package", "git", "--agent", "codex", "--mount-only", "--mount",
@@ -54,7 +57,7 @@ TEST_CASE("a preview create shows the provisioning steps and the mounts it asks 
     CHECK(contains(r.out, "apt-get install -y -q --no-install-recommends git"));
     CHECK(contains(r.out, "/1.0/instances/u12-preview/exec"));
     CHECK(contains(r.err, "installing packages with apt: git"));
-    CHECK(contains(r.err, "installing agent codex as agent"));
+    CHECK(contains(r.err, "installing agent codex as codex"));  // the user is named after --agent
     // The mount report describes the mount in the request.
     CHECK(contains(r.err, "host directories exposed to this sandbox:\n  " + shared.string() + " -> /src (writable)"));
     CHECK_FALSE(contains(r.err, "no host directories"));

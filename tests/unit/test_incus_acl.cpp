@@ -87,7 +87,7 @@ TEST_CASE("the ACL and policy check agree: denyLAN false admits an allowlisted L
     CHECK(decision->allowed);
 }
 
-TEST_CASE("--allow-lan opens no range directly, and never the host's own addresses", "[acl]") {
+TEST_CASE("allow-LAN opens no range directly, and never the host's own addresses", "[acl]") {
     auto network = with({"192.168.1.10:80"});
     network.allow_lan = true;
     auto ctx = context();

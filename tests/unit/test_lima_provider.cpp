@@ -1,6 +1,8 @@
 // The lima provider end to end on Linux: the real provider code, the real
 // process runner, the real egress proxy (the built agentctl), and contract
 // fakes of limactl and sandbox-exec (tests/fakes/, which name their sources).
+#include <thread>
+#include <chrono>
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -195,7 +197,12 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     CHECK(::getsid(proxy_pid) != ::getsid(0));  // detached into its own session
     CHECK(ask_proxy(proxy_port, "CONNECT www.wikipedia.org:443 HTTP/1.1\r\nHost: www.wikipedia.org:443\r\n\r\n")
               .find(" 403 ") != std::string::npos);
-    auto log = core::read_file(provider::lima::egress_log_path(world.state_dir(), "demo"));
+    // The proxy writes its decision log in batches (at most ~20 ms late).
+    std::string log;
+    for (int i = 0; i < 100 && log.find("www.wikipedia.org") == std::string::npos; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        log = core::read_file(provider::lima::egress_log_path(world.state_dir(), "demo"));
+    }
     CHECK(log.find("www.wikipedia.org") != std::string::npos);
     // ... and `agentctl logs demo --network` reads that log
     world.clear_output();

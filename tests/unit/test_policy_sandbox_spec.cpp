@@ -315,7 +315,7 @@ TEST_CASE("start: a --mount onto a current mount's guest path replaces it", "[sp
                                               "/src at /workspace (profile default)"});
 }
 
-TEST_CASE("--processes lowers the process limit and cannot raise it", "[spec][processes]") {
+TEST_CASE("the process limit: --processes lowers it and cannot raise it", "[spec][processes]") {
     Tree t;
     t.in.processes = "100";
     CHECK(compute_sandbox_spec(t.in).resources.processes == 100);

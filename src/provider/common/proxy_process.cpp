@@ -182,7 +182,15 @@ bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace, co
         while (alive(pid) && std::chrono::steady_clock::now() < deadline) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
-        if (alive(pid)) ::kill(pid, SIGKILL);
+        if (alive(pid)) {
+            ::kill(pid, SIGKILL);
+            // SIGKILL is not instant (a large address space takes a moment to tear
+            // down): return only once it is gone, so callers never see it alive.
+            const auto killed_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (alive(pid) && std::chrono::steady_clock::now() < killed_by) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+        }
         stopped = true;
     }
     ::unlink(pid_file.c_str());

@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "agentctl/sandbox.hpp"
+#include "policy/mounts.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
 
 // The sandbox user as bootstrapped inside the guest.
-inline constexpr int k_default_guest_uid = 1500;
+inline constexpr int k_default_guest_uid = policy::k_unprivileged_owner_id;
 
 struct GuestUser {
     std::string name;

@@ -48,8 +48,9 @@ std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts) 
         if (::stat(mount.host_path.c_str(), &st) == 0) {
             owners.push_back(MountOwner{mount.host_path, static_cast<int>(st.st_uid), static_cast<int>(st.st_gid)});
         } else if (errno == ENOENT) {
-            // Not created yet (--preview): it will belong to whoever runs agentctl.
-            owners.push_back(MountOwner{mount.host_path, static_cast<int>(::geteuid()), static_cast<int>(::getegid())});
+            // Not created yet (--preview): it will get the owner creation gives it.
+            const auto owner = policy::created_directory_owner();
+            owners.push_back(MountOwner{mount.host_path, owner.uid, owner.gid});
         } else {
             throw Error(fmt::format("cannot read the owner of {}: {}", mount.host_path, std::strerror(errno)));
         }

@@ -272,7 +272,10 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
         auto mounts = parse_mounts_record(config_value(instance, key::k_mounts));
         // Every recorded mount is checked again from its canonical path: a
         // directory swapped for a symlink since the last check is refused here.
-        recheck_recorded_mounts(name, instance.value("config", Json::object()));
+        // (Mounts this start was given were resolved just now by the same rules;
+        // under --preview their missing directories exist only on paper.)
+        if (!(request.mounts && m_api.preview()))
+            recheck_recorded_mounts(name, instance.value("config", Json::object()));
         if (needs_containment_update(instance, isolation) && !m_api.preview()) {
             m_context.reporter.step(fmt::format("updating {} to agentctl's containment settings", name));
             replace_mounts(name, instance, mounts);
