@@ -11,6 +11,10 @@ if(AGENTCTL_SANITIZE)
     -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   target_link_options(agentctl_options INTERFACE -fsanitize=address,undefined)
 endif()
+# Fewer, faster dynamic relocations at start-up; no DT_NEEDED for unused
+# libraries; full RELRO (binding at start costs ~0.1 ms with libc the only
+# shared library left in release builds).
+target_link_options(agentctl_options INTERFACE -Wl,-O1 -Wl,--hash-style=gnu -Wl,--as-needed -Wl,-z,relro -Wl,-z,now)
 # Asio's coroutine header needs <utility> first on g++ 12; clang 14 needs the
 # coroutine feature macros spelled out.
 target_compile_definitions(agentctl_options INTERFACE BOOST_ASIO_NO_DEPRECATED)

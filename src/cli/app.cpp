@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include <iostream>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -15,6 +16,8 @@
 
 namespace agentctl::cli {
 namespace {
+
+constexpr std::string_view k_egress_proxy_verb = "egress-proxy";
 
 void print_error(std::string_view message, std::string_view hint) {
     std::cerr << "agentctl: " << message << "\n";
@@ -119,7 +122,14 @@ int run(int argc, char** argv) {
 
     Session session(globals);
     CommandEnv env{session, action};
-    for (const auto& entry : commands()) entry.add(app, env);
+    // The hidden egress-proxy verb is agentctl re-run by itself as a sandbox's
+    // proxy, where start-up time is the time until the sandbox has network. It
+    // comes first on that command line, so only its entry is built; every
+    // other command line gets the whole table.
+    const bool proxy_only = argc > 1 && std::string_view(argv[1]) == k_egress_proxy_verb;
+    for (const auto& entry : commands()) {
+        if (!proxy_only || entry.name == k_egress_proxy_verb) entry.add(app, env);
+    }
 
     try {
         app.parse(argc, argv);

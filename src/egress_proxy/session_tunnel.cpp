@@ -144,6 +144,7 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
     // a readiness edge that arrived before the first wait is not reported
     // again (edge-triggered epoll), e.g. a server that speaks first.
     bool source_ready = true;
+    bool source_eof = false;  // the source's FIN, read while the pipe still held bytes
     boost::system::error_code ec;
     for (;;) {
         if (!from.is_open() || !to.is_open()) break;
@@ -183,6 +184,19 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 counter += static_cast<std::uint64_t>(m);
                 m_deadline = Clock::now() + m_context.limits.idle_timeout;
             } else if (m < 0 && errno == EAGAIN) {
+                // The destination is full: top the pipe up from the source before
+                // sleeping, so the sender's window keeps opening while we wait.
+                // EAGAIN here may mean a full pipe as well as an empty socket, so
+                // it does not clear source_ready (the next read finds out).
+                if (source_ready && !source_eof && in_pipe < static_cast<std::size_t>(k_pipe_bytes)) {
+                    ssize_t more = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, k_splice_chunk,
+                                            k_splice_flags);
+                    if (more > 0) {
+                        in_pipe += static_cast<std::size_t>(more);
+                        continue;
+                    }
+                    if (more == 0) source_eof = true;
+                }
                 co_await to.async_wait(tcp::socket::wait_write, redirect_error(use_awaitable, ec));
                 if (ec || !to.is_open()) break;
             } else if (m < 0 && errno == EINTR) {
@@ -192,6 +206,12 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
             }
         }
         if (in_pipe > 0) break;
+        if (source_eof) {
+            // Half-close seen while topping up: pass the FIN on now that the pipe is empty.
+            pipe.release(true);
+            to.shutdown(tcp::socket::shutdown_send, ec);
+            co_return;
+        }
     }
     pipe.release(in_pipe == 0);
     // An error in either direction ends the tunnel.
