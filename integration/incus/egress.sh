@@ -88,9 +88,13 @@ class Banner(socketserver.StreamRequestHandler):
         self.wfile.write(b"SSH-2.0-agentctl-test\r\n")
 class T(socketserver.ThreadingMixIn, socketserver.TCPServer):
     allow_reuse_address = True; daemon_threads = True
+class H(http.server.ThreadingHTTPServer):
+    def server_bind(self):  # skips the reverse DNS lookup of HTTPServer, which can block for seconds here
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "test", self.server_address[1]
 for addr in sys.argv[1:]:
     for port, handler in ((8080, Hello), (8081, Echo), (8022, Banner), (53, Banner)):
-        server = (http.server.ThreadingHTTPServer if handler is Hello else T)((addr, port), handler)
+        server = (H if handler is Hello else T)((addr, port), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
 def udp53(addr):
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, 53))
@@ -115,8 +119,10 @@ for dst in "$PUB" "$PUB_IP"; do
 done
 ip netns exec "$NS" python3 -c "$servers_py" "$PUB" "$PUB_IP" &
 SERVER_PIDS+=($!)
-for _ in $(seq 100); do bash -c "exec 3<>/dev/tcp/$PUB/$PORT" 2>/dev/null && break; sleep 0.1; done
-check "test servers answer from the host" bash -c "curl -s http://$PUB:$PORT/ | grep -q hello"
+for dst in "$PUB/$PORT" "$PUB/$RAW_PORT" "$PUB_IP/$PORT" "$PUB_IP/$RAW_PORT" "$PUB_IP/53"; do
+  for _ in $(seq 100); do bash -c "exec 3<>/dev/tcp/$dst" 2>/dev/null && break; sleep 0.1; done
+done
+check "test servers answer from the host" bash -c "curl -s http://$PUB:$PORT/ | grep -q hello && curl -s http://$PUB_IP:$PORT/ | grep -q hello"
 
 # ---------------------------------------------------------------- create
 t0=$(date +%s%N)
