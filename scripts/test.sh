@@ -28,7 +28,7 @@ bash scripts/package-test.sh build/test
 
 phase "fuzzing (short runs)"
 if [ -x tests/fuzz/run.sh ]; then
-  AGENTCTL_FUZZ_SECONDS=${AGENTCTL_FUZZ_SECONDS:-45} sh tests/fuzz/run.sh
+  AGENTCTL_FUZZ_SECONDS=${AGENTCTL_FUZZ_SECONDS:-30} sh tests/fuzz/run.sh
 fi
 
 phase "Incus daemon and test image"

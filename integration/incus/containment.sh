@@ -44,7 +44,19 @@ ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
 agentctl() { "$AGENTCTL" --provider incus "$@"; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A port free on every address, below the ephemeral range (a kernel-chosen port
+# could be handed to an outgoing connection before the test binds it).
+free_port() { python3 -c '
+import random, socket
+while True:
+    p = random.randint(20000, 32000)
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", p)); print(p); break
+    except OSError:
+        pass
+    finally:
+        s.close()'; }
 
 cleanup() {
   set +e
