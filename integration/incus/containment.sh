@@ -29,21 +29,13 @@ chmod 755 "$WORK"
 export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config
 mkdir -p "$HOME"
 
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (host-side ownership checks, and the Incus admin socket)"
-command -v incus >/dev/null 2>&1 || skip "the incus client is not installed (scripts/incus/up.sh)"
-incus admin waitready --timeout=3 >/dev/null 2>&1 || skip "no Incus daemon is reachable (start one: scripts/incus/up.sh)"
-incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE" || skip "image $IMAGE is missing (scripts/incus/up.sh builds it)"
+. "$(dirname "$0")/lib.sh"
+require_incus "host-side ownership checks, and the Incus admin socket"
 for f in /etc/subuid /etc/subgid; do
   [ ! -e $f ] || grep -q "^root:$OWNER:" $f ||
     skip "$f does not let root map uid $OWNER (scripts/incus/up.sh adds root:$OWNER:1)"
 done
 
-PASS=0 FAIL=0
-ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-agentctl() { "$AGENTCTL" --provider incus "$@"; }
 # A port free on every address, below the ephemeral range (a kernel-chosen port
 # could be handed to an outgoing connection before the test binds it).
 free_port() { python3 -c '
@@ -242,5 +234,4 @@ agentctl snapshot restore "$B" s1 >"$WORK/restore-running.out" 2>&1; rc=$?
 check "restoring mounts into a running sandbox is refused (start checks them)" \
   bash -c "[ $rc = 1 ] && grep -q 'stop it first' '$WORK/restore-running.out'"
 
-echo "# $PASS passed, $FAIL failed"
-[ "$FAIL" = 0 ]
+finish

@@ -34,19 +34,11 @@ WORK=$(mktemp -d /tmp/agentctl-incus-egress.XXXXXX)
 export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
 mkdir -p "$HOME"
 
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, nftables, the Incus admin socket)"
-command -v incus >/dev/null 2>&1 || skip "the incus client is not installed (scripts/incus/up.sh)"
-incus admin waitready --timeout=3 >/dev/null 2>&1 || skip "no Incus daemon is reachable (start one: scripts/incus/up.sh)"
-incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE" || skip "image $IMAGE is missing (scripts/incus/up.sh builds it)"
+. "$(dirname "$0")/lib.sh"
+require_incus "network namespaces, nftables, the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
 command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh installs nftables)"
 
-PASS=0 FAIL=0
-ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-agentctl() { "$AGENTCTL" --provider incus "$@"; }
 in_a() { agentctl exec "$A" -- "$@"; }
 json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
@@ -321,5 +313,4 @@ check "delete stops the proxy" bash -c "! kill -0 \$(pgrep -f 'egress-proxy .*--
 check "delete removes the nft table" bash -c "! nft list table inet 'agentctl-$BR' >/dev/null 2>&1"
 check "delete removes the proxy's state" test ! -e "$XDG_STATE_HOME/agentctl/incus/$A"
 
-echo "# $PASS passed, $FAIL failed"
-[ $FAIL = 0 ]
+finish

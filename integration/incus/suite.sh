@@ -31,18 +31,10 @@ WORK=$(mktemp -d /tmp/agentctl-incus-suite.XXXXXX)
 export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config
 mkdir -p "$HOME"
 
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, and the Incus admin socket)"
-command -v incus >/dev/null 2>&1 || skip "the incus client is not installed (scripts/incus/up.sh)"
-incus admin waitready --timeout=3 >/dev/null 2>&1 || skip "no Incus daemon is reachable (start one: scripts/incus/up.sh)"
-incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE" || skip "image $IMAGE is missing (scripts/incus/up.sh builds it)"
+. "$(dirname "$0")/lib.sh"
+require_incus "network namespaces, and the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
 
-PASS=0 FAIL=0
-ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-agentctl() { "$AGENTCTL" --provider incus "$@"; }
 
 SERVER_PIDS=()
 cleanup() {
@@ -235,5 +227,4 @@ check "nothing of the early-killed create is left" bash -c \
 left=$(incus network list -f json | python3 -c "import json,sys; print(' '.join(n['name'] for n in json.load(sys.stdin) if n.get('config',{}).get('user.agentctl.sandbox','').startswith('itest-')))")
 check "no bridge of the suite is left ($left)" test -z "$left"
 
-echo "# $PASS passed, $FAIL failed"
-[ $FAIL = 0 ]
+finish
