@@ -183,7 +183,7 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     provider->create(demo_spec(world));
     world.clear_output();
     provider->start("demo", {});
-    const std::string first_report = world.out.str();
+    const std::string first_report = world.reporter.text();
 
     auto state = world.state("demo");
     const std::uint16_t proxy_port = state["proxyPort"];
@@ -232,11 +232,11 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
 
     // the report (of the first start): mounts first, then confinement
     auto out = first_report;
-    CHECK(out.find("agentctl: host directories exposed to this sandbox:\n  " + world.workspace().string() +
-                   " -> /workspace (writable)\n") == 0);
-    CHECK(out.find("agentctl: network confinement verified: a direct connection from the guest to 192.168.5.2:") !=
+    CHECK(out.find("notice: host directories exposed to this sandbox:\n  " + world.workspace().string() +
+                   " -> /workspace (writable)\n") != std::string::npos);
+    CHECK(out.find("notice: network confinement verified: a direct connection from the guest to 192.168.5.2:") !=
           std::string::npos);
-    CHECK(out.find("agentctl: network confinement verified") > out.find("/workspace (writable)"));
+    CHECK(out.find("notice: network confinement verified") > out.find("/workspace (writable)"));
 
     // status shows Confinement while the hostagent agentctl started runs
     auto info = provider->status("demo");
@@ -293,8 +293,8 @@ TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not veri
     auto provider = world.provider();
     provider->create(demo_spec(world));
     provider->start("demo", {});
-    CHECK(world.out.str().find("agentctl: network confinement not verified: the guest has none of curl, bash with "
-                               "timeout, or python3") != std::string::npos);
+    CHECK(world.reporter.text().find("notice: network confinement not verified: the guest has none of curl, bash with "
+                                     "timeout, or python3") != std::string::npos);
     CHECK(provider->status("demo").confinement.rfind("not verified: ", 0) == 0);
 }
 
@@ -326,7 +326,8 @@ TEST_CASE("start --mount replaces the sticky mount set", "[lima][fake]") {
     provider->start("demo", request);
     CHECK(world.lima_yaml("demo")["mounts"] == nlohmann::json::array());
     CHECK(world.state("demo")["mounts"] == nlohmann::json::array());
-    CHECK(world.out.str().find("agentctl: no host directories are exposed to this sandbox.\n") != std::string::npos);
+    CHECK(world.reporter.text().find("notice: no host directories are exposed to this sandbox.\n") !=
+          std::string::npos);
 }
 
 TEST_CASE("create --no-network-policy means a plain limactl start, recorded at create", "[lima][fake]") {

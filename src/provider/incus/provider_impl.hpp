@@ -98,7 +98,6 @@ private:
     void verify_confinement(const std::string& name, const Json& instance);
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
     void install_agent(const std::string& name, const Json& instance);
-    void report_mounts(const std::vector<Mount>& mounts);
     // Writes `mounts` as the instance's disk devices and record, with the
     // identity map and the containment keys (guest API off, own uid range,
     // process limit) they need; the instance must be stopped.

@@ -17,6 +17,7 @@
 #include "provider/incus/guest_scripts.hpp"
 #include "provider/incus/host_ports.hpp"
 #include "provider/incus/naming.hpp"
+#include "provider/common/mount_report.hpp"
 #include "provider/incus/provider_impl.hpp"
 #include "provider/incus/provisioning.hpp"
 
@@ -110,18 +111,6 @@ void IncusProvider::install_agent(const std::string& name, const Json& instance)
     set_records(name, {{std::string(key::k_agent_installed), "true"}});
 }
 
-void IncusProvider::report_mounts(const std::vector<Mount>& mounts) {
-    if (mounts.empty()) {
-        m_context.reporter.notice("no host directories are exposed to this sandbox.");
-        return;
-    }
-    std::string text = "host directories exposed to this sandbox:";
-    for (const auto& m : mounts) {
-        text += fmt::format("\n  {} -> {} ({})", m.host_path, m.guest_path, m.writable ? "writable" : "read-only");
-    }
-    m_context.reporter.notice(text);
-}
-
 void IncusProvider::after_boot(const std::string& name, bool fresh) {
     auto instance = require_instance(name);
     const bool vm = config_value(instance, key::k_isolation) == "vm";
@@ -143,7 +132,7 @@ void IncusProvider::after_boot(const std::string& name, bool fresh) {
         // The sandbox itself is fine: keep it, and let the next start retry.
         m_context.reporter.warning(fmt::format("{} ({})", e.what(), e.hint()));
     }
-    report_mounts(parse_mounts_record(config_value(instance, key::k_mounts)));
+    common::report_mounts(m_context.reporter, parse_mounts_record(config_value(instance, key::k_mounts)));
 }
 
 namespace {

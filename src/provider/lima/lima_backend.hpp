@@ -69,7 +69,6 @@ private:
     std::string boot_confined(LimaState& state);
     void boot_unrestricted(LimaState& state);
     Confinement check_confinement(const std::string& name, std::uint16_t ssh_port, std::uint16_t proxy_port);
-    void report_mounts(const std::vector<Mount>& mounts);
     void install_agent(LimaState& state);
 
     ProviderContext& m_ctx;

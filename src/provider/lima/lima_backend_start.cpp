@@ -12,6 +12,7 @@
 #include "policy/catalog.hpp"
 #include "provider/lima/confinement_check.hpp"
 #include "provider/lima/guest_probe.hpp"
+#include "provider/common/mount_report.hpp"
 #include "provider/lima/lima_backend.hpp"
 #include "provider/lima/lima_paths.hpp"
 #include "provider/lima/loopback.hpp"
@@ -32,18 +33,6 @@ bool file_exists(const std::string& path) {
 }
 
 }  // namespace
-
-void LimaBackend::report_mounts(const std::vector<Mount>& mounts) {
-    if (mounts.empty()) {
-        m_ctx.out << "agentctl: no host directories are exposed to this sandbox.\n";
-        return;
-    }
-    m_ctx.out << "agentctl: host directories exposed to this sandbox:\n";
-    for (const auto& m : mounts) {
-        m_ctx.out << "  " << m.host_path << " -> " << m.guest_path << " (" << (m.writable ? "writable" : "read-only")
-                  << ")\n";
-    }
-}
 
 void LimaBackend::refuse_unsafe_config(const LimaState& state, const LimaInstance& instance) {
     ExpectedConfig expected;
@@ -204,8 +193,8 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
     if (inst->status == "Running") {
         if (state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
             m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
-            report_mounts(state.mounts);
-            if (!state.confinement.empty()) m_ctx.out << "agentctl: network confinement " << state.confinement << "\n";
+            common::report_mounts(m_ctx.reporter, state.mounts);
+            if (!state.confinement.empty()) m_ctx.reporter.notice("network confinement " + state.confinement);
             return;
         }
         throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
@@ -244,11 +233,11 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
                         "(created with --no-network-policy)",
                         name));
         boot_unrestricted(state);
-        report_mounts(state.mounts);
+        common::report_mounts(m_ctx.reporter, state.mounts);
     } else {
         auto line = boot_confined(state);
-        report_mounts(state.mounts);
-        m_ctx.out << "agentctl: " << line << "\n";
+        common::report_mounts(m_ctx.reporter, state.mounts);
+        m_ctx.reporter.notice(line);
     }
     if (!state.agent.empty() && !state.agent_installed) install_agent(state);
 }

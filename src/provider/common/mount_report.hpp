@@ -1,0 +1,20 @@
+// The mount report every provider prints on create, start and status: which
+// host directories a sandbox sees, and how. Mounts are sticky across boots, so
+// a bare start must always say what it re-exposes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "agentctl/provider.hpp"
+#include "agentctl/sandbox.hpp"
+
+namespace agentctl::provider::common {
+
+// "host directories exposed to this sandbox:" and one "  HOST -> GUEST
+// (read-only|writable)" line per mount, or "no host directories are exposed to
+// this sandbox." — one notice on the reporter.
+[[nodiscard]] std::string mount_report(const std::vector<Mount>& mounts);
+void report_mounts(Reporter& reporter, const std::vector<Mount>& mounts);
+
+}  // namespace agentctl::provider::common
