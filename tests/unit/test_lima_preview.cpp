@@ -70,9 +70,21 @@ TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start a
           std::string::npos);
     CHECK(world.out.str().find("' limactl start --tty=false demo\n") != std::string::npos);
     CHECK(out[3].rfind("limactl shell demo -- sh -c 'h=192.168.5.2; p=<canary-port>; ", 0) == 0);
+    // the mount report says what the real start would expose
+    CHECK(world.reporter.text().find("notice: host directories exposed to this sandbox:\n  " +
+                                     world.workspace().string() + " -> /workspace (writable)\n") != std::string::npos);
     // nothing ran
     CHECK(world.calls().size() == calls_before);
     CHECK(world.last_profile().empty());
+
+    // with --mount: the requested set, not the sticky one
+    world.clear_output();
+    StartRequest request;
+    request.mounts = std::vector<Mount>{};
+    world.provider()->start("demo", request);
+    CHECK(world.reporter.text().find("notice: no host directories are exposed to this sandbox.\n") !=
+          std::string::npos);
+    CHECK(world.state("demo")["mounts"].size() == 1);  // the preview recorded nothing
 }
 
 TEST_CASE("preview of stop, delete, exec and shell", "[lima][fake][preview]") {

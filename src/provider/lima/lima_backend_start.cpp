@@ -180,6 +180,8 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
         } else {
             (void)boot_confined(state);
         }
+        // What the real start would expose: the requested mounts, else the sticky set.
+        common::report_mounts(m_ctx.reporter, mounts ? *mounts : state.mounts);
         return;
     }
 
