@@ -189,5 +189,7 @@ struct ProviderEntry {
 // Every compiled-in provider, in display order.
 [[nodiscard]] std::span<const ProviderEntry> providers();
 [[nodiscard]] const ProviderEntry* find_provider(std::string_view name);
+// The registry's names in display order, joined by `separator` (e.g. "incus|lima|hyperv").
+[[nodiscard]] std::string provider_names(std::string_view separator);
 
 }  // namespace agentctl

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
+#include "agentctl/provider.hpp"
 #include "cli/command.hpp"
 #include "cli/reporter.hpp"
 #include "cli/suggest.hpp"
@@ -99,8 +100,10 @@ int run(int argc, char** argv) {
     app.set_version_flag("--version", std::string("agentctl ") + k_version);
     app.require_subcommand(0, 1);
     app.fallthrough();
-    app.add_option("--provider", globals.provider, "Backend to use: incus, lima or hyperv (default: config)")
-        ->check(CLI::IsMember({"incus", "lima", "hyperv"}));
+    std::vector<std::string> names;
+    for (const auto& entry : providers()) names.emplace_back(entry.name);
+    app.add_option("--provider", globals.provider, "Backend to use: " + provider_names(", ") + " (default: config)")
+        ->check(CLI::IsMember(names));
     app.add_option("--output,-o,--format", globals.output, "Output format: table or json")
         ->check(CLI::IsMember({"table", "json"}));
     app.add_option("--profile-dir", globals.profile_dir, "Organisation profile directory (overrides profileDir)")

@@ -104,12 +104,12 @@ const ProviderEntry& Session::provider_entry() {
         if (auto configured = config().get("provider")) name = configured->value;
     }
     if (name.empty()) {
-        throw Error(
-            "no provider configured; run `agentctl config set provider=<incus|lima|hyperv>` or pass --provider");
+        throw Error(fmt::format("no provider configured; run `agentctl config set provider=<{}>` or pass --provider",
+                                provider_names("|")));
     }
     const auto* entry = find_provider(name);
     if (entry == nullptr) {
-        throw Error(fmt::format("unknown provider '{}'", name), "choose one of incus, lima, hyperv");
+        throw Error(fmt::format("unknown provider '{}'", name), "choose one of " + provider_names(", "));
     }
     return *entry;
 }

@@ -24,7 +24,8 @@ TEST_CASE("policy check takes create's policy flags and names where each rule ca
     auto agent = cli.run({"--provider", "incus", "policy", "check", "--agent", "claude", "api.anthropic.com:80"});
     CHECK(agent.exit_code == 4);
     CHECK(agent.out.find("(from agent claude)") != std::string::npos);
-    CHECK(agent.out.find("Enforced by: incus: a network ACL on the sandbox's own bridge") != std::string::npos);
+    CHECK(agent.out.find("Enforced by: incus: agentctl's egress proxy on the sandbox's own bridge") !=
+          std::string::npos);
 
     auto off = cli.run({"policy", "check", "--no-network-policy", "--allow-lan", "10.0.0.5:22"});
     CHECK(off.exit_code == 0);
