@@ -165,7 +165,11 @@ fi
      *) say proxy-denied-name inconclusive "$w answered $out" ;;
    esac
  else say proxy-denied-name inconclusive "$w: the guest has no bash and timeout to probe with"; fi) &
-(r=$(dns "$gw"); w="the bridge's resolver $gw for $name"
+(w="the bridge's resolver $gw for $name"
+ # Right after create the bridge's dnsmasq may still be restarting with its
+ # allowlist: a refusal from the gateway means "not up yet", so ask again (<= 3 s).
+ n=0; r=$(dns "$gw")
+ while case "$r" in refused|error*) [ $n -lt 15 ] ;; *) false ;; esac; do n=$((n + 1)); sleep 0.2; r=$(dns "$gw"); done
  case "$r" in "answer 3 "*|"answer 5 "*|"answer 0 0") say dns-denied-name held "$w answered no address ($r)" ;;
    answer*) say dns-denied-name escaped "$w resolved it ($r)" ;;
    no-tool) say dns-denied-name inconclusive "$w: the guest has no python3" ;;
