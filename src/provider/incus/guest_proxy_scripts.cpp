@@ -154,9 +154,16 @@ fi
    *) say dns-udp-elsewhere inconclusive "$w got no answer within $t s (dropped, not rejected)" ;; esac) &
 (w="CONNECT $name:443 through the proxy $gw:$pp"
  if command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then
-   out=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 3
-     printf "CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" "$2" "$2" >&3; IFS= read -r l <&3; printf "%s" "$l"' \
-     "$gw" "$pp" "$name" 2>/dev/null | tr -d '\r'); rc=$?
+   # The proxy may still be coming up right after create: a refused connection
+   # (no answer at all) is tried again for up to 3 s.
+   n=0
+   while :; do
+     out=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 3
+       printf "CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" "$2" "$2" >&3; IFS= read -r l <&3; printf "%s" "$l"' \
+       "$gw" "$pp" "$name" 2>/dev/null | tr -d '\r')
+     [ -z "$out" ] && [ $n -lt 15 ] || break
+     n=$((n + 1)); sleep 0.2
+   done
    case "$out" in
      "HTTP/1."?" 403"*) say proxy-denied-name held "$w was refused ($out)" ;;
      "HTTP/1."?" "[45]*) say proxy-denied-name held "$w got no tunnel ($out)" ;;
