@@ -117,8 +117,13 @@ done
 check "test servers answer from the host" bash -c "curl -s http://$PUB:$PORT/ | grep -q hello && curl -s http://$PUB_IP:$PORT/ | grep -q hello"
 
 # ---------------------------------------------------------------- create
+# A user profile: the sandbox's resolver forwards allowlisted names to the test
+# namespace's DNS server (it echoes each query back as an empty answer).
+mkdir -p "$XDG_CONFIG_HOME/agentctl/profiles"
+printf 'apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    dns:\n      servers: [%s]\n' "$PUB_IP" \
+  >"$XDG_CONFIG_HOME/agentctl/profiles/e10dns.yaml"
 t0=$(date +%s%N)
-agentctl create "$A" --image "$IMAGE" --isolation container --mount-none \
+agentctl create "$A" --image "$IMAGE" --isolation container --mount-none --profile e10dns \
   --allow allowed.test:$PORT --allow "*.wild.test:$PORT" --allow allowed.test:$SSH_PORT \
   --allow "$PUB_IP:$RAW_PORT" >"$WORK/create-a.out" 2>&1
 rc=$?
@@ -142,6 +147,16 @@ PROXY_PID=$(json_field 'd["extra"]["Egress proxy"].split("pid ")[1].split(",")[0
 check "the proxy process runs as nobody" test "$(ps -o user= -p "$PROXY_PID")" = nobody
 check "agentctl's nft table for the bridge exists" nft list table inet "agentctl-$BR"
 check "the bridge has IPv6 off" test "$(incus network get "$BR" ipv6.address)" = none
+RESOLVER_PID=$(cat "$XDG_STATE_HOME/agentctl/incus/$A/resolver.pid" 2>/dev/null)
+check "status: the resolver is agentctl's dnsmasq, as nobody" \
+  grep -Eq "^Resolver: +$GW \(answers allowlisted names only; agentctl's dnsmasq, pid $RESOLVER_PID, as nobody\)" "$WORK/status-a"
+check "the resolver process runs as nobody" test "$(ps -o user= -p "${RESOLVER_PID:-0}")" = nobody
+check "Incus's own DHCP and DNS are off on the bridge" bash -c \
+  "incus network get '$BR' ipv4.dhcp | grep -qx false && incus network get '$BR' dns.mode | grep -qx none"
+check "the sandbox's address was leased by agentctl's resolver" \
+  grep -q " $(json_field 'd["ips"][0]' <<<"$STATUS_JSON") " "$XDG_STATE_HOME/agentctl/incus/$A/resolver.leases"
+check "the guest resolves names at the sandbox's resolver" \
+  "$AGENTCTL" --provider incus exec "$A" -- grep -qx "nameserver $GW" /etc/resolv.conf
 check "the NIC filters MAC and IPv4 sources" bash -c \
   "incus config device get '$A' eth0 security.mac_filtering | grep -qx true && incus config device get '$A' eth0 security.ipv4_filtering | grep -qx true"
 
@@ -197,6 +212,9 @@ except socket.timeout: print("timeout")' "$1" "$2"
 }
 check "UDP :53 to a test host is refused" test "$(udp53 "$PUB" allowed.test)" = refused
 check "DNS for a non-allowlisted name fails (NXDOMAIN from the bridge's resolver)" test "$(udp53 "$GW" other.test)" = "answer 3 0"
+check "DNS for an allowlisted name is forwarded to the upstream (its answer comes back)" \
+  test "$(udp53 "$GW" allowed.test)" = "answer 0 0"
+check "so is a wildcard's subdomain" test "$(udp53 "$GW" deep.api.wild.test)" = "answer 0 0"
 check "TCP :53 to the host's other address is refused" bash -c \
   "h=\$(ip -4 -o addr show scope global | awk '\$2 !~ /^(agc-|ag10|incusbr)/ {sub(/\\/.*/, \"\", \$4); print \$4; exit}'); \
    [ -n \"\$h\" ] && test \"\$(\"\$0\" --provider incus exec '$A' -- bash -c \"timeout 4 bash -c 'exec 3<>/dev/tcp/\$h/53' 2>/dev/null && echo connected || echo refused\")\" = refused" "$AGENTCTL"
@@ -208,6 +226,7 @@ check "policy check says what the ACL does for the IP rule" bash -c \
 
 # ---------------------------------------------------------------- live policy changes
 check "policy add succeeds" agentctl policy add "$A" other.test
+check "policy add is live in the resolver: other.test is forwarded now" test "$(udp53 "$GW" other.test)" = "answer 0 0"
 check "policy add is live: the proxy reloaded" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://other.test:$PORT/ | grep -q 'hello from $PUB_IP'"
 # An open direct connection to an IP-literal destination is cut when its rule goes.
@@ -254,6 +273,7 @@ wait $LONG
 check "a CONNECT tunnel to other.test was open" grep -q "^open HTTP/1.1 200" "$WORK/tunnel"
 check "policy remove closed the open tunnel" grep -q "^cut" "$WORK/tunnel"
 check "after remove, other.test gets 403 again" test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_code}' http://other.test:$PORT/)" = 403
+check "and the resolver answers NXDOMAIN for it again" test "$(udp53 "$GW" other.test)" = "answer 3 0"
 
 # ---------------------------------------------------------------- logs --network
 agentctl logs "$A" --network >"$WORK/logs" 2>&1
@@ -274,11 +294,11 @@ check "start restores the proxy" bash -c "'$AGENTCTL' --provider incus status '$
 check "start verifies confinement again" grep -q "network confinement verified (7/7 probes" "$WORK/start-a.out"
 check "egress works again after start" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://allowed.test:$PORT/ | grep -q hello"
-check "stop stops the proxy" bash -c "'$AGENTCTL' --provider incus stop '$A' >/dev/null && '$AGENTCTL' --provider incus status '$A' | grep -q 'NOT running'"
+check "stop stops the proxy and the resolver" bash -c "'$AGENTCTL' --provider incus stop '$A' >/dev/null && '$AGENTCTL' --provider incus status '$A' >'$WORK/status-stopped' && grep -q '^Egress proxy: .*NOT running' '$WORK/status-stopped' && grep -q '^Resolver: .*NOT running' '$WORK/status-stopped'"
 nft delete table inet "agentctl-$BR"   # as after a host reboot
 agentctl start "$A" >"$WORK/start-a2.out" 2>&1
-check "start after a stop (and a lost nft table) restores proxy and table" bash -c \
-  "'$AGENTCTL' --provider incus status '$A' | grep -q '(running, pid' && nft list table inet 'agentctl-$BR' >/dev/null"
+check "start after a stop (and a lost nft table) restores proxy, resolver and table" bash -c \
+  "'$AGENTCTL' --provider incus status '$A' | grep -q '(running, pid' && '$AGENTCTL' --provider incus status '$A' | grep -q \"^Resolver: .*agentctl's dnsmasq, pid\" && nft list table inet 'agentctl-$BR' >/dev/null"
 check "and proves confinement" grep -q "network confinement verified (7/7 probes" "$WORK/start-a2.out"
 
 # ---------------------------------------------------------------- --allow-lan never opens the host or other sandboxes
@@ -298,8 +318,14 @@ code=$(agentctl exec "$B" -- curl -s -o /dev/null -m 10 -w '%{http_connect}' -p 
 check "--allow-lan: the proxy cannot reach another sandbox ($code)" test "$code" != 200
 
 # ---------------------------------------------------------------- a hole found by the probe battery stops the sandbox
-# Tamper with the bridge's resolver behind agentctl's back: it now answers every name.
-incus network set "$BR_B" raw.dnsmasq="$(printf 'no-resolv\naddress=/#/203.0.113.9\n')"
+# Tamper with the sandbox's resolver behind agentctl's back: the same dnsmasq
+# (so agentctl takes it for its own), but it now answers every name.
+RPID_B=$(cat "$XDG_STATE_HOME/agentctl/incus/$B/resolver.pid")
+mapfile -d '' RARGS <"/proc/$RPID_B/cmdline"
+kill "$RPID_B"; for _ in $(seq 50); do kill -0 "$RPID_B" 2>/dev/null || break; sleep 0.1; done
+for i in "${!RARGS[@]}"; do [ "${RARGS[$i]}" = "--address=/#/" ] && RARGS[$i]="--address=/#/203.0.113.9"; done
+setsid "${RARGS[@]}" >/dev/null 2>&1 </dev/null &
+for _ in $(seq 50); do [ -s "$XDG_STATE_HOME/agentctl/incus/$B/resolver.pid" ] && break; sleep 0.1; done
 out=$(agentctl start "$B" 2>&1); rc=$?
 check "start fails when a probe gets through (exit $rc)" test $rc != 0
 check "the error names the probe that escaped" grep -q "dns-denied-name" <<<"$out"
@@ -311,6 +337,7 @@ agentctl delete --force "$B" >/dev/null 2>&1
 agentctl delete --force "$A" >/dev/null 2>&1
 check "delete stops the proxy" bash -c "! kill -0 \$(pgrep -f 'egress-proxy .*--sandbox $A\$' || echo 999999) 2>/dev/null"
 check "delete removes the nft table" bash -c "! nft list table inet 'agentctl-$BR' >/dev/null 2>&1"
+check "delete stops the resolvers" bash -c "! pgrep -f '[d]nsmasq .*--pid-file=$XDG_STATE_HOME/agentctl/incus/' >/dev/null"
 check "delete removes the proxy's state" test ! -e "$XDG_STATE_HOME/agentctl/incus/$A"
 
 finish

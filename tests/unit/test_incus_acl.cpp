@@ -7,9 +7,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "agentctl/process.hpp"
 #include "provider/incus/acl_rules.hpp"
 #include "provider/incus/host_firewall.hpp"
+#include "provider/incus/host_resolver.hpp"
 #include "provider/incus/payloads.hpp"
 
 using namespace agentctl;
@@ -116,6 +119,45 @@ TEST_CASE("dnsmasq answers allowlisted names only, from the chosen upstreams", "
     CHECK(dnsmasq_config(policy::NetworkPolicy{}, upstreams) == "no-resolv\naddress=/#/\n");
 }
 
+TEST_CASE("the resolver's server lines: allowlisted domains only, every name when the policy is off", "[acl]") {
+    auto network = with({"api.example.com:443", "*.example.org", "8.8.8.8"});
+    const std::vector<std::string> upstreams{"10.255.255.53"};
+    CHECK(dns_server_lines(network, upstreams) ==
+          "server=/api.example.com/10.255.255.53\nserver=/example.org/10.255.255.53\n");
+    network.dns.disabled = true;
+    CHECK(dns_server_lines(network, upstreams).empty());
+    network.enabled = false;
+    CHECK(dns_server_lines(network, upstreams) == "server=10.255.255.53\n");
+}
+
+TEST_CASE("agentctl's resolver: dnsmasq on the bridge only, unprivileged, one address leased", "[acl]") {
+    ResolverSpec spec{"agc-0123456789a",
+                      "10.9.0.1",
+                      "10.9.0.2",
+                      "255.255.255.240",
+                      "server=/api.example.com/10.255.255.53\nserver=/example.org/10.255.255.53\n",
+                      true};
+    const auto argv = resolver_arguments("/usr/sbin/dnsmasq", spec, ResolverFiles{"/s/resolver.pid", "/s/leases"},
+                                         "nobody", "nogroup");
+    auto has = [&argv](const std::string& arg) { return std::find(argv.begin(), argv.end(), arg) != argv.end(); };
+    CHECK(argv.front() == "/usr/sbin/dnsmasq");
+    for (const auto* arg :
+         {"--keep-in-foreground", "--conf-file=/dev/null", "--no-hosts", "--no-resolv", "--interface=agc-0123456789a",
+          "--except-interface=lo", "--bind-dynamic", "--user=nobody", "--group=nogroup", "--pid-file=/s/resolver.pid",
+          "--dhcp-leasefile=/s/leases", "--dhcp-range=10.9.0.2,10.9.0.2,255.255.255.240,infinite",
+          "--dhcp-option=option:router,10.9.0.1", "--dhcp-option=option:dns-server,10.9.0.1",
+          "--server=/api.example.com/10.255.255.53", "--server=/example.org/10.255.255.53", "--address=/#/"}) {
+        CAPTURE(arg);
+        CHECK(has(arg));
+    }
+    // No policy: every name forwarded, nothing answered locally.
+    spec.server_lines = "server=10.255.255.53\n";
+    spec.allowlist_only = false;
+    const auto open = resolver_arguments("/usr/sbin/dnsmasq", spec, ResolverFiles{"/p", "/l"}, "nobody", "nogroup");
+    CHECK(std::find(open.begin(), open.end(), "--address=/#/") == open.end());
+    CHECK(std::find(open.begin(), open.end(), "--server=10.255.255.53") != open.end());
+}
+
 TEST_CASE("DNS upstreams: the policy's servers, else the host's resolv.conf", "[acl]") {
     policy::NetworkPolicy network;
     const std::string resolv =
@@ -141,6 +183,8 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
     CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport { 53, 3128 } accept"));
     CHECK_THAT(script, Catch::Contains("iifname \"agc-0123456789a\" oifname \"agc-*\" reject"));
     CHECK_THAT(script, Catch::Contains("meta skuid 65534 ct state new reject"));
+    CHECK_THAT(script, Catch::Contains("meta skuid 65534 udp sport 67 accept\n    oifname \"agc-0123456789a\" meta "
+                                       "skuid 65534 ct state new reject"));
     // What the ACL admits directly passes on to it; every other new TCP connection gets a reset.
     CHECK_THAT(script, Catch::Contains("ip daddr 203.0.113.7 tcp dport { 80,443 } return\n"));
     CHECK_THAT(script, Catch::Contains("ip daddr 198.51.100.1 tcp dport 1-65535 return\n"));

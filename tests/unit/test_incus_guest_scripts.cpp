@@ -186,7 +186,7 @@ TEST_CASE("proxy settings: environment for every process, files for the tools th
          {"/etc/environment", "/etc/profile.d/agentctl-proxy.sh", "/etc/apt/apt.conf.d/90agentctl-proxy",
           "git config --system http.proxy", "/usr/etc/npmrc", "/etc/pip.conf",
           "/etc/ssh/ssh_config.d/90-agentctl-proxy.conf", "ProxyCommand /usr/local/bin/agentctl-connect %%h %%p",
-          "exec 3<>/dev/tcp/10.9.0.1/3128"}) {
+          "exec 3<>/dev/tcp/10.9.0.1/3128", "nameserver %s\\n' \"$mark\" 10.9.0.1 >/etc/resolv.conf"}) {
         CHECK_THAT(script, Catch::Contains(where));
     }
     // It is valid sh.

@@ -137,7 +137,8 @@ TEST_CASE("instance config records everything status needs", "[payloads]") {
 }
 
 TEST_CASE("bridge payload: own subnet, NAT on, ACL with reject defaults", "[payloads]") {
-    auto payload = network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "agentctl-demo");
+    auto payload = network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "agentctl-demo",
+                                   BridgeResolver::Incus);
     CHECK(payload["type"] == "bridge");
     CHECK(payload["config"]["ipv4.address"] == "10.213.0.17/28");
     CHECK(payload["config"]["ipv4.nat"] == "true");
@@ -147,8 +148,26 @@ TEST_CASE("bridge payload: own subnet, NAT on, ACL with reject defaults", "[payl
     CHECK(payload["config"]["security.acls.default.ingress.action"] == "reject");
     CHECK(payload["config"][std::string(key::k_sandbox)] == "demo");
 
-    auto open = network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "");
+    CHECK(payload["config"]["ipv4.dhcp"] == "true");
+
+    auto open =
+        network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "", BridgeResolver::Incus);
     CHECK_FALSE(open["config"].contains("security.acls"));
+}
+
+TEST_CASE("bridge payload: agentctl's own resolver turns Incus's DHCP and DNS off", "[payloads]") {
+    auto payload = network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "agentctl-demo",
+                                   BridgeResolver::Host);
+    CHECK(payload["config"]["ipv4.dhcp"] == "false");
+    CHECK(payload["config"]["dns.mode"] == "none");
+    CHECK_FALSE(payload["config"].contains("raw.dnsmasq"));
+}
+
+TEST_CASE("the resolver record: agentctl's own, else (older sandboxes) the bridge's", "[payloads]") {
+    Json instance{{"config", {{std::string(key::k_resolver), std::string(resolver_record(BridgeResolver::Host))}}}};
+    CHECK(recorded_resolver(instance) == BridgeResolver::Host);
+    CHECK(recorded_resolver(Json{{"config", Json::object()}}) == BridgeResolver::Incus);
+    CHECK(recorded_resolver(Json{{"config", {{std::string(key::k_resolver), "incus"}}}}) == BridgeResolver::Incus);
 }
 
 TEST_CASE("exec payload: recorded output, no websockets, sandbox user", "[payloads]") {

@@ -3,6 +3,7 @@
 // lines come from the same code as the real calls: only the client differs.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include "provider/incus/acl_rules.hpp"
@@ -49,7 +50,14 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
     CHECK_THAT(text, Catch::Contains("incus query -X POST --data '{\"config\":{\"user.agentctl.sandbox\":\"demo\"}"));
     CHECK_THAT(text, Catch::Contains("\"destination\":\"93.184.216.34/32\",\"destination_port\":\"443\""));
     CHECK_THAT(text, Catch::Contains("\"destination_port\":\"3128\""));  // the egress proxy
-    CHECK_THAT(text, Catch::Contains("server=/api.example.com/"));       // the bridge's resolver
+    // The sandbox's resolver: agentctl's dnsmasq, its allowlist on the command line.
+    const auto resolver = std::find_if(f.reporter.lines.begin(), f.reporter.lines.end(), [](const std::string& line) {
+        return line.starts_with("step: would start the resolver of demo on 10.213.0.1:53: dnsmasq ");
+    });
+    REQUIRE(resolver != f.reporter.lines.end());
+    CHECK_THAT(*resolver, Catch::Contains(" --server=/api.example.com/"));
+    CHECK_THAT(*resolver, Catch::EndsWith(" '--address=/#/'"));  // quoted: runnable as printed
+    CHECK_THAT(text, Catch::Contains("\"dns.mode\":\"none\""));  // Incus's own resolver is off
     CHECK_THAT(text, Catch::Contains("\"environment.https_proxy\":\"http://"));
     CHECK_THAT(text, Catch::Contains("\"security.ipv4_filtering\":\"true\""));
     CHECK_THAT(text, Catch::Contains("\"security.mac_filtering\":\"true\""));

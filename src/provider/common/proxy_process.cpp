@@ -197,21 +197,24 @@ bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace, co
     return stopped;
 }
 
-bool is_egress_proxy_in(int pid, const std::string& working_dir) {
-    const auto proc = "/proc/" + std::to_string(pid);
-    std::error_code ec;
-    const auto cwd = std::filesystem::read_symlink(proc + "/cwd", ec);
-    if (ec || cwd != std::filesystem::path(working_dir)) return false;
-    std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
+bool process_has_argument(int pid, std::string_view argument) {
+    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
     std::string content((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
     std::size_t start = 0;
     while (start < content.size()) {
         auto end = content.find('\0', start);
         if (end == std::string::npos) end = content.size();
-        if (content.compare(start, end - start, "egress-proxy") == 0) return true;
+        if (std::string_view(content).substr(start, end - start) == argument) return true;
         start = end + 1;
     }
     return false;
+}
+
+bool is_egress_proxy_in(int pid, const std::string& working_dir) {
+    std::error_code ec;
+    const auto cwd = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec);
+    if (ec || cwd != std::filesystem::path(working_dir)) return false;
+    return process_has_argument(pid, "egress-proxy");
 }
 
 }  // namespace agentctl::provider::common

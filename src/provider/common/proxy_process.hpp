@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentctl::provider::common {
@@ -61,5 +62,8 @@ bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace = s
 // Linux: true when /proc/PID's command line is `... egress-proxy ...` and its
 // working directory is `working_dir`.
 [[nodiscard]] bool is_egress_proxy_in(int pid, const std::string& working_dir);
+
+// True when one of the process's command-line arguments is exactly `argument`.
+[[nodiscard]] bool process_has_argument(int pid, std::string_view argument);
 
 }  // namespace agentctl::provider::common

@@ -74,19 +74,25 @@ Json acl_payload(const std::string& sandbox, const AclRules& rules) {
                 {"config", {{std::string(key::k_sandbox), sandbox}}}};
 }
 
-std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
-    std::string text = "no-resolv\n";
-    if (!policy.dns.disabled) {
-        std::set<std::string> domains;
-        for (const auto& rule : policy.allow) {
-            if (rule.kind != policy::HostKind::Ip) domains.insert(rule.host);
-        }
-        for (const auto& domain : domains) {
-            for (const auto& upstream : upstreams) text += fmt::format("server=/{}/{}\n", domain, upstream);
-        }
+std::string dns_server_lines(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
+    std::string text;
+    if (!policy.enabled) {
+        for (const auto& upstream : upstreams) text += fmt::format("server={}\n", upstream);
+        return text;
     }
-    text += "address=/#/\n";
+    if (policy.dns.disabled) return text;
+    std::set<std::string> domains;
+    for (const auto& rule : policy.allow) {
+        if (rule.kind != policy::HostKind::Ip) domains.insert(rule.host);
+    }
+    for (const auto& domain : domains) {
+        for (const auto& upstream : upstreams) text += fmt::format("server=/{}/{}\n", domain, upstream);
+    }
     return text;
+}
+
+std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
+    return "no-resolv\n" + dns_server_lines(policy, upstreams) + "address=/#/\n";
 }
 
 void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,

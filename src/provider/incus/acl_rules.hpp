@@ -11,9 +11,9 @@
 //             allows (so `policy check` and the ACL agree), tcp, its ports
 //             (none listed = any TCP port). Any TCP client reaches those
 //             directly, without the proxy.
-// DNS and DHCP to the bridge's own dnsmasq are admitted by Incus before any
-// ACL rule; dnsmasq answers only allowlisted names (dnsmasq_config). No rule
-// names port 53 anywhere else.
+// DNS and DHCP to the bridge's host address are admitted by Incus before any
+// ACL rule; the resolver there answers only allowlisted names
+// (dns_server_lines). No rule names port 53 anywhere else.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +54,14 @@ struct AclRules {
 // The ACL object for POST /1.0/network-acls (or PUT without `name`).
 [[nodiscard]] Json acl_payload(const std::string& sandbox, const AclRules& rules);
 
-// The bridge's `raw.dnsmasq`: no upstream from resolv.conf (`no-resolv`), one
+// The allowlist of a sandbox's resolver: one `server=/DOMAIN/UPSTREAM` line
+// per allowlisted name or wildcard domain and upstream (dnsmasq forwards the
+// domain and its subdomains there); nothing with dns.disabled; one
+// `server=UPSTREAM` per upstream (every name) when the policy is off.
+[[nodiscard]] std::string dns_server_lines(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams);
+
+// The bridge's `raw.dnsmasq` when Incus runs the resolver (host_resolver.hpp
+// says when agentctl does): no upstream from resolv.conf (`no-resolv`), one
 // `server=/DOMAIN/UPSTREAM` per allowlisted name or wildcard domain and
 // upstream, and `address=/#/` so every other name is answered NXDOMAIN
 // locally. With dns.disabled, only `no-resolv` and `address=/#/`.

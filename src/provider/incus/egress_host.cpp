@@ -1,5 +1,6 @@
 #include "provider/incus/egress_host.hpp"
 
+#include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,12 +35,17 @@ struct Paths {
     fs::path pid() const { return run / "egress-proxy.pid"; }
     fs::path log() const { return run / "egress.log"; }
     fs::path output() const { return dir / "egress-proxy.out"; }
+    // The resolver (dnsmasq) starts as root and drops to the proxy's user
+    // itself: its files live in `dir`, written before it drops.
+    fs::path resolver_pid() const { return dir / "resolver.pid"; }
+    fs::path resolver_leases() const { return dir / "resolver.leases"; }
+    fs::path resolver_output() const { return dir / "resolver.out"; }
 };
 
 class LocalEgressHost final : public EgressHost {
 public:
     explicit LocalEgressHost(ProviderContext& context) : m_context(context) {
-        if (const passwd* pw = ::getpwnam("nobody"); pw != nullptr) {
+        if (const passwd* pw = ::getpwnam(m_user.c_str()); pw != nullptr) {
             m_uid = pw->pw_uid;
             m_gid = pw->pw_gid;
         }
@@ -86,6 +92,35 @@ public:
     ProxyStatus proxy_status(const std::string& sandbox, const std::string& address) override {
         auto paths = locate(sandbox);
         return {running(paths), fmt::format("{}:{}", address, k_egress_proxy_port), paths.log().string()};
+    }
+
+    [[nodiscard]] bool runs_resolver() const override { return true; }
+
+    void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool restart) override {
+        auto paths = prepare(sandbox);
+        if (resolver_pid(sandbox) > 0) {
+            if (!restart && common::tcp_port_listening(spec.gateway, k_dns_port)) return;
+            common::stop_proxy(paths.resolver_pid().string(), std::chrono::seconds(2), is_resolver(paths));
+        }
+        ::unlink(paths.resolver_pid().c_str());
+        const auto dnsmasq = find_dnsmasq();
+        const auto* group = ::getgrgid(m_gid);
+        const ResolverFiles files{paths.resolver_pid().string(), paths.resolver_leases().string()};
+        common::SpawnOptions options;
+        options.output = paths.resolver_output().string();
+        common::start_detached_proxy(
+            resolver_arguments(dnsmasq, spec, files, m_user, group != nullptr ? group->gr_name : "nogroup"), options,
+            files.pid, spec.gateway, k_dns_port);
+    }
+
+    bool stop_resolver(const std::string& sandbox) override {
+        auto paths = locate(sandbox);
+        return common::stop_proxy(paths.resolver_pid().string(), std::chrono::seconds(5), is_resolver(paths));
+    }
+
+    [[nodiscard]] int resolver_pid(const std::string& sandbox) override {
+        auto paths = locate(sandbox);
+        return common::running_proxy_pid(paths.resolver_pid().string(), is_resolver(paths));
     }
 
     void install_firewall(const FirewallSpec& spec) override { nft(firewall_script(spec), spec.bridge); }
@@ -163,6 +198,20 @@ private:
 
     static int running(const Paths& paths) { return common::running_proxy_pid(paths.pid().string(), is_ours(paths)); }
 
+    // A dnsmasq started with this sandbox's pid file (its command line names it).
+    static common::PidCheck is_resolver(const Paths& paths) {
+        const auto flag = "--pid-file=" + paths.resolver_pid().string();
+        return [flag](int pid) { return common::process_has_argument(pid, flag); };
+    }
+
+    static std::string find_dnsmasq() {
+        for (const char* candidate : {"/usr/sbin/dnsmasq", "/sbin/dnsmasq", "/usr/bin/dnsmasq"}) {
+            if (::access(candidate, X_OK) == 0) return candidate;
+        }
+        throw Error("dnsmasq is not installed: agentctl runs it as each Incus sandbox's resolver",
+                    "install it: apt-get install dnsmasq-base (scripts/incus/up.sh does)");
+    }
+
     void nft(const std::string& script, const std::string& bridge) {
         ProcessRequest request;
         request.argv = {"nft", "-f", "-"};
@@ -183,6 +232,7 @@ private:
     }
 
     ProviderContext& m_context;
+    std::string m_user = "nobody";
     unsigned m_uid = 65534;
     unsigned m_gid = 65534;
 };
@@ -204,6 +254,18 @@ public:
     ProxyStatus proxy_status(const std::string&, const std::string& address) override {
         return {0, fmt::format("{}:{}", address, k_egress_proxy_port), ""};
     }
+    [[nodiscard]] bool runs_resolver() const override { return true; }
+    void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool) override {
+        const auto argv = resolver_arguments(
+            "dnsmasq", spec, ResolverFiles{"STATE/resolver.pid", "STATE/resolver.leases"}, "nobody", "nogroup");
+        m_context.reporter.step(fmt::format("would start the resolver of {} on {}:{}: {}", sandbox, spec.gateway,
+                                            k_dns_port, shell_join(argv)));
+    }
+    bool stop_resolver(const std::string& sandbox) override {
+        m_context.reporter.step(fmt::format("would stop the resolver of {}", sandbox));
+        return false;
+    }
+    [[nodiscard]] int resolver_pid(const std::string&) override { return 0; }
     void install_firewall(const FirewallSpec& spec) override {
         m_context.reporter.step(fmt::format("would define nft table inet {}", firewall_table(spec.bridge)));
     }

@@ -1,5 +1,5 @@
-// Where a sandbox's egress enforcement runs: its egress proxy process and the
-// host firewall table of its bridge. Today both run on this machine, next to
+// Where a sandbox's egress enforcement runs: its egress proxy process, its
+// resolver (host_resolver.hpp) and the host firewall table of its bridge. Today both run on this machine, next to
 // the local Incus daemon (make_local_egress_host); a remote Incus server needs
 // them next to that server instead, behind this same interface.
 #pragma once
@@ -12,12 +12,15 @@
 #include "agentctl/policy.hpp"
 #include "agentctl/provider.hpp"
 #include "provider/incus/host_firewall.hpp"
+#include "provider/incus/host_resolver.hpp"
 
 namespace agentctl::provider::incus {
 
 // The port every sandbox's egress proxy listens on, on its own bridge's host
 // address (each bridge has its own address, so one fixed port serves all).
 inline constexpr std::uint16_t k_egress_proxy_port = 3128;
+// The resolver's port, on the same address.
+inline constexpr std::uint16_t k_dns_port = 53;
 
 struct ProxyStatus {
     int pid = 0;  // 0: not running
@@ -38,6 +41,17 @@ public:
     // Stops it; true if one was running.
     virtual bool stop_proxy(const std::string& sandbox) = 0;
     [[nodiscard]] virtual ProxyStatus proxy_status(const std::string& sandbox, const std::string& address) = 0;
+    // True when this host runs the sandbox's resolver (start_resolver); false:
+    // the bridge's own dnsmasq, configured through Incus (raw.dnsmasq), is it.
+    [[nodiscard]] virtual bool runs_resolver() const = 0;
+    // Starts the sandbox's resolver unless it is already running (`restart`:
+    // stops a running one first, so that it takes `spec`). Throws
+    // agentctl::Error when it does not come up.
+    virtual void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool restart) = 0;
+    // Stops it; true if one was running.
+    virtual bool stop_resolver(const std::string& sandbox) = 0;
+    // Its pid, 0 when it is not running.
+    [[nodiscard]] virtual int resolver_pid(const std::string& sandbox) = 0;
     // (Re)defines / removes the bridge's firewall table. Idempotent.
     virtual void install_firewall(const FirewallSpec& spec) = 0;
     virtual void remove_firewall(const std::string& bridge) = 0;

@@ -35,6 +35,11 @@ sed "/^$mark begin\$/,/^$mark end\$/d" /etc/environment >/etc/environment.agentc
 mv /etc/environment.agentctl /etc/environment
 mkdir -p /etc/profile.d
 {{ echo "$mark"; printf '%s' {profile}; }} >/etc/profile.d/agentctl-proxy.sh
+# Names resolve at the sandbox's own resolver on the bridge (allowlisted
+# names only), unless a local resolver (systemd-resolved's stub) manages the file.
+if [ ! -L /etc/resolv.conf ]; then
+  printf '%s\nnameserver %s\n' "$mark" {address} >/etc/resolv.conf.agentctl && mv /etc/resolv.conf.agentctl /etc/resolv.conf
+fi
 # apt ignores https_proxy in some paths; say it in its own configuration.
 if [ -d /etc/apt ]; then
   mkdir -p /etc/apt/apt.conf.d

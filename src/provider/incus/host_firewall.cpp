@@ -37,6 +37,7 @@ table inet {table} {{
   }}
   chain output {{
     type filter hook output priority filter - 5; policy accept;
+    oifname "{bridge}" meta skuid {uid} udp sport 67 accept
     oifname "{bridge}" meta skuid {uid} ct state new reject
   }}
 }}

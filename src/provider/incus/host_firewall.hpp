@@ -5,13 +5,15 @@
 // every host address before the bridge's ACL is consulted, and an ACL cannot
 // change that. This table closes the gap: a base chain on the input hook, at a
 // priority before Incus's, rejects everything the sandbox sends to the host
-// except DHCP, DNS to the bridge's own dnsmasq and the sandbox's egress proxy.
+// except DHCP and DNS to the sandbox's resolver and its egress proxy.
 // (A reject in any base chain is final; an accept in Incus's chain is not.)
 // New TCP connections the ACL would refuse get a TCP reset from this table
 // (see FirewallSpec::direct).
 // It also rejects IPv6 from the bridge, forwarding into other agentctl
 // bridges (`agc-*`), and new connections that the egress proxies' user opens
-// into this bridge (so no proxy reaches another sandbox, whatever its policy).
+// into this bridge (so no proxy reaches another sandbox, whatever its policy);
+// the resolver runs as that user too, and its DHCP answers (from port 67,
+// which conntrack cannot pair with a broadcast request) are let out.
 //
 // One table per bridge, `inet agentctl-BRIDGE`, replaced as a whole (create
 // then delete then define, in one nft transaction) so that applying it is

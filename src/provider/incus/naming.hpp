@@ -51,6 +51,10 @@ inline constexpr std::string_view k_confinement_probes = "user.agentctl.confinem
 inline constexpr std::string_view k_bridge = "user.agentctl.bridge";
 inline constexpr std::string_view k_acl = "user.agentctl.acl";
 inline constexpr std::string_view k_subnet = "user.agentctl.subnet";
+// Who serves the bridge's DHCP and DNS: "host" = agentctl's resolver on the
+// host (host_resolver.hpp); absent (sandboxes made before it) or "incus" =
+// the bridge's own dnsmasq.
+inline constexpr std::string_view k_resolver = "user.agentctl.resolver";
 // On the bridge and the ACL: which sandbox they belong to (delete checks it).
 inline constexpr std::string_view k_sandbox = "user.agentctl.sandbox";
 }  // namespace key

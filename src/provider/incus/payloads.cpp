@@ -9,14 +9,15 @@ namespace agentctl::provider::incus {
 std::string bytes_value(std::uint64_t bytes) { return fmt::format("{}B", bytes); }
 
 Json network_payload(const std::string& sandbox, const std::string& bridge, const Ipv4Net& subnet,
-                     const std::string& acl) {
+                     const std::string& acl, BridgeResolver resolver) {
     Json config{
         {"ipv4.address", subnet.host(1).to_string()},
         {"ipv4.nat", "true"},
-        {"ipv4.dhcp", "true"},
+        {"ipv4.dhcp", resolver == BridgeResolver::Incus ? "true" : "false"},
         {"ipv6.address", "none"},
         {std::string(key::k_sandbox), sandbox},
     };
+    if (resolver == BridgeResolver::Host) config["dns.mode"] = "none";
     if (!acl.empty()) {
         config["security.acls"] = acl;
         config["security.acls.default.egress.action"] = "reject";
@@ -26,6 +27,15 @@ Json network_payload(const std::string& sandbox, const std::string& bridge, cons
                 {"type", "bridge"},
                 {"description", fmt::format("agentctl sandbox {}", sandbox)},
                 {"config", std::move(config)}};
+}
+
+std::string_view resolver_record(BridgeResolver resolver) {
+    return resolver == BridgeResolver::Host ? "host" : "incus";
+}
+
+BridgeResolver recorded_resolver(const Json& instance) {
+    const auto record = instance.value("config", Json::object()).value(std::string(key::k_resolver), "");
+    return record == resolver_record(BridgeResolver::Host) ? BridgeResolver::Host : BridgeResolver::Incus;
 }
 
 Json mount_devices(const std::vector<Mount>& mounts, Isolation isolation) {

@@ -30,8 +30,14 @@ struct GuestUser {
 // allowed public destinations are reachable), no IPv6, and, when `acl` is not
 // empty, the sandbox's ACL with both default actions `reject`
 // (security.acls.default.{egress,ingress}.action; extension network_bridge_acl).
+// Who serves DHCP and DNS on it: Incus (its dnsmasq) or agentctl on the host
+// (host_resolver.hpp; Incus's DHCP and DNS are then turned off).
+enum class BridgeResolver { Incus, Host };
 [[nodiscard]] Json network_payload(const std::string& sandbox, const std::string& bridge, const Ipv4Net& subnet,
-                                   const std::string& acl);
+                                   const std::string& acl, BridgeResolver resolver);
+// The instance record of it (key::k_resolver), and back.
+[[nodiscard]] std::string_view resolver_record(BridgeResolver resolver);
+[[nodiscard]] BridgeResolver recorded_resolver(const Json& instance);
 
 // Who owns a writable mount on the host (stat of its canonical path).
 struct MountOwner {

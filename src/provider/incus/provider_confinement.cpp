@@ -95,24 +95,24 @@ void escape(std::vector<common::ProbeResult>& results, const std::string& name, 
 
 }  // namespace
 
-std::string IncusProvider::check_confinement(const std::string& name, const Json& instance) {
-    if (m_api.preview()) return "not verified: preview";
+IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name, const Json& instance) {
+    if (m_api.preview()) return ProbeRun::unverified("not verified: preview");
     auto network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
-    if (!network.enabled) return "off: the sandbox has no network policy (--no-network-policy)";
+    if (!network.enabled) return ProbeRun::unverified("off: the sandbox has no network policy (--no-network-policy)");
     const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
-    if (!bridge_address) return "not verified: the bridge address is not recorded";
+    if (!bridge_address) return ProbeRun::unverified("not verified: the bridge address is not recorded");
     const auto gateway = bridge_address->address_text();
     const bool vm = config_value(instance, key::k_isolation) == "vm";
-    if (wait_for_address(name, vm ? 120 : 30).empty()) {
-        return "not verified: the sandbox got no IPv4 address on eth0";
-    }
+    if (wait_for_address(name, vm ? 120 : 30).empty())
+        return ProbeRun::unverified("not verified: the sandbox got no IPv4 address on eth0");
 
     ProbeTargets targets;
     targets.gateway = gateway;
     targets.proxy_port = k_egress_proxy_port;
     ProbeListener gateway_canary(gateway, 0);
     if (!gateway_canary.ok()) {
-        return fmt::format("not verified: cannot listen on {}: {}", gateway, gateway_canary.error());
+        return ProbeRun::unverified(
+            fmt::format("not verified: cannot listen on {}: {}", gateway, gateway_canary.error()));
     }
     targets.gateway_canary = gateway_canary.port();
     targets.other_host_address = other_host_address();
@@ -148,7 +148,15 @@ std::string IncusProvider::check_confinement(const std::string& name, const Json
     }
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+    ProbeRun run;
+    run.results = std::move(results);
+    run.elapsed = elapsed;
+    return run;
+}
 
+std::string IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
+    if (!run.not_verified.empty()) return run.not_verified;
+    const auto& results = run.results;
     Json record = Json::array();
     for (const auto& r : results) {
         record.push_back({{"name", r.name}, {"verdict", common::to_string(r.verdict)}, {"detail", r.detail}});
@@ -158,7 +166,7 @@ std::string IncusProvider::check_confinement(const std::string& name, const Json
     if (!summary.escaped.empty()) {
         m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
         m_api.change_state(name, state_payload("stop", true, -1), 120);
-        m_egress->stop_proxy(name);
+        stop_egress_services(name);
         std::string what;
         for (const auto* r : summary.escaped) what += fmt::format("\n  {}: {}", r->name, r->detail);
         const auto line = common::confinement_line(summary, std::chrono::system_clock::now());
@@ -169,13 +177,18 @@ std::string IncusProvider::check_confinement(const std::string& name, const Json
                         ") and agentctl's nft table (nft list table inet agentctl-" + bridge_name(name) + ")");
     }
     m_context.reporter.step(
-        fmt::format("probe battery: {}/{} held in {} ms", summary.held, summary.total, elapsed.count()));
+        fmt::format("probe battery: {}/{} held in {} ms", summary.held, summary.total, run.elapsed.count()));
     return common::confinement_line(summary, std::chrono::system_clock::now());
 }
 
-void IncusProvider::verify_confinement(const std::string& name, const Json& instance) {
+std::string IncusProvider::check_confinement(const std::string& name, const Json& instance) {
+    return record_probes(name, run_probe_battery(name, instance));
+}
+
+void IncusProvider::verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early) {
     m_context.reporter.step(fmt::format("checking network confinement of {}", name));
-    const auto confinement = check_confinement(name, instance);
+    const auto confinement =
+        early.valid() ? record_probes(name, early.get()) : record_probes(name, run_probe_battery(name, instance));
     set_records(name, {{std::string(key::k_confinement), confinement}});
     if (confinement.starts_with("verified")) {
         m_context.reporter.notice("network confinement " + confinement);

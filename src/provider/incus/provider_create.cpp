@@ -123,7 +123,7 @@ std::string IncusProvider::image_for(const SandboxSpec& spec) {
     return image;
 }
 
-std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
+std::string IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network) {
     const auto resolv = core::read_file_if_exists("/etc/resolv.conf").value_or("");
     const auto upstreams = dns_upstreams(network, resolv);
     if (upstreams.empty() && !network.dns.disabled) {
@@ -131,33 +131,75 @@ std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
             "no DNS upstream for the sandbox's resolver (no IP address in network.dns.servers or "
             "/etc/resolv.conf): allowlisted names do not resolve inside it; the egress proxy still reaches them");
     }
-    return dnsmasq_config(network, upstreams);
+    return dns_server_lines(network, upstreams);
+}
+
+std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
+    return "no-resolv\n" + plan_dns_servers(network) + "address=/#/\n";
+}
+
+ResolverSpec IncusProvider::plan_resolver(const std::string& bridge, const Ipv4Net& bridge_net,
+                                          const policy::NetworkPolicy& network) {
+    return ResolverSpec{bridge,
+                        bridge_net.address_text(),
+                        bridge_net.host(2).address_text(),
+                        bridge_net.netmask_text(),
+                        plan_dns_servers(network),
+                        network.enabled};
+}
+
+BridgeResolver IncusProvider::resolver_for(bool confined) const {
+    // An unconfined sandbox's bridge keeps Incus's resolver (it forwards every name).
+    return confined && m_egress->runs_resolver() ? BridgeResolver::Host : BridgeResolver::Incus;
 }
 
 std::future<void> IncusProvider::egress_up(const std::string& name, const std::string& bridge,
-                                           const std::string& gateway, const policy::NetworkPolicy& network,
-                                           const AclRules& rules, bool background) {
+                                           const Ipv4Net& bridge_net, const policy::NetworkPolicy& network,
+                                           const AclRules& rules, BridgeResolver resolver, bool background) {
+    const auto gateway = bridge_net.address_text();
     m_egress->install_firewall(FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
     m_egress->write_policy(name, network);
+    std::optional<ResolverSpec> resolver_spec;
+    if (resolver == BridgeResolver::Host) {
+        resolver_spec = plan_resolver(bridge, bridge_net, network);
+        m_context.reporter.step(fmt::format("starting the resolver of {} on {}:{}", name, gateway, k_dns_port));
+    }
     m_context.reporter.step(
         fmt::format("starting the egress proxy of {} on {}:{}", name, gateway, k_egress_proxy_port));
-    if (!background) {
+    auto services_up = [this, name, gateway, resolver_spec] {
+        if (resolver_spec) m_egress->start_resolver(name, *resolver_spec, false);
         m_egress->start_proxy(name, gateway);
+    };
+    if (!background) {
+        services_up();
         return {};
     }
-    // Until it listens the sandbox simply has no egress (nothing else is admitted).
-    return std::async(std::launch::async, [this, name, gateway] { m_egress->start_proxy(name, gateway); });
+    // Until they listen the sandbox simply has no egress (nothing else is admitted).
+    return std::async(std::launch::async, services_up);
+}
+
+void IncusProvider::stop_egress_services(const std::string& name) {
+    if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
+    if (m_egress->stop_resolver(name)) m_context.reporter.step(fmt::format("stopped the resolver of {}", name));
 }
 
 void IncusProvider::restore_egress(const std::string& name, const Json& instance) {
     const auto text = config_value(instance, key::k_network);
     if (text.empty()) return;
     const auto network = policy::from_policy_file(Json::parse(text));
-    const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
-    if (!network.enabled || !gateway) return;
+    const auto bridge_net = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!bridge_net) return;
+    const auto bridge = bridge_name(name);
+    const auto resolver = recorded_resolver(instance);
+    if (!network.enabled) {
+        // No policy (it was detached), but agentctl's resolver still serves DHCP and DNS.
+        if (resolver == BridgeResolver::Host)
+            m_egress->start_resolver(name, plan_resolver(bridge, *bridge_net, network), false);
+        return;
+    }
     const auto rules = build_acl_rules(
-        network, AclContext{gateway->address_text(), k_egress_proxy_port, policy::host_own_addresses()});
-    (void)egress_up(name, bridge_name(name), gateway->address_text(), network, rules, false);
+        network, AclContext{bridge_net->address_text(), k_egress_proxy_port, policy::host_own_addresses()});
+    (void)egress_up(name, bridge, *bridge_net, network, rules, resolver, false);
 }
 
 void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) const {
@@ -171,9 +213,20 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
                        : fmt::format("{} (NOT running: the sandbox has no egress; `agentctl start {}` restarts it)",
                                      status.listen, info.name));
     if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
-    info.extra.emplace_back("Resolver", info.network->dns.disabled
-                                            ? gateway->address_text() + " (answers no name: network.dns.disabled)"
-                                            : gateway->address_text() + " (answers allowlisted names only)");
+    const auto scope =
+        info.network->dns.disabled ? "answers no name: network.dns.disabled" : "answers allowlisted names only";
+    if (recorded_resolver(instance) == BridgeResolver::Host) {
+        const int pid = m_egress->resolver_pid(info.name);
+        info.extra.emplace_back(
+            "Resolver",
+            pid > 0 ? fmt::format("{} ({}; agentctl's dnsmasq, pid {}, as nobody)", gateway->address_text(), scope, pid)
+                    : fmt::format("{} (NOT running: the sandbox has no DNS or DHCP; `agentctl start {}` "
+                                  "restarts it)",
+                                  gateway->address_text(), info.name));
+    } else {
+        info.extra.emplace_back("Resolver",
+                                fmt::format("{} ({}; the bridge's dnsmasq)", gateway->address_text(), scope));
+    }
     const auto resolve = m_context.settings.find("incus.proxyResolveFile");
     if (resolve != m_context.settings.end() && !resolve->second.empty()) {
         info.extra.emplace_back("Proxy names",
@@ -229,6 +282,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     if (idmap && !m_api.preview()) check_subordinate_ids(*idmap);
     const auto bridge = bridge_name(spec.name);
     const bool confined = spec.network.enabled;
+    const auto resolver = resolver_for(confined);
     Ipv4Net subnet;
     std::string gateway;
     AclRules rules;
@@ -245,19 +299,23 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
             m_api.create_acl(acl_payload(spec.name, rules));
         }
         m_context.reporter.step(fmt::format("creating bridge {} ({})", bridge, subnet.host(1).to_string()));
-        auto network = network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "");
-        if (confined) network["config"]["raw.dnsmasq"] = plan_dnsmasq(spec.network);
+        auto network = network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "", resolver);
+        if (confined && resolver == BridgeResolver::Incus)
+            network["config"]["raw.dnsmasq"] = plan_dnsmasq(spec.network);
         m_api.create_network(network);
     }
     // The host side before the guest exists: no moment without enforcement.
-    // The proxy comes up while the instance is created.
+    // Resolver and proxy come up while the instance is created.
     std::future<void> proxy;
-    if (confined) proxy = egress_up(spec.name, bridge, gateway, spec.network, rules, !m_api.preview());
+    if (confined) {
+        proxy = egress_up(spec.name, bridge, subnet.host(1), spec.network, rules, resolver, !m_api.preview());
+    }
 
     auto config = instance_config(spec, bridge, subnet, confined, idmap);
     const auto pool = setting(m_context, "incus.storagePool", "default");
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, k_egress_proxy_port, spec.isolation);
+    config[std::string(key::k_resolver)] = resolver_record(resolver);
     auto payload = instance_payload(spec, config, devices, true);
     m_context.reporter.step(fmt::format("creating {} {} from image {}",
                                         spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,
@@ -265,8 +323,15 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     m_api.create_instance(payload, k_create_timeout);
     if (proxy.valid()) proxy.get();
 
-    // The user: bootstrap right away, so everything later runs as it.
+    // The user: bootstrap right away, so everything later runs as it. The
+    // probe battery needs neither user nor guest settings: it runs meanwhile.
     wait_until_ready(spec.name, spec.isolation == Isolation::Vm);
+    std::future<ProbeRun> probes;
+    if (confined && !m_api.preview()) {
+        probes = std::async(std::launch::async, [this, name = spec.name, instance = require_instance(spec.name)] {
+            return run_probe_battery(name, instance);
+        });
+    }
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
     std::string script = bootstrap_user_script(spec.user, guest_uid);
     if (confined) script = with_proxy_setup(script, proxy_setup_script(gateway, k_egress_proxy_port));
@@ -295,7 +360,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
                             {std::string(key::k_gid), std::to_string(user->gid)},
                             {std::string(key::k_home), user->home},
                             {std::string(key::k_shell), user->shell}});
-    after_boot(spec.name, true);
+    after_boot(spec.name, true, std::move(probes));
 }
 
 int IncusProvider::remove_pieces(const std::string& name) {
@@ -307,7 +372,7 @@ int IncusProvider::remove_pieces(const std::string& name) {
     }
     if (m_api.delete_instance(name)) ++found;
     const auto bridge = bridge_name(name);
-    if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
+    stop_egress_services(name);
     auto network = m_api.network(bridge);
     // A create killed while Incus was still setting the bridge up leaves it
     // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
@@ -403,6 +468,13 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     } catch (const std::exception&) {
         old.reset();
     }
+    const auto resolver = recorded_resolver(instance);
+    // agentctl's resolver takes the new allowlist by a restart (milliseconds).
+    auto restart_resolver = [&] {
+        if (resolver != BridgeResolver::Host || !gateway_net) return;
+        m_context.reporter.step(fmt::format("restarting the resolver of {}", name));
+        m_egress->start_resolver(name, plan_resolver(bridge, *gateway_net, network), true);
+    };
     if (network.enabled) {
         auto rules = plan_acl(name, network, gateway);
         auto payload = acl_payload(name, rules);
@@ -413,10 +485,12 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
             m_context.reporter.step(fmt::format("creating network ACL {}", acl));
             m_api.create_acl(payload);
         }
-        m_api.patch_network_config(bridge, Json{{"security.acls", acl},
-                                                {"security.acls.default.egress.action", "reject"},
-                                                {"security.acls.default.ingress.action", "reject"},
-                                                {"raw.dnsmasq", plan_dnsmasq(network)}});
+        Json bridge_patch{{"security.acls", acl},
+                          {"security.acls.default.egress.action", "reject"},
+                          {"security.acls.default.ingress.action", "reject"}};
+        if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = plan_dnsmasq(network);
+        m_api.patch_network_config(bridge, bridge_patch);
+        restart_resolver();
         m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
         m_egress->install_firewall(
             FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
@@ -441,9 +515,12 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         }
     } else {
         m_context.reporter.step(fmt::format("detaching network ACL {}: egress is now unrestricted", acl));
-        m_api.patch_network_config(bridge, Json{{"security.acls", ""}, {"raw.dnsmasq", ""}});
+        Json bridge_patch{{"security.acls", ""}};
+        if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = "";
+        m_api.patch_network_config(bridge, bridge_patch);
         m_api.delete_acl(acl);
         m_egress->write_policy(name, network);
+        restart_resolver();
     }
     // The recorded widenings follow the new policy.
     SandboxSpec view;

@@ -14,6 +14,7 @@
 #include "agentctl/provider.hpp"
 #include "provider/incus/acl_rules.hpp"
 #include "provider/incus/api.hpp"
+#include "provider/common/probes.hpp"
 #include "provider/incus/egress_host.hpp"
 #include "provider/incus/payloads.hpp"
 
@@ -59,6 +60,19 @@ public:
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
 
 private:
+    // One run of the confinement probe battery (provider_confinement.cpp).
+    struct ProbeRun {
+        std::string not_verified;  // set: no probe ran, and this is why (the line for status)
+        std::vector<common::ProbeResult> results;
+        std::chrono::milliseconds elapsed{0};
+
+        static ProbeRun unverified(std::string why) {
+            ProbeRun run;
+            run.not_verified = std::move(why);
+            return run;
+        }
+    };
+
     // provider_images.cpp
     void build_from_nothing(const std::string& output, const std::vector<std::string>& packages);
 
@@ -67,15 +81,27 @@ private:
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
     AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const std::string& gateway);
-    // The bridge's raw.dnsmasq for `network`.
+    // The resolver's allowlist for `network` (dns_server_lines with the
+    // upstreams of this host or of network.dns.servers).
+    std::string plan_dns_servers(const policy::NetworkPolicy& network);
+    // The bridge's raw.dnsmasq for `network` (when Incus runs the resolver).
     std::string plan_dnsmasq(const policy::NetworkPolicy& network);
+    // agentctl's resolver on the bridge whose host address is `bridge_net`.
+    ResolverSpec plan_resolver(const std::string& bridge, const Ipv4Net& bridge_net,
+                               const policy::NetworkPolicy& network);
+    // Who serves DHCP and DNS on a new bridge.
+    [[nodiscard]] BridgeResolver resolver_for(bool confined) const;
     // The host side of a confined sandbox's network, before its guest runs:
-    // the firewall table, the policy file and the egress proxy. Idempotent
-    // (start runs it after a host reboot).
-    // With `background`, the proxy is started on another thread (the
-    // returned future); the firewall table and policy are in place first.
-    std::future<void> egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
-                                const policy::NetworkPolicy& network, const AclRules& rules, bool background);
+    // the firewall table, the policy file, the resolver (when agentctl runs
+    // it) and the egress proxy. Idempotent (start runs it after a host reboot).
+    // `bridge_net` is the bridge's host address with its prefix.
+    // With `background`, resolver and proxy are started on another thread
+    // (the returned future); the firewall table and policy are in place first.
+    std::future<void> egress_up(const std::string& name, const std::string& bridge, const Ipv4Net& bridge_net,
+                                const policy::NetworkPolicy& network, const AclRules& rules, BridgeResolver resolver,
+                                bool background);
+    // Stops the sandbox's egress proxy and resolver, saying so for each that ran.
+    void stop_egress_services(const std::string& name);
     // egress_up from what the instance records (start: also after a host reboot).
     void restore_egress(const std::string& name, const Json& instance);
     // status: the proxy's state, its log, the DNS resolver's scope.
@@ -88,14 +114,19 @@ private:
     // provider_lifecycle.cpp
     // Everything after a boot: wait until ready, user bootstrap, confinement
     // check, packages, agent, mount report. `fresh` = right after create.
-    void after_boot(const std::string& name, bool fresh);
+    void after_boot(const std::string& name, bool fresh, std::future<ProbeRun> probes = {});
     void wait_until_ready(const std::string& name, bool vm);
     std::string wait_for_address(const std::string& name, int timeout_seconds);
     // provider_confinement.cpp: the probe battery; its line for status.
+    // Runs the battery in the guest; changes nothing (safe on another thread).
+    ProbeRun run_probe_battery(const std::string& name, const Json& instance);
+    // Records a run; stops the sandbox and throws when a probe escaped.
+    // Returns the confinement line.
+    std::string record_probes(const std::string& name, const ProbeRun& run);
     std::string check_confinement(const std::string& name, const Json& instance);
     // Records the confinement line and reports it; stops the sandbox and
-    // throws when a probe escaped.
-    void verify_confinement(const std::string& name, const Json& instance);
+    // throws when a probe escaped. `early`: a battery already under way.
+    void verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early = {});
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
     void install_agent(const std::string& name, const Json& instance);
     // Writes `mounts` as the instance's disk devices and record, with the

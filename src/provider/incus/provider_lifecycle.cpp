@@ -111,15 +111,15 @@ void IncusProvider::install_agent(const std::string& name, const Json& instance)
     set_records(name, {{std::string(key::k_agent_installed), "true"}});
 }
 
-void IncusProvider::after_boot(const std::string& name, bool fresh) {
+void IncusProvider::after_boot(const std::string& name, bool fresh, std::future<ProbeRun> probes) {
     auto instance = require_instance(name);
     const bool vm = config_value(instance, key::k_isolation) == "vm";
-    wait_until_ready(name, vm);
+    if (!probes.valid()) wait_until_ready(name, vm);
     if (!fresh && !recorded_user(instance) && !m_api.preview()) {
         throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
                     "delete and recreate it: agentctl delete " + name);
     }
-    verify_confinement(name, instance);
+    verify_confinement(name, instance, std::move(probes));
     if (fresh) {
         auto packages = Json::parse(
             config_value(instance, key::k_packages).empty() ? "[]" : config_value(instance, key::k_packages));
@@ -283,13 +283,13 @@ void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     auto instance = require_instance(name);
     if (!running(instance) && !m_api.preview()) {
         m_context.reporter.step(fmt::format("{} is already stopped", name));
-        if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
+        stop_egress_services(name);
         return;
     }
     m_context.reporter.step(fmt::format("stopping {}", name));
     const int timeout = request.timeout_seconds.value_or(request.force ? -1 : 30);
     m_api.change_state(name, state_payload("stop", request.force, timeout), (timeout > 0 ? timeout : 30) + 60);
-    if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
+    stop_egress_services(name);
 }
 
 InstanceInfo IncusProvider::to_info(const Json& instance) const {

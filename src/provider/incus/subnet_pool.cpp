@@ -48,6 +48,8 @@ std::string Ipv4Net::address_text() const {
 
 std::string Ipv4Net::to_string() const { return fmt::format("{}/{}", address_text(), prefix); }
 
+std::string Ipv4Net::netmask_text() const { return Ipv4Net{mask(), 32}.address_text(); }
+
 std::optional<Ipv4Net> parse_ipv4_net(std::string_view text) {
     auto slash = text.find('/');
     if (slash == std::string_view::npos) return std::nullopt;

@@ -25,6 +25,7 @@ struct Ipv4Net {
     [[nodiscard]] Ipv4Net host(std::uint32_t n) const { return {network() + n, prefix}; }
     [[nodiscard]] std::string address_text() const;  // 10.1.2.1
     [[nodiscard]] std::string to_string() const;     // 10.1.2.1/24
+    [[nodiscard]] std::string netmask_text() const;  // 255.255.255.0
 };
 
 // "10.213.0.0/16" or "10.1.2.1/24"; nullopt if malformed.

@@ -1,0 +1,47 @@
+#include "provider/incus/host_resolver.hpp"
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace agentctl::provider::incus {
+
+std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const ResolverSpec& spec,
+                                            const ResolverFiles& files, const std::string& user,
+                                            const std::string& group) {
+    std::vector<std::string> argv{
+        dnsmasq,
+        "--keep-in-foreground",
+        "--conf-file=/dev/null",
+        "--no-hosts",
+        "--no-resolv",
+        "--strict-order",
+        "--bind-dynamic",
+        "--interface=" + spec.bridge,
+        "--except-interface=lo",
+        "--pid-file=" + files.pid,
+        "--user=" + user,
+        "--group=" + group,
+        "--log-facility=-",
+        "--no-negcache",
+        // DHCP: the sandbox's one address, for as long as it wants it.
+        fmt::format("--dhcp-range={0},{0},{1},infinite", spec.guest, spec.netmask),
+        "--dhcp-leasefile=" + files.leases,
+        "--dhcp-authoritative",
+        "--dhcp-rapid-commit",
+        "--no-ping",
+        "--quiet-dhcp",
+        "--dhcp-option=option:router," + spec.gateway,
+        "--dhcp-option=option:dns-server," + spec.gateway,
+    };
+    // DNS: the allowlist, everything else NXDOMAIN.
+    std::istringstream lines(spec.server_lines);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.starts_with("server=")) argv.push_back("--" + line);
+    }
+    if (spec.allowlist_only) argv.emplace_back("--address=/#/");
+    return argv;
+}
+
+}  // namespace agentctl::provider::incus
