@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # create-phases.sh - where `agentctl create` -> first `agentctl exec` spends its time, for a
-# confined container sandbox (bridge, ACL, nft table, egress proxy, user, guest proxy settings,
-# probe battery), next to a bare `incus launch` + `incus exec` of the same image with no NIC.
+# confined container sandbox (bridge, ACL, nft table, resolver, egress proxy, user, guest proxy
+# settings, probe battery), next to a bare `incus launch` + `incus exec` of the same image with no NIC.
 #
 # Each step line agentctl prints is stamped with the milliseconds since the command started;
 # a phase is the time from its line to the next one. Prints one table per round and the medians.
@@ -36,11 +36,12 @@ incus launch "$IMAGE" e10-bench-warm -q --no-profiles -s default >/dev/null 2>&1
 label() {
   case "$1" in
     *"creating network ACL"*) echo "acl" ;;
-    *"creating bridge"*) echo "bridge (Incus: dnsmasq, its firewall)" ;;
-    *"starting the egress proxy"*) echo "nft table + policy + egress proxy" ;;
+    *"creating bridge"*) echo "bridge (Incus: the bridge, its firewall)" ;;
+    *"starting the resolver"*) echo "nft table + policy + resolver spawn" ;;
+    *"starting the egress proxy"*) echo "egress proxy spawn" ;;
     *"creating container"*) echo "instance create + start" ;;
-    *"creating user"*) echo "ready + user + guest proxy settings" ;;
-    *"checking network confinement"*) echo "address + probe battery" ;;
+    *"creating user"*) echo "user + guest settings (probe battery alongside)" ;;
+    *"checking network confinement"*) echo "rest of the probe battery" ;;
     *"probe battery:"*) echo "record confinement" ;;
     *"network confinement"*) echo "mount report" ;;
     *"no host directories"*|*"host directories exposed"*) echo "finish" ;;

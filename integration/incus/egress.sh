@@ -153,8 +153,26 @@ check "status: the resolver is agentctl's dnsmasq, as nobody" \
 check "the resolver process runs as nobody" test "$(ps -o user= -p "${RESOLVER_PID:-0}")" = nobody
 check "Incus's own DHCP and DNS are off on the bridge" bash -c \
   "incus network get '$BR' ipv4.dhcp | grep -qx false && incus network get '$BR' dns.mode | grep -qx none"
-check "the sandbox's address was leased by agentctl's resolver" \
-  grep -q " $(json_field 'd["ips"][0]' <<<"$STATUS_JSON") " "$XDG_STATE_HOME/agentctl/incus/$A/resolver.leases"
+# A container has its address from LXC; a VM's DHCP client asks agentctl's
+# resolver for it. Ask it the way a DHCP client does (DISCOVER from eth0's MAC).
+dhcp_py='
+import random, socket, struct
+hw = bytes.fromhex(open("/sys/class/net/eth0/address").read().strip().replace(":", ""))
+xid = random.getrandbits(32)
+pkt = struct.pack("!BBBBIHHIIII", 1, 1, 6, 0, xid, 0, 0x8000, 0, 0, 0, 0) + hw + bytes(10 + 192)
+pkt += bytes([0x63, 0x82, 0x53, 0x63, 53, 1, 1, 255])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, b"eth0")
+s.bind(("0.0.0.0", 68)); s.settimeout(5)
+s.sendto(pkt, ("255.255.255.255", 67))
+while True:
+    r = s.recv(1024)
+    if r[0] == 2 and r[4:8] == pkt[4:8]:
+        print(socket.inet_ntoa(r[16:20])); break
+'
+check "agentctl's resolver offers the sandbox its address by DHCP (what a VM's client gets)" \
+  test "$(in_a sudo python3 -c "$dhcp_py" 2>&1)" = "$(json_field 'd["ips"][0]' <<<"$STATUS_JSON")"
 check "the guest resolves names at the sandbox's resolver" \
   "$AGENTCTL" --provider incus exec "$A" -- grep -qx "nameserver $GW" /etc/resolv.conf
 check "the NIC filters MAC and IPv4 sources" bash -c \

@@ -17,8 +17,6 @@
 namespace agentctl::policy {
 namespace {
 
-constexpr std::string_view k_default_user = "agent";
-
 // Runs each step, keeping every failure so they are reported together.
 class Problems {
 public:

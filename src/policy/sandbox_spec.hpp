@@ -11,6 +11,9 @@
 
 namespace agentctl::policy {
 
+// The sandbox user when no --agent names one.
+inline constexpr std::string_view k_default_user = "agent";
+
 struct MountFlags {
     std::vector<std::string> mounts;  // --mount host[:guest][:w|:ro], in order
     bool only = false;                // --mount-only: replace the profile's mounts

@@ -60,6 +60,9 @@ TEST_CASE("bootstrap output is parsed back into the user", "[guest]") {
     // The script quotes the user name and prefers the given uid.
     auto script = bootstrap_user_script("dev", 1500);
     CHECK_THAT(script, Catch::Contains("u=dev") && Catch::Contains("pref=1500") && Catch::Contains("NOPASSWD"));
+    // Only the image's own sandbox user is ever moved to another uid.
+    CHECK_THAT(script, Catch::Contains("grep -q \"^$u:[^:]*:[0-9]*:[0-9]*:agentctl sandbox user:\" /etc/passwd"));
+    CHECK_THAT(script, Catch::Contains("usermod -u \"$pref\" -g \"$pref\" \"$u\""));
     // It is valid sh.
     auto runner = make_real_process_runner();
     ProcessRequest check;

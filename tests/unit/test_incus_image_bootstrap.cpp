@@ -2,6 +2,8 @@
 // commands and files of the plan.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "provider/incus/image_bootstrap.hpp"
 
 using namespace agentctl;
@@ -41,4 +43,27 @@ TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd t
     CHECK(plan.pack[6] == plan.tarball + ".tmp");
     CHECK(plan.import ==
           std::vector<std::string>{"incus", "image", "import", plan.tarball, "--alias", "agentctl-debian-12"});
+}
+
+TEST_CASE("the image has the default sandbox user, and boots containers without udev and networkd", "[image]") {
+    auto plan = bootstrap_plan(options());
+    REQUIRE(plan.add_user.size() == 5);
+    CHECK(plan.add_user[0] == "chroot");
+    CHECK(plan.add_user[1] == plan.work_dir + "/rootfs");
+    CHECK(plan.add_user[4] ==
+          "groupadd -g 1500 agent && useradd -m -u 1500 -g agent -c 'agentctl sandbox user' -s /bin/bash agent");
+    std::vector<std::string> units;
+    for (const auto& [path, content] : plan.dropins) {
+        CHECK(path.starts_with("etc/systemd/system/"));
+        CHECK(path.ends_with(".d/agentctl-container.conf"));
+        // Skipped in containers only: a VM from the same tree still runs them.
+        CHECK(content == "[Unit]\nConditionVirtualization=!container\n");
+        units.push_back(path.substr(19, path.find(".d/") - 19));
+    }
+    for (const auto* unit :
+         {"systemd-udevd.service", "systemd-udev-trigger.service", "systemd-networkd.service", "modprobe@.service"}) {
+        CAPTURE(unit);
+        CHECK(std::find(units.begin(), units.end(), unit) != units.end());
+    }
+    CHECK(std::find(units.begin(), units.end(), "systemd-journald.service") == units.end());
 }

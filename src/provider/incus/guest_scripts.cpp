@@ -13,11 +13,16 @@ std::string bootstrap_user_script(const std::string& user, int preferred_uid) {
     return fmt::format(R"SH(set -eu
 u={user}
 pref={uid}
+uid_free() {{ ! grep -q "^[^:]*:[^:]*:$1:" /etc/passwd && ! grep -q "^[^:]*:[^:]*:$1:" /etc/group; }}
+# The image's own sandbox user, at another uid than the writable mounts need: move it.
+if [ "$(id -u "$u" 2>/dev/null)" != "$pref" ] && grep -q "^$u:[^:]*:[0-9]*:[0-9]*:{comment}:" /etc/passwd && uid_free "$pref"; then
+  groupmod -g "$pref" "$u" && usermod -u "$pref" -g "$pref" "$u"
+fi
 if ! id -u "$u" >/dev/null 2>&1; then
   sh_path=/bin/sh
   [ -x /bin/bash ] && sh_path=/bin/bash
   uid=$pref
-  while grep -q "^[^:]*:[^:]*:$uid:" /etc/passwd || grep -q "^[^:]*:[^:]*:$uid:" /etc/group; do uid=$((uid+1)); done
+  while ! uid_free "$uid"; do uid=$((uid+1)); done
   if command -v useradd >/dev/null 2>&1; then
     groupadd -g "$uid" "$u" 2>/dev/null || groupadd "$u"
     useradd -m -u "$uid" -g "$u" -s "$sh_path" "$u"
@@ -45,7 +50,8 @@ mkdir -p "$home"
 chown "$(id -u "$u"):$(id -g "$u")" "$home"
 echo "agentctl-user $u $(id -u "$u") $(id -g "$u") $home $(echo "$line" | cut -d: -f7)"
 )SH",
-                       fmt::arg("user", shell_quote(user)), fmt::arg("uid", preferred_uid));
+                       fmt::arg("user", shell_quote(user)), fmt::arg("uid", preferred_uid),
+                       fmt::arg("comment", k_image_user_comment));
 }
 
 std::optional<GuestUser> parse_bootstrap_output(const std::string& output) {

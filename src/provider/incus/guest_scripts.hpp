@@ -5,11 +5,17 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "provider/incus/payloads.hpp"
 
 namespace agentctl::provider::incus {
+
+// The comment (GECOS) of the sandbox user that agentctl's own image has
+// already (image_bootstrap.cpp): the bootstrap may move that user to the uid
+// the writable mounts need; any other existing user is left as it is.
+inline constexpr std::string_view k_image_user_comment = "agentctl sandbox user";
 
 // Creates the non-root user if missing (uid `preferred_uid` when free, else the
 // next free one), gives it passwordless sudo through /etc/sudoers.d/, and prints

@@ -12,6 +12,9 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "policy/catalog.hpp"
+#include "policy/sandbox_spec.hpp"
+#include "provider/incus/guest_scripts.hpp"
+#include "provider/incus/payloads.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
@@ -25,6 +28,17 @@ constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",      
 
 constexpr std::string_view k_networkd_unit =
     "[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n";
+// What a container does not need at boot, each skipped in containers only
+// (`ConditionVirtualization=!container`, so a VM from the same root file
+// system still gets them): udev and networkd (LXC sets a container's address
+// and route before its init runs), kernel module loading, the ext4 scrub.
+// On a 2-core host they are most of a container's boot, which runs while
+// `create` sets up the sandbox.
+constexpr const char* k_vm_only_units[] = {"systemd-udevd.service",    "systemd-udev-trigger.service",
+                                           "systemd-networkd.service", "systemd-network-generator.service",
+                                           "modprobe@.service",        "systemd-modules-load.service",
+                                           "e2scrub_reap.service",     "systemd-networkd-wait-online.service"};
+constexpr std::string_view k_vm_only_dropin = "[Unit]\nConditionVirtualization=!container\n";
 constexpr std::string_view k_hostname_template = "{{ instance.name }}\n";
 constexpr std::string_view k_hosts_template =
     "127.0.0.1 localhost\n127.0.1.1 {{ instance.name }}\n::1 localhost ip6-localhost ip6-loopback\n";
@@ -83,6 +97,17 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
                         root,          options.mirror};
     plan.enable_networkd = {"chroot", root, "systemctl", "enable", "systemd-networkd"};
     plan.networkd_unit = std::string(k_networkd_unit);
+    // The default sandbox user, made once here instead of in every create
+    // (the create's bootstrap finds it and only moves it to another uid when
+    // the writable mounts need one).
+    const auto user = std::string(policy::k_default_user);
+    plan.add_user = {"chroot", root, "/bin/sh", "-c",
+                     fmt::format("groupadd -g {0} {1} && useradd -m -u {0} -g {1} -c '{2}' -s /bin/bash {1}",
+                                 k_default_guest_uid, user, k_image_user_comment)};
+    for (const char* unit : k_vm_only_units) {
+        plan.dropins.emplace_back(fmt::format("etc/systemd/system/{}.d/agentctl-container.conf", unit),
+                                  std::string(k_vm_only_dropin));
+    }
     plan.metadata = fmt::format(
         "architecture: {}\ncreation_date: {}\nproperties:\n  description: Debian 12 minbase (agentctl)\n"
         "  os: debian\n  release: {}\n  architecture: {}\ntemplates:\n"
@@ -99,7 +124,7 @@ void build_bootstrap_image(ProviderContext& context, const BootstrapOptions& opt
     const auto plan = bootstrap_plan(options);
     const auto root = fs::path(plan.work_dir) / "rootfs";
     if (context.preview) {
-        for (const auto* argv : {&plan.debootstrap, &plan.enable_networkd, &plan.pack, &plan.import}) {
+        for (const auto* argv : {&plan.debootstrap, &plan.enable_networkd, &plan.add_user, &plan.pack, &plan.import}) {
             context.out << shell_join(*argv) << '\n';
         }
         return;
@@ -119,6 +144,10 @@ void build_bootstrap_image(ProviderContext& context, const BootstrapOptions& opt
             context.reporter.step("configuring eth0 (systemd-networkd, DHCP)");
             core::write_file_atomic(root / "etc/systemd/network/10-eth0.network", plan.networkd_unit, 0644);
             run_stage(context, "enabling systemd-networkd", plan.enable_networkd, std::chrono::minutes(2));
+            context.reporter.step(
+                fmt::format("adding the sandbox user {} (uid {})", policy::k_default_user, k_default_guest_uid));
+            run_stage(context, "adding the sandbox user", plan.add_user, std::chrono::minutes(2));
+            for (const auto& [path, content] : plan.dropins) core::write_file_atomic(root / path, content, 0644);
             remove_matching(root / "var/cache/apt/archives", ".deb");
             remove_matching(root / "var/cache/apt", ".bin");
             remove_matching(root / "var/lib/apt/lists", "");

@@ -1,11 +1,13 @@
 // `agentctl image build OUT` without --base: agentctl's Debian 12 image built
 // from nothing on this host, for a fresh Incus that has no image and no image
 // server: debootstrap (minbase), eth0 by DHCP through systemd-networkd (udev
-// included, or eth0 stays down), Incus metadata and hostname/hosts templates,
-// one zstd tarball (cached), imported with the alias OUT.
+// included, or eth0 stays down; both skipped in containers, whose address LXC
+// sets), the default sandbox user, Incus metadata and hostname/hosts
+// templates, one zstd tarball (cached), imported with the alias OUT.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agentctl/provider.hpp"
@@ -28,8 +30,12 @@ struct BootstrapPlan {
     std::string tarball;   // cache_dir/ALIAS.tar.zst
     std::vector<std::string> debootstrap;
     std::vector<std::string> enable_networkd;
-    std::string networkd_unit;  // content of /etc/systemd/network/10-eth0.network
-    std::string metadata;       // metadata.yaml
+    std::string networkd_unit;          // content of /etc/systemd/network/10-eth0.network
+    std::vector<std::string> add_user;  // the default sandbox user, in the chroot
+    // systemd drop-ins (path relative to the root file system, content) that
+    // skip what a container does not need at boot.
+    std::vector<std::pair<std::string, std::string>> dropins;
+    std::string metadata;  // metadata.yaml
     std::vector<std::string> pack;
     std::vector<std::string> import;
 };
