@@ -93,6 +93,9 @@ constexpr std::array k_entries{
     Entry{"provision.packages", Status::UnderDevelopment,
           "installing packages needs the in-guest provisioning that create does not have yet; install them in the "
           "base VHDX"},
+    Entry{"placement.target", Status::NotAvailable,
+          "a Hyper-V VM runs on the host agentctl drives; placing it on a cluster member (--target) is for Incus "
+          "clusters"},
 };
 
 }  // namespace
