@@ -128,7 +128,8 @@ bool is_member_specific_network_key(std::string_view key) {
 
 Json pending_network_payload(const Json& network) {
     Json config = Json::object();
-    for (const auto& [key, value] : network.value("config", Json::object()).items()) {
+    const auto given = network.value("config", Json::object());
+    for (const auto& [key, value] : given.items()) {
         if (is_member_specific_network_key(key)) config[key] = value;
     }
     return Json{{"name", network.value("name", "")}, {"type", network.value("type", "bridge")}, {"config", config}};
