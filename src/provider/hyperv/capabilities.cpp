@@ -93,9 +93,9 @@ constexpr std::array k_entries{
     Entry{"provision.packages", Status::UnderDevelopment,
           "installing packages needs the in-guest provisioning that create does not have yet; install them in the "
           "base VHDX"},
-    Entry{"placement.target", Status::NotAvailable,
-          "a Hyper-V VM runs on the host agentctl drives; placing it on a cluster member (--target) is for Incus "
-          "clusters"},
+    Entry{"placement.target", Status::UnderDevelopment,
+          "placing a VM on a member of a Hyper-V failover cluster is not built; the VM runs on the host agentctl "
+          "drives (--target is for Incus clusters today)"},
 };
 
 }  // namespace
