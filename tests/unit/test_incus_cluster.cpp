@@ -268,3 +268,21 @@ TEST_CASE("create refuses a confined sandbox on another machine's member before 
     CHECK_THROWS_WITH(standalone.provider->create(spec_on("m1", false)), Catch::Contains("is not a cluster"));
     CHECK(standalone.client->posts().empty());
 }
+
+TEST_CASE("a preview of create --target prints the definition on the member and the placed instance", "[cluster]") {
+    Fixture f;
+    std::ostringstream lines;
+    f.context.preview = true;
+    auto provider = make_provider(f.context, make_preview_client(lines), nullptr);
+    provider->create(spec_on("m1", true));
+    const auto text = lines.str();
+    const auto pending = text.find("incus query -X POST --data '{\"config\":{},\"name\":\"" + bridge_name("s1") +
+                                   "\",\"type\":\"bridge\"}' '/1.0/networks?target=m1'");
+    const auto global = text.find("/1.0/networks\n");
+    const auto instance = text.find("'/1.0/instances?target=m1'");
+    REQUIRE(pending != std::string::npos);
+    REQUIRE(global != std::string::npos);
+    REQUIRE(instance != std::string::npos);
+    CHECK(pending < global);
+    CHECK(global < instance);
+}

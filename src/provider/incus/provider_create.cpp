@@ -142,14 +142,16 @@ std::string IncusProvider::place(const SandboxSpec& spec) {
     return plan_placement(request);
 }
 
-void IncusProvider::create_bridge(const Json& network) {
+void IncusProvider::create_bridge(const Json& network, const std::string& target) {
     // A bridge is local to each member: Incus wants it defined on every member
     // first (only member-specific keys), then created with the rest of its
     // config, which instantiates it everywhere (doc/howto/network_create.md).
-    if (m_api.clustered()) {
-        for (const auto& member : parse_cluster_members(m_api.cluster_members())) {
-            m_api.create_network(pending_network_payload(network), member.name);
-        }
+    // A preview does not ask the server (it plans the same on every host), but
+    // a --target means a cluster: it shows the definition on that member.
+    if (m_api.clustered() || (m_api.preview() && !target.empty())) {
+        auto members = parse_cluster_members(m_api.cluster_members());
+        if (members.empty() && m_api.preview()) members.push_back(ClusterMember{target, "", ""});
+        for (const auto& member : members) m_api.create_network(pending_network_payload(network), member.name);
     }
     m_api.create_network(network);
 }
@@ -279,7 +281,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         m_context.reporter.step(fmt::format("creating bridge {} ({})", bridge, subnet.host(1).to_string()));
         auto network = network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "");
         if (confined) network["config"]["raw.dnsmasq"] = plan_dnsmasq(spec.network);
-        create_bridge(network);
+        create_bridge(network, spec.target);
     }
     // The host side before the guest exists: no moment without enforcement.
     // The proxy comes up while the instance is created.

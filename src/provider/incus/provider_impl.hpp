@@ -69,7 +69,8 @@ private:
     std::string place(const SandboxSpec& spec);
     // POST /1.0/networks for the sandbox's bridge; in a cluster first pending
     // on every member, then globally (Incus's two-step contract).
-    void create_bridge(const Json& network);
+    // Under --preview, a `target` stands for the cluster's members.
+    void create_bridge(const Json& network, const std::string& target);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
     AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const std::string& gateway);
