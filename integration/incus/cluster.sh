@@ -175,6 +175,9 @@ ip -n "$SRV_NS" addr add "$PUB/24" dev "$PREFIX-v1"
 ip -n "$SRV_NS" link set "$PREFIX-v1" up
 ip -n "$SRV_NS" link set lo up
 ip -n "$SRV_NS" route add default via "$NET.1"
+# A default route in the daemon's namespace, as a host has one: the probe
+# battery's "outside" address must be routable for the ACL's reject to answer.
+ip -n "$NS" route add default via "$PUB"
 ip -n "$NS" route get "$PUB" | grep -q "dev $VETH" || { echo "refusing to run: $PUB is not routed to $SRV_NS"; exit 1; }
 ip netns exec "$SRV_NS" python3 -c '
 import http.server, socketserver, sys
@@ -203,6 +206,7 @@ echo "# create --target took $(ms "$T2") ms"
 if [ $rc -ne 0 ]; then cat "$WORK/create.out"; bad "create --target $MEMBER"; finish; exit 1; fi
 ok "create --target $MEMBER"
 check "  says where it places the sandbox" grep -q "on cluster member $MEMBER" "$WORK/create.out"
+check "  and verifies confinement with the whole probe battery" grep -q "network confinement verified (7/7 probes" "$WORK/create.out"
 check "Incus placed it on the member (incus list: location)" \
   test "$(incus list "$S" -f csv -c nL)" = "$S,$MEMBER"
 
@@ -233,6 +237,12 @@ tcp_probe() {  # tcp_probe HOST PORT -> connected | refused | timeout (from insi
 check "a direct connection to the allowed address is refused" test "$(tcp_probe "$PUB" "$PORT")" = refused
 GW=$(incus network get "$BR" ipv4.address | cut -d/ -f1)
 check "the bridge address on another port is refused" test "$(tcp_probe "$GW" 22)" = refused
+# A policy change patches the cluster-wide bridge and ACL.
+agentctl policy add "$S" "other.test:$PORT" >"$WORK/policy-add.out" 2>&1
+check "policy add on the clustered bridge succeeds" test $? = 0
+check "  and confinement is verified again" grep -q "network confinement verified (7/7 probes" "$WORK/policy-add.out"
+check "  and is live: the other name now gets through" bash -c \
+  "ip netns exec '$NS' '$AGENTCTL' --provider incus exec '$S' -- curl -s -m 10 http://other.test:$PORT/ | grep -q 'hello from other.test'"
 
 # ---------------------------------------------------------------- delete
 agentctl delete --force "$S" >"$WORK/delete.out" 2>&1
@@ -240,6 +250,15 @@ check "delete succeeds" test $? = 0
 check "  the instance is gone" test -z "$(incus list -f csv -c n)"
 check "  the bridge is gone from the member" bash -c "! incus network list -f csv | grep -q '^$BR,'"
 check "  the ACL is gone" test -z "$(incus network acl list -f csv)"
+
+# Without --target Incus places the sandbox; every member of this cluster is
+# this machine, so a confined sandbox is allowed to go wherever it picks.
+agentctl create "$S" --image "$IMAGE" --isolation container --mount-none >"$WORK/create-auto.out" 2>&1
+rc=$?
+check "create without --target: Incus places it (on the only member)" bash -c \
+  "[ $rc = 0 ] && [ \"\$(incus list '$S' -f csv -c L)\" = '$MEMBER' ]"
+agentctl delete --force "$S" >/dev/null 2>&1
+check "  and delete removes it" bash -c "[ -z \"\$(incus list -f csv -c n)\" ] && ! incus network list -f csv | grep -q '^agc-'"
 
 # An interrupted create can leave the bridge defined on members but never
 # created (pending, with no config to say whose it is): delete removes it.
