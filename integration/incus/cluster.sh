@@ -126,6 +126,12 @@ DAEMON_PID=$!
 if ! timeout 60 incus admin waitready --timeout=60 >/dev/null 2>&1; then
   cat "$WORK/incusd.out"; bad "the private incusd became ready"; finish; exit 1
 fi
+# Both daemons hand out isolated uid ranges from root's range in /etc/subuid,
+# each knowing only its own containers: the private daemon's start near the
+# top of that range, so that they never overlap the shared daemon's.
+IDMAP_BASE=$(awk -F: '($1 == "root" || $1 == "0") && $3 >= 1048576 && $3 > best {best = $3; base = $2 + $3 - 524288}
+  END {if (best) print base}' /etc/subuid)
+[ -n "$IDMAP_BASE" ] || skip "root has no uid range of 1048576 or more in /etc/subuid (scripts/incus/up.sh adds one)"
 incus admin init --preseed >"$WORK/init.out" 2>&1 <<PRESEED
 config:
   images.auto_update_interval: "0"
@@ -135,6 +141,8 @@ storage_pools:
   driver: dir
 profiles:
 - name: default
+  config:
+    security.idmap.base: "$IDMAP_BASE"
   devices:
     root: {type: disk, path: /, pool: default}
 PRESEED
@@ -209,6 +217,8 @@ check "  says where it places the sandbox" grep -q "on cluster member $MEMBER" "
 check "  and verifies confinement with the whole probe battery" grep -q "network confinement verified (7/7 probes" "$WORK/create.out"
 check "Incus placed it on the member (incus list: location)" \
   test "$(incus list "$S" -f csv -c nL)" = "$S,$MEMBER"
+check "its uids come from the top of root's range, apart from the shared daemon's" \
+  test "$(incus config get "$S" volatile.idmap.base)" = "$IDMAP_BASE"
 
 agentctl status "$S" >"$WORK/status" 2>&1
 check "status shows the member" grep -Eq "^Location: +$MEMBER \(cluster member\)$" "$WORK/status"
