@@ -234,6 +234,9 @@ BR=$(agentctl status "$S" -o json | json_field 'd["extra"]["bridge"]')
 check "the bridge was defined on the member and created" bash -c \
   "incus query /1.0/networks/$BR | python3 -c 'import json,sys; n=json.load(sys.stdin); sys.exit(not (n[\"status\"]==\"Created\" and n[\"locations\"]==[\"$MEMBER\"]))'"
 check "the bridge carries the sandbox's ACL" test "$(incus network get "$BR" security.acls)" = "agentctl-$S"
+check "the bridge and agentctl's firewall table exist only in the daemon's namespace" bash -c \
+  "inns() { ip netns exec '$NS' \"\$@\"; }; inns ip link show '$BR' >/dev/null && inns nft list table inet 'agentctl-$BR' >/dev/null &&
+   ! ip link show '$BR' >/dev/null 2>&1 && ! nft list table inet 'agentctl-$BR' >/dev/null 2>&1"
 
 # ---------------------------------------------------------------- egress stays confined
 check "an allowlisted name is reached through the egress proxy" bash -c \
