@@ -60,7 +60,8 @@ void add_create(CLI::App& app, CommandEnv& env) {
     cmd->add_option("--isolation", o->isolation, "vm (default) or container (weaker, visible warning)")
         ->check(CLI::IsMember({"vm", "container"}));
     cmd->add_option("--target", o->target,
-                    "Place the sandbox on this member of an Incus cluster (default: Incus chooses)");
+                    "Place the sandbox on this member of an Incus cluster (default: Incus chooses)")
+        ->type_name("MEMBER");
     add_mount_flags(*cmd, o->mount);
     set_examples(*cmd, {
                            "agentctl create demo",

@@ -38,6 +38,11 @@ TEST_CASE("NotAvailable stops with exit 2") {
     r = cli.run({"--provider", "lima", "image", "pull", "ubuntu"});
     CHECK(r.exit_code == 2);
     CHECK(starts_with(r.err, "agentctl: image.pull is not available on the lima provider: "));
+
+    // Lima has no cluster members to place a sandbox on.
+    r = cli.run({"--provider", "lima", "create", "demo", "--mount-none", "--no-network-policy", "--target", "node2"});
+    CHECK(r.exit_code == 2);
+    CHECK(starts_with(r.err, "agentctl: placement.target is not available on the lima provider: "));
 }
 
 TEST_CASE("on a Linux host the Lima provider cannot enforce a network policy, so create is refused") {
