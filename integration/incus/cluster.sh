@@ -106,6 +106,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT   # a ctest timeout still removes the daemon and its namespaces
 
 # ---------------------------------------------------------------- a private daemon
 T0=$(date +%s%N)
