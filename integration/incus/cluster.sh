@@ -48,6 +48,7 @@ export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/h
 export XDG_RUNTIME_DIR=$WORK/run
 mkdir -p "$HOME" "$XDG_RUNTIME_DIR"
 chmod 700 "$XDG_RUNTIME_DIR"
+trap 'rm -rf "$WORK"' EXIT   # until the daemon's cleanup takes over
 
 . "$(dirname "$0")/lib.sh"
 [ "$(id -u)" = 0 ] || skip "needs root (a private incusd in a network namespace)"
@@ -116,13 +117,14 @@ in_ns ip link set lo up
 mkdir -m 711 "$DIR"
 # `ip netns exec` gives the daemon a fresh /sys (so that it sees its namespace's
 # interfaces) without the cgroup file systems under it, which LXC needs for
-# the containers' limits: mount them again there, as this machine has them.
+# the containers' limits: mount them again there, as this suite sees them.
 # shellcheck disable=SC2016
 in_ns bash -c '
-  grep " /sys/fs/cgroup" /proc/1/mounts | while read -r source dir type options _; do
+  while read -r source dir type options _; do
     mkdir -p "$dir" && mount -t "$type" -o "$options" "$source" "$dir" || echo "cannot mount $dir"
-  done
-  exec "$0" --group incus-admin --logfile="$1/incusd.log"' "$INCUSD" "$DIR" >"$WORK/incusd.out" 2>&1 </dev/null &
+  done <<<"$2"
+  exec "$0" --group incus-admin --logfile="$1/incusd.log"' "$INCUSD" "$DIR" "$(grep ' /sys/fs/cgroup' /proc/self/mounts)" \
+  >"$WORK/incusd.out" 2>&1 </dev/null &
 DAEMON_PID=$!
 if ! timeout 60 incus admin waitready --timeout=60 >/dev/null 2>&1; then
   cat "$WORK/incusd.out"; bad "the private incusd became ready"; finish; exit 1
