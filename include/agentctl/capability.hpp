@@ -45,6 +45,7 @@ inline constexpr std::string_view k_feature_names[] = {
     "logs.network",
     "logs.exec",
     "provision.packages",
+    "placement.target",
 };
 
 constexpr bool is_feature_name(std::string_view name) {

@@ -77,7 +77,8 @@ struct ProviderContext {
 struct InstanceInfo {
     std::string name;
     std::string provider;
-    std::string status;  // Running | Stopped | ...
+    std::string status;    // Running | Stopped | ...
+    std::string location;  // the cluster member it runs on; empty when the backend is not a cluster
     std::string image;
     std::vector<std::string> profiles;
     std::string created_at;  // RFC 3339

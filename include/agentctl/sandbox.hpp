@@ -60,6 +60,9 @@ struct SandboxSpec {
     std::string user = "agent";         // the non-root user exec/shell run as
     Isolation isolation = Isolation::Vm;
     std::string viewer;  // spice | vnc | native | empty
+    // The cluster member to place the sandbox on (`create --target`); empty:
+    // the backend decides. Only providers with placement.target accept one.
+    std::string target;
 };
 
 // Each way the spec is weaker than agentctl's defaults, as a sentence for a

@@ -59,12 +59,16 @@ void add_create(CLI::App& app, CommandEnv& env) {
     cmd->add_option("--package", o->packages, "Install a package in the guest (repeatable)");
     cmd->add_option("--isolation", o->isolation, "vm (default) or container (weaker, visible warning)")
         ->check(CLI::IsMember({"vm", "container"}));
+    cmd->add_option("--target", o->target,
+                    "Place the sandbox on this member of an Incus cluster (default: Incus chooses)")
+        ->type_name("MEMBER");
     add_mount_flags(*cmd, o->mount);
     set_examples(*cmd, {
                            "agentctl create demo",
                            "agentctl create demo --allow api.github.com:443 --allow-preset apt,pypi",
                            "agentctl create work --agent claude --mount ~/src/app:/workspace:w",
                            "agentctl create ci --profile strict --isolation container",
+                           "agentctl create build --isolation container --target member2",
                            "agentctl --preview create demo",
                        });
     cmd->callback([&env, o, cpu] {
@@ -77,6 +81,7 @@ void add_create(CLI::App& app, CommandEnv& env) {
             std::vector<std::string> notices;
             auto spec = build_sandbox_spec(session, *o, false, &notices);
             for (const auto& notice : notices) session.reporter().notice(notice);
+            if (!spec.target.empty()) session.gate("placement.target");
             if (!spec.mounts.empty()) session.gate("fs.mount");
             if (!spec.ports.empty()) session.gate("network.port-publish");
             if (!spec.packages.empty()) session.gate("provision.packages");

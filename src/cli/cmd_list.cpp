@@ -1,4 +1,6 @@
 // list (alias ls) and status.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli/commands_list.hpp"
@@ -26,11 +28,17 @@ void add_list(CLI::App& app, CommandEnv& env) {
                 env.session.out() << array.dump(2) << "\n";
                 return 0;
             }
+            // The LOCATION column appears when a sandbox runs in a cluster.
+            const bool located = std::any_of(instances.begin(), instances.end(),
+                                             [](const InstanceInfo& info) { return !info.location.empty(); });
             std::vector<std::vector<std::string>> rows;
             for (const auto& info : instances) {
                 rows.push_back({info.name, info.status, info.image, info.ips.empty() ? "-" : join(info.ips, ",")});
+                if (located) rows.back().push_back(info.location.empty() ? "-" : info.location);
             }
-            print_table(env.session.out(), {"NAME", "STATUS", "IMAGE", "IPS"}, rows);
+            std::vector<std::string> headers{"NAME", "STATUS", "IMAGE", "IPS"};
+            if (located) headers.emplace_back("LOCATION");
+            print_table(env.session.out(), headers, rows);
             return 0;
         };
     });

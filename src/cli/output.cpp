@@ -78,6 +78,8 @@ nlohmann::json instance_json(const InstanceInfo& info) {
                         {"user", info.user},
                         {"confinement", info.confinement},
                         {"widenings", info.widenings}};
+    // Only a clustered backend places sandboxes: null elsewhere.
+    j["location"] = info.location.empty() ? nlohmann::json() : nlohmann::json(info.location);
     if (info.network) {
         nlohmann::json allow = nlohmann::json::array();
         for (const auto& rule : info.network->allow)
@@ -104,6 +106,8 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
         {"IPs", info.ips.empty() ? "-" : join(info.ips, ", ")},
         {"Created", info.created_at},
     };
+    // Right after Status: where it runs, in a cluster.
+    if (!info.location.empty()) fields.insert(fields.begin() + 3, {"Location", info.location + " (cluster member)"});
     if (!info.confinement.empty()) fields.emplace_back("Confinement", info.confinement);
     for (const auto& [key, value] : info.extra) fields.emplace_back(key, value);
     print_fields(out, fields);

@@ -41,6 +41,7 @@ struct CreateOptions {
     std::string agent;
     std::vector<std::string> packages;
     std::string isolation;  // vm | container | empty (profile or default)
+    std::string target;     // --target MEMBER: the cluster member (Incus clusters)
     MountOptions mount;
 };
 

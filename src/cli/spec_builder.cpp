@@ -59,6 +59,7 @@ policy::SpecInputs spec_inputs(Session& session, const CreateOptions& options) {
     inputs.packages = options.packages;
     inputs.mount_flags = mount_flags(options.mount);
     inputs.isolation = options.isolation;
+    inputs.target = options.target;
     return inputs;
 }
 

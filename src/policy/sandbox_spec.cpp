@@ -243,6 +243,7 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::stri
     spec.user = inputs.agent.empty() ? std::string(k_default_user) : inputs.agent;
     spec.isolation = layered.spec.isolation.value_or(Isolation::Vm);
     spec.viewer = layered.spec.viewer;
+    spec.target = inputs.target;
     auto requests = with_flags(requests_from(layered.spec.mounts), inputs.mount_flags, inputs.name, problems, notices);
     // Mounts are resolved last and only when everything else is valid, because
     // resolving may create directories.

@@ -41,6 +41,7 @@ struct SpecInputs {
     std::vector<std::string> packages;       // --package NAME
     MountFlags mount_flags;
     std::string isolation;  // --isolation vm|container (empty: from profiles)
+    std::string target;     // --target MEMBER (empty: the backend places the sandbox)
     Environment env;
     // false: create no missing mount directory (see MountContext::create_directories).
     bool create_directories = true;

@@ -38,6 +38,11 @@ TEST_CASE("NotAvailable stops with exit 2") {
     r = cli.run({"--provider", "lima", "image", "pull", "ubuntu"});
     CHECK(r.exit_code == 2);
     CHECK(starts_with(r.err, "agentctl: image.pull is not available on the lima provider: "));
+
+    // Lima has no cluster members to place a sandbox on.
+    r = cli.run({"--provider", "lima", "create", "demo", "--mount-none", "--no-network-policy", "--target", "node2"});
+    CHECK(r.exit_code == 2);
+    CHECK(starts_with(r.err, "agentctl: placement.target is not available on the lima provider: "));
 }
 
 TEST_CASE("on a Linux host the Lima provider cannot enforce a network policy, so create is refused") {
@@ -90,7 +95,7 @@ TEST_CASE("capabilities prints the matrix for every provider, as a table and as 
     for (const char* provider : {"incus", "lima", "hyperv"}) {
         INFO(provider);
         REQUIRE(doc.contains(provider));
-        CHECK(doc[provider]["features"].size() == 23);
+        CHECK(doc[provider]["features"].size() == 24);
         for (const auto& [feature, entry] : doc[provider]["features"].items()) {
             INFO(feature);
             const auto status = entry["status"].get<std::string>();

@@ -4,6 +4,7 @@
 // the same flows in the integration suite, including after a killed create).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <sstream>
 
 #include "provider/incus/acl_rules.hpp"
@@ -109,4 +110,15 @@ TEST_CASE("delete refuses a running sandbox without --force and an instance agen
         Json{{"name", "other"}, {"status", "Stopped"}, {"config", Json::object()}};
     CHECK_THROWS_WITH(f.provider->remove("other", true), Catch::Contains("not created by agentctl"));
     CHECK(f.client->objects.contains("/1.0/instances/other"));
+}
+
+TEST_CASE("delete removes a bridge a cluster create left pending (defined on members, never created)", "[remove]") {
+    Fixture f;
+    // Incus keeps no config on a pending definition but the member-specific keys.
+    f.client->objects["/1.0/networks/" + bridge_name("half")] =
+        Json{{"status", "Pending"}, {"config", Json::object()}, {"locations", {"m1", "m2"}}};
+    const auto start = std::chrono::steady_clock::now();
+    f.provider->remove("half", false);
+    CHECK(f.client->objects.empty());
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not waited on
 }

@@ -93,6 +93,9 @@ constexpr std::array k_entries{
     Entry{"provision.packages", Status::UnderDevelopment,
           "installing packages needs the in-guest provisioning that create does not have yet; install them in the "
           "base VHDX"},
+    Entry{"placement.target", Status::UnderDevelopment,
+          "placing a VM on a member of a Hyper-V failover cluster is not built; the VM runs on the host agentctl "
+          "drives (--target is for Incus clusters today)"},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "provider/incus/cluster.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -50,6 +51,14 @@ bool Api::supports_vms() {
     const auto driver = info.value("environment", Json::object()).value("driver", std::string());
     return driver.find("qemu") != std::string::npos;
 }
+
+bool Api::clustered() {
+    const auto& info = server();
+    if (!info.is_object()) return false;
+    return info.value("environment", Json::object()).value("server_clustered", false);
+}
+
+Json Api::cluster_members() { return m_client.query("GET", "/1.0/cluster/members?recursion=1").metadata; }
 
 std::optional<Json> Api::get_optional(const std::string& path) {
     try {
@@ -130,8 +139,9 @@ Json Api::instance_state(const std::string& name) {
     return metadata.is_object() ? metadata : Json::object();
 }
 
-void Api::create_instance(const Json& payload, int timeout_seconds) {
-    run("POST", "/1.0/instances", &payload, timeout_seconds);
+void Api::create_instance(const Json& payload, int timeout_seconds, const std::string& target) {
+    run("POST", target.empty() ? std::string("/1.0/instances") : with_target("/1.0/instances", target), &payload,
+        timeout_seconds);
 }
 
 void Api::change_state(const std::string& name, const Json& payload, int timeout_seconds) {
@@ -186,7 +196,9 @@ Json Api::networks() {
     return metadata.is_array() ? metadata : Json::array();
 }
 
-void Api::create_network(const Json& payload) { run("POST", "/1.0/networks", &payload, 120); }
+void Api::create_network(const Json& payload, const std::string& target) {
+    run("POST", target.empty() ? std::string("/1.0/networks") : with_target("/1.0/networks", target), &payload, 120);
+}
 
 void Api::patch_network_config(const std::string& name, const Json& config) {
     Json body{{"config", config}};

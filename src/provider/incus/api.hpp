@@ -39,6 +39,10 @@ public:
     // Whether the daemon can run virtual machines (environment.driver lists qemu).
     // True in preview.
     bool supports_vms();
+    // Whether the daemon is a cluster member (environment.server_clustered). False in preview.
+    bool clustered();
+    // GET /1.0/cluster/members?recursion=1 (null in preview).
+    Json cluster_members();
 
     // GET /1.0/instances/NAME?recursion=1 (config, devices, state); nullopt when absent.
     std::optional<Json> instance(const std::string& name);
@@ -46,8 +50,8 @@ public:
     Json instances();
     // GET /1.0/instances/NAME/state.
     Json instance_state(const std::string& name);
-    // POST /1.0/instances, waited on.
-    void create_instance(const Json& payload, int timeout_seconds);
+    // POST /1.0/instances, waited on; with `target`, on that cluster member (?target=).
+    void create_instance(const Json& payload, int timeout_seconds, const std::string& target = {});
     // PUT /1.0/instances/NAME/state, waited on.
     void change_state(const std::string& name, const Json& payload, int timeout_seconds);
     // PUT /1.0/instances/NAME with the writable fields of `instance`, waited on.
@@ -63,7 +67,9 @@ public:
 
     std::optional<Json> network(const std::string& name);
     Json networks();  // recursion=1
-    void create_network(const Json& payload);
+    // POST /1.0/networks; with `target`, only defines it pending on that
+    // cluster member (see cluster.hpp, pending_network_payload).
+    void create_network(const Json& payload, const std::string& target = {});
     void patch_network_config(const std::string& name, const Json& config);
     bool delete_network(const std::string& name);
 

@@ -18,6 +18,7 @@
 #include "agentctl/error.hpp"
 #include "policy/check.hpp"
 #include "core/files.hpp"
+#include "provider/incus/cluster.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/guest_scripts.hpp"
 #include "provider/incus/host_ports.hpp"
@@ -121,6 +122,38 @@ std::string IncusProvider::image_for(const SandboxSpec& spec) {
                                 image));
     }
     return image;
+}
+
+std::string IncusProvider::place(const SandboxSpec& spec) {
+    // Under --preview without a daemon to ask, the target is printed as given.
+    if (!m_api.server().is_object()) return spec.target;
+    PlacementRequest request;
+    request.clustered = m_api.clustered();
+    if (request.clustered) request.members = parse_cluster_members(m_api.cluster_members());
+    request.target = spec.target;
+    request.own_addresses = policy::host_own_addresses();
+    // The seam for the egress proxy's placement: with the proxy on the host
+    // (today's only placement) the sandbox must run on this machine. A proxy
+    // placed as an instance on the sandbox's own network
+    // (incus.proxyPlacement=instance) goes wherever the sandbox goes, and the
+    // host firewall is not needed there; then any member will do.
+    request.needs_this_machine =
+        spec.network.enabled && setting(m_context, "incus.proxyPlacement", "host") != "instance";
+    return plan_placement(request);
+}
+
+void IncusProvider::create_bridge(const Json& network, const std::string& target) {
+    // A bridge is local to each member: Incus wants it defined on every member
+    // first (only member-specific keys), then created with the rest of its
+    // config, which instantiates it everywhere (doc/howto/network_create.md).
+    // A preview does not ask the server (it plans the same on every host), but
+    // a --target means a cluster: it shows the definition on that member.
+    if (m_api.clustered() || (m_api.preview() && !target.empty())) {
+        auto members = parse_cluster_members(m_api.cluster_members());
+        if (members.empty() && m_api.preview()) members.push_back(ClusterMember{target, "", ""});
+        for (const auto& member : members) m_api.create_network(pending_network_payload(network), member.name);
+    }
+    m_api.create_network(network);
 }
 
 std::string IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network) {
@@ -250,6 +283,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
                     "pick another name, or remove it first: agentctl delete " + spec.name);
     }
     for (const auto& port : spec.ports) check_host_port_free(port);
+    spec.target = place(spec);
 
     // Leftovers of an interrupted create (no instance, but our bridge or ACL).
     if (!m_api.preview() && remove_pieces(spec.name) > 0) {
@@ -302,7 +336,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         auto network = network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "", resolver);
         if (confined && resolver == BridgeResolver::Incus)
             network["config"]["raw.dnsmasq"] = plan_dnsmasq(spec.network);
-        m_api.create_network(network);
+        create_bridge(network, spec.target);
     }
     // The host side before the guest exists: no moment without enforcement.
     // Resolver and proxy come up while the instance is created.
@@ -317,10 +351,10 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     confine_instance(config, devices, subnet, confined, k_egress_proxy_port, spec.isolation);
     config[std::string(key::k_resolver)] = resolver_record(resolver);
     auto payload = instance_payload(spec, config, devices, true);
-    m_context.reporter.step(fmt::format("creating {} {} from image {}",
+    m_context.reporter.step(fmt::format("creating {} {} from image {}{}",
                                         spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,
-                                        spec.image));
-    m_api.create_instance(payload, k_create_timeout);
+                                        spec.image, spec.target.empty() ? "" : " on cluster member " + spec.target));
+    m_api.create_instance(payload, k_create_timeout, spec.target);
     if (proxy.valid()) proxy.get();
 
     // The user: bootstrap right away, so everything later runs as it. The
@@ -376,13 +410,22 @@ int IncusProvider::remove_pieces(const std::string& name) {
     auto network = m_api.network(bridge);
     // A create killed while Incus was still setting the bridge up leaves it
     // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
-    for (int i = 0; i < 300 && network && network->value("status", "") == "Pending"; ++i) {
+    // In a cluster, a create killed between the per-member definitions and the
+    // global create leaves it pending for good, without config: Incus refuses
+    // every key but the member-specific ones on a pending definition, so only
+    // its name (agentctl's, derived from the sandbox's) says whose it is.
+    const auto owner_of = [](const Json& net) {
+        return net.value("config", Json::object()).value(std::string(key::k_sandbox), "");
+    };
+    const auto pending = [](const Json& net) { return net.value("status", "") == "Pending"; };
+    const auto never_created = [&](const Json& net) { return pending(net) && owner_of(net).empty(); };
+    for (int i = 0; i < 300 && network && pending(*network) && !never_created(*network); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         network = m_api.network(bridge);
     }
     if (network) {
-        const auto owner = network->value("config", Json::object()).value(std::string(key::k_sandbox), "");
-        if (owner == name) {
+        const auto owner = owner_of(*network);
+        if (owner == name || never_created(*network)) {
             m_context.reporter.step(fmt::format("deleting bridge {}", bridge));
             m_api.delete_network(bridge);
             ++found;

@@ -78,6 +78,13 @@ private:
 
     // provider_create.cpp
     std::string image_for(const SandboxSpec& spec);
+    // The cluster member for the instance (empty: Incus places it), checked
+    // before anything is made (cluster.hpp, plan_placement).
+    std::string place(const SandboxSpec& spec);
+    // POST /1.0/networks for the sandbox's bridge; in a cluster first pending
+    // on every member, then globally (Incus's two-step contract).
+    // Under --preview, a `target` stands for the cluster's members.
+    void create_bridge(const Json& network, const std::string& target);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
     AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const std::string& gateway);

@@ -297,6 +297,8 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
     info.name = instance.value("name", "");
     info.provider = "incus";
     info.status = instance.value("status", "");
+    // A standalone server reports "none" (or nothing): there is no member to name.
+    if (auto location = instance.value("location", std::string()); location != "none") info.location = location;
     info.image = config_value(instance, key::k_image);
     auto profiles = Json::parse(config_value(instance, key::k_profiles), nullptr, false);
     if (profiles.is_array()) {

@@ -42,6 +42,9 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
     m.set("logs.exec", CapabilityStatus::UnderDevelopment, "exec logging is not built yet on any provider");
     m.set("provision.packages", CapabilityStatus::UnderDevelopment,
           "installing --package on Lima is not built yet; install packages with `agentctl exec --root NAME -- ...`");
+    m.set("placement.target", CapabilityStatus::NotAvailable,
+          "a Lima instance runs on this machine; there are no cluster members to place it on (--target is for Incus "
+          "clusters)");
     return m;
 }
 
