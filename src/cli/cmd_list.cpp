@@ -1,4 +1,6 @@
 // list (alias ls) and status.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli/commands_list.hpp"
@@ -26,11 +28,23 @@ void add_list(CLI::App& app, CommandEnv& env) {
                 env.session.out() << array.dump(2) << "\n";
                 return 0;
             }
+            // The server's column only when the sandboxes live on a remote (Incus --remote).
+            auto remote_of = [](const InstanceInfo& info) {
+                for (const auto& [key, value] : info.extra) {
+                    if (key == "remote") return value;
+                }
+                return std::string();
+            };
+            const bool remote = std::any_of(instances.begin(), instances.end(),
+                                            [&](const auto& info) { return !remote_of(info).empty(); });
             std::vector<std::vector<std::string>> rows;
             for (const auto& info : instances) {
                 rows.push_back({info.name, info.status, info.image, info.ips.empty() ? "-" : join(info.ips, ",")});
+                if (remote) rows.back().push_back(remote_of(info));
             }
-            print_table(env.session.out(), {"NAME", "STATUS", "IMAGE", "IPS"}, rows);
+            std::vector<std::string> header{"NAME", "STATUS", "IMAGE", "IPS"};
+            if (remote) header.emplace_back("REMOTE");
+            print_table(env.session.out(), header, rows);
             return 0;
         };
     });

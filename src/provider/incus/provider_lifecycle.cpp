@@ -338,6 +338,10 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
     if (auto base = config.value("volatile.idmap.base", std::string()); !base.empty()) {
         info.extra.emplace_back("idmap.base", base);
     }
+    if (!m_server.remote.empty()) {
+        info.extra.emplace_back("remote", m_server.remote);
+        info.extra.emplace_back("server", m_server.describe());
+    }
     return info;
 }
 
