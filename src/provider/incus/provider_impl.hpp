@@ -71,6 +71,9 @@ private:
     void build_from_nothing(const std::string& output, const std::vector<std::string>& packages);
 
     // provider_create.cpp
+    // Throws when `mounts` is not empty and the server is not this machine:
+    // the host paths would name the server's directories.
+    void refuse_mounts_elsewhere(const std::vector<Mount>& mounts) const;
     std::string image_for(const SandboxSpec& spec);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();

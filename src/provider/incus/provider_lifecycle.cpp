@@ -248,6 +248,7 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
     auto instance = require_instance(name);
     const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     if (request.mounts) {
+        refuse_mounts_elsewhere(*request.mounts);
         if (parse_mounts_record(config_value(instance, key::k_mounts)) != *request.mounts) {
             m_context.reporter.step(fmt::format("updating the mounts of {}", name));
             replace_mounts(name, instance, *request.mounts);
