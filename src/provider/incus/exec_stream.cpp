@@ -164,8 +164,7 @@ std::string websocket_target(std::string_view operation, const std::string& secr
     return fmt::format("/1.0/operations/{}/websocket?secret={}", id, secret);
 }
 
-void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd,
-                 int err_fd) {
+void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd, int err_fd) {
     auto control = open(transport, websocket_target(operation, secrets.control));
     auto in = open(transport, websocket_target(operation, secrets.in));
     auto out = open(transport, websocket_target(operation, secrets.out));

@@ -31,7 +31,6 @@ struct ExecSecrets {
 // stream: memory stays bounded whatever the output size. Returns when both
 // output streams have ended. Throws agentctl::Error when a websocket cannot
 // be opened.
-void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd,
-                 int err_fd);
+void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd, int err_fd);
 
 }  // namespace agentctl::provider::incus

@@ -16,9 +16,9 @@ namespace http = boost::beast::http;
 // GET/POST/... of `target` with `body` (a body, and a Content-Type, for every
 // POST, PUT and PATCH; application/json unless `content_type` says otherwise).
 [[nodiscard]] inline http::request<http::string_body> build_request(std::string_view method, std::string_view target,
-                                                                   std::string_view body,
-                                                                   std::string_view content_type,
-                                                                   std::string_view host) {
+                                                                    std::string_view body,
+                                                                    std::string_view content_type,
+                                                                    std::string_view host) {
     using boost::beast::string_view;
     http::request<http::string_body> request;
     request.method(http::string_to_verb(string_view(method.data(), method.size())));

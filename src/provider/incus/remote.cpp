@@ -50,8 +50,8 @@ std::map<std::string, Remote> read_file(const fs::path& path, bool global) {
     const auto list = root.IsMap() ? root["remotes"] : YAML::Node();
     if (!list || list.IsNull()) return remotes;
     if (!list.IsMap()) {
-        throw Error(fmt::format("{}:{}: `remotes` must be a mapping of remote names", path.string(),
-                                list.Mark().line + 1));
+        throw Error(
+            fmt::format("{}:{}: `remotes` must be a mapping of remote names", path.string(), list.Mark().line + 1));
     }
     for (const auto& entry : list) {
         Remote remote;

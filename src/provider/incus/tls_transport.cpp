@@ -158,8 +158,7 @@ public:
         };
         try {
             auto response = exchange(method, target, body, content_type);
-            spdlog::info("incus {}: {} {} -> {} ({} ms)", m_remote.name, method, target, response.status,
-                         elapsed_ms());
+            spdlog::info("incus {}: {} {} -> {} ({} ms)", m_remote.name, method, target, response.status, elapsed_ms());
             if (response.status == 403) refuse_if_untrusted(response);
             return response;
         } catch (const Error& error) {
@@ -187,9 +186,9 @@ private:
     }
 
     Error certificate_error(const std::string& path, std::string_view what, const beast::error_code& ec) const {
-        return Error(fmt::format("cannot use {} {} of Incus remote \"{}\": {}", what, path, m_remote.name,
-                                 ec.message()),
-                     "it must be a PEM file the incus client can use too: check `incus remote list`");
+        return Error(
+            fmt::format("cannot use {} {} of Incus remote \"{}\": {}", what, path, m_remote.name, ec.message()),
+            "it must be a PEM file the incus client can use too: check `incus remote list`");
     }
 
     // Connected, handshake done, the server's certificate checked.
@@ -204,14 +203,14 @@ private:
         beast::error_code ec;
         const auto endpoints = resolver.resolve(m_remote.host, m_remote.port, ec);
         if (ec) {
-            throw Error(fmt::format("cannot resolve the Incus server {} (remote {}): {}", m_remote.host,
-                                    m_remote.name, ec.message()),
+            throw Error(fmt::format("cannot resolve the Incus server {} (remote {}): {}", m_remote.host, m_remote.name,
+                                    ec.message()),
                         "check the address of the remote: `incus remote list`");
         }
         ec = run(io, [&](auto handler) { lowest.async_connect(endpoints, handler); });
         if (ec) {
-            throw Error(fmt::format("cannot reach the Incus server at {} (remote {}): {}", host_port(),
-                                    m_remote.name, ec == beast::error::timeout ? "timed out" : ec.message()),
+            throw Error(fmt::format("cannot reach the Incus server at {} (remote {}): {}", host_port(), m_remote.name,
+                                    ec == beast::error::timeout ? "timed out" : ec.message()),
                         fmt::format("check that the server is up and listens on HTTPS there "
                                     "(on the server: incus config get core.https_address), and that nothing "
                                     "blocks port {} on the way",
@@ -229,15 +228,14 @@ private:
                 return false;
             });
         } else {
-            stream.set_verify_callback(
-                [&verdict, check = ssl::host_name_verification(m_remote.host)](bool preverified,
-                                                                            ssl::verify_context& context) {
-                    if (check(preverified, context)) return true;
-                    const int error = X509_STORE_CTX_get_error(context.native_handle());
-                    verdict.verify_error = error == X509_V_OK ? std::string("it names another host")
-                                                              : X509_verify_cert_error_string(error);
-                    return false;
-                });
+            stream.set_verify_callback([&verdict, check = ssl::host_name_verification(m_remote.host)](
+                                           bool preverified, ssl::verify_context& context) {
+                if (check(preverified, context)) return true;
+                const int error = X509_STORE_CTX_get_error(context.native_handle());
+                verdict.verify_error =
+                    error == X509_V_OK ? std::string("it names another host") : X509_verify_cert_error_string(error);
+                return false;
+            });
         }
         ec = run(io, [&](auto handler) { stream.async_handshake(ssl::stream_base::client, handler); });
         if (verdict.pin_mismatch) {
@@ -260,9 +258,8 @@ private:
                             m_remote.name, address()));
         }
         if (ec) {
-            throw Error(fmt::format("the TLS handshake with the Incus server at {} (remote {}) failed: {}",
-                                    host_port(), m_remote.name,
-                                    ec == beast::error::timeout ? "timed out" : ec.message()),
+            throw Error(fmt::format("the TLS handshake with the Incus server at {} (remote {}) failed: {}", host_port(),
+                                    m_remote.name, ec == beast::error::timeout ? "timed out" : ec.message()),
                         "is that port an Incus HTTPS listener? (on the server: incus config get core.https_address)");
         }
         return connection;
@@ -283,10 +280,10 @@ private:
             ec = run(connection->io(), [&](auto handler) { http::async_read(stream, buffer, parser, handler); });
         }
         if (ec) {
-            throw Error(fmt::format("the Incus server at {} (remote {}) failed while {} {} {}: {}", host_port(),
-                                    m_remote.name, phase, method, target,
-                                    ec == beast::error::timeout ? "timed out" : ec.message()),
-                        "check that the server is healthy (its log: /var/log/incus/ on the server)");
+            throw Error(
+                fmt::format("the Incus server at {} (remote {}) failed while {} {} {}: {}", host_port(), m_remote.name,
+                            phase, method, target, ec == beast::error::timeout ? "timed out" : ec.message()),
+                "check that the server is healthy (its log: /var/log/incus/ on the server)");
         }
         beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ec);
         return to_response(parser.release());
