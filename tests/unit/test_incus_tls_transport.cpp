@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -267,6 +268,19 @@ TEST_CASE("HTTPS: a closed port names host and port", "[tls]") {
     CHECK_THAT(
         error_of([&] { (void)transport->send("GET", "/1.0", {}, {}); }),
         Catch::Contains("cannot reach the Incus server at 127.0.0.1:" + port + " (remote test): Connection refused"));
+}
+
+TEST_CASE("HTTPS: a listener that never answers the handshake times out, naming host and port", "[tls]") {
+    asio::io_context io;
+    tcp::acceptor silent(io, {asio::ip::make_address("127.0.0.1"), 0});  // the kernel accepts; nobody speaks
+    const auto port = std::to_string(silent.local_endpoint().port());
+    ClientFiles files;
+    auto transport = make_tls_transport(files.remote(port, ""), 1);
+    const auto started = std::chrono::steady_clock::now();
+    CHECK_THAT(error_of([&] { (void)transport->send("GET", "/1.0", {}, {}); }),
+               Catch::Contains("the TLS handshake with the Incus server at 127.0.0.1:" + port +
+                               " (remote test) failed: timed out"));
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
 }
 
 TEST_CASE("HTTPS: a raw stream for websockets goes through the same TLS checks", "[tls]") {

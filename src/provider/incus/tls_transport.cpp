@@ -21,6 +21,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -50,6 +51,8 @@ namespace ssl = asio::ssl;
 namespace beast = boost::beast;
 using tcp = asio::ip::tcp;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+constexpr int k_connect_timeout = 15;  // seconds
 
 std::string der_of(X509* cert) {
     if (cert == nullptr) return {};
@@ -159,7 +162,7 @@ public:
         try {
             auto response = exchange(method, target, body, content_type);
             spdlog::info("incus {}: {} {} -> {} ({} ms)", m_remote.name, method, target, response.status, elapsed_ms());
-            if (response.status == 403) refuse_if_untrusted(response);
+            if (response.status == 403) refuse_if_untrusted();
             return response;
         } catch (const Error& error) {
             spdlog::info("incus {}: {} {} failed after {} ms: {}", m_remote.name, method, target, elapsed_ms(),
@@ -197,7 +200,9 @@ private:
         auto& io = connection->io();
         auto& stream = connection->stream();
         auto& lowest = beast::get_lowest_layer(stream);
-        lowest.expires_after(std::chrono::seconds(m_timeout));
+        // Reaching the server and the handshake get at most k_connect_timeout
+        // (the Go client's TLS handshake timeout is 5 s: client/util.go).
+        lowest.expires_after(std::chrono::seconds(std::min(m_timeout, k_connect_timeout)));
 
         tcp::resolver resolver(io);
         beast::error_code ec;
@@ -269,6 +274,7 @@ private:
                           std::string_view content_type) {
         auto connection = connect();
         auto& stream = connection->stream();
+        beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(m_timeout));
         auto request = build_request(method, target, body, content_type, host_port());
         http::response_parser<http::string_body> parser;
         allow_large_bodies(parser);
@@ -292,7 +298,7 @@ private:
     // Incus answers every request of a client whose certificate it does not
     // trust with 403 "not authorized" (incusd: the untrusted branch of
     // Daemon.createCmd); GET /1.0 then says `"auth": "untrusted"`.
-    void refuse_if_untrusted(const HttpResponse& response) {
+    void refuse_if_untrusted() {
         if (m_checked_trust) return;
         m_checked_trust = true;
         std::string auth;
@@ -303,7 +309,6 @@ private:
             return;  // the caller reports the 403 itself
         }
         if (auth != "untrusted") return;
-        (void)response;
         throw Error(
             fmt::format("the Incus server at {} (remote {}) does not trust this client's certificate {} (it answered "
                         "\"not authorized\")",
