@@ -106,7 +106,7 @@ check "--preview addresses the remote" grep -q "^incus query -X GET '$REMOTE:/1.
 "$AGENTCTL" config set incus.remote=nosuch >/dev/null
 out=$("$AGENTCTL" --provider incus list 2>&1)
 check "incus.remote in the configuration chooses the remote" grep -q 'unknown Incus remote "nosuch"' <<<"$out"
-out=$("$AGENTCTL" --provider incus --remote "$REMOTE" list -o json 2>&1)
+out=$("$AGENTCTL" --provider incus --remote "$REMOTE" list -o json 2>/dev/null)
 check "--remote wins over incus.remote" python3 -c 'import json,sys; json.loads(sys.argv[1])' "$out"
 echo "# refusals: $PASS passed, $FAIL failed"
 
