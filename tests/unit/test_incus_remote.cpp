@@ -125,6 +125,7 @@ TEST_CASE("resolving a remote: the HTTPS address and the certificate files the i
     c.client_pair();
     c.write("user/config.yml",
             "remotes:\n  build:\n    addr: https://build.example\n    project: agents\n"
+            "  multi:\n    addr: https://a.example:9000, https://b.example:9000\n"
             "  v6:\n    addr: https://[fd00::5]:9443/\n  default-project:\n    addr: https://x.example\n"
             "    project: default\n  sock:\n    addr: unix:///srv/incus/unix.socket\n");
     c.write("global/config.yml", "remotes:\n  shared:\n    addr: https://shared.example:8443\n");
@@ -140,6 +141,7 @@ TEST_CASE("resolving a remote: the HTTPS address and the certificate files the i
     CHECK(v6.https->host == "fd00::5");
     CHECK(v6.https->port == "9443");
     CHECK(resolve_remote("default-project", c.dirs).project.empty());
+    CHECK(resolve_remote("multi", c.dirs).https->host == "a.example");  // the first of several
     // A global remote's pinned certificate is in the global directory (config.go, ServerCertPath).
     CHECK(resolve_remote("shared", c.dirs).https->server_cert == c.dirs.global + "/servercerts/shared.crt");
     // A remote's own client pair wins (cert.go, GetClientCertificate).

@@ -173,7 +173,11 @@ RemoteTarget resolve_remote(const std::string& name, const IncusConfigDirs& dirs
         target.socket = path;
         return target;
     }
-    const auto where = parse_https_addr(name, remote.addr);
+    // Newer incus clients (7.x, shared/cliconfig/remote.go: Addrs) accept a
+    // comma-separated list of addresses of one server and try them in turn;
+    // agentctl uses the first.
+    const auto first = remote.addr.substr(0, remote.addr.find(','));
+    const auto where = parse_https_addr(name, first.substr(0, first.find_last_not_of(' ') + 1));
     HttpsRemote https;
     https.name = name;
     https.host = where.host;
