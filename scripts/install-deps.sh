@@ -6,9 +6,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
-  libboost-dev libboost-filesystem-dev libboost-system-dev catch2
+  libboost-dev libboost-filesystem-dev libboost-system-dev libssl-dev catch2
   clang-14 libclang-rt-14-dev clang-format-14
-  iproute2 python3 curl procps
+  iproute2 python3 curl procps openssl  # openssl: the remote suite makes client certificates
   zsh fish groff-base  # completion scripts and the man page are checked by the shells and groff
 )
 

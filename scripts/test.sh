@@ -34,7 +34,9 @@ fi
 phase "Incus daemon and test image"
 cleanup() { bash "$root/scripts/incus/down.sh" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
-AGENTCTL_BIN="$root/build/test/src/agentctl" bash scripts/incus/up.sh
+# The daemon also listens on HTTPS on loopback: the remote suite runs the
+# integration suite a second time over it (integration/incus/remote.sh).
+AGENTCTL_INCUS_HTTPS=127.0.0.1:8443 AGENTCTL_BIN="$root/build/test/src/agentctl" bash scripts/incus/up.sh
 
 phase "unit, CLI and integration tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

@@ -51,6 +51,23 @@ else
   echo "$out" | grep -q 'would run: rm -rf /var/lib/incus' && ok "initialised, nothing foreign: state would be removed" || bad "initialised: $out"
 fi
 
+# 4. the HTTPS listener: unset only when it is still the address up.sh recorded.
+rm -f "$WORK/owned/"*
+current=$(incus config get core.https_address)
+echo "${current:-127.0.0.1:1}" >"$WORK/owned/https-address"
+out=$(down)
+if [ -n "$current" ]; then
+  echo "$out" | grep -q 'would run: incus config unset core.https_address' && ok "recorded HTTPS listener: unset" \
+    || bad "recorded HTTPS listener not unset: $out"
+else
+  echo "$out" | grep -q 'core.https_address' && bad "no listener, yet down.sh would touch it: $out" \
+    || ok "recorded HTTPS listener already gone: nothing to unset"
+fi
+echo "198.51.100.1:1" >"$WORK/owned/https-address"
+out=$(down)
+echo "$out" | grep -q 'core.https_address' && bad "a listener up.sh did not set would be unset: $out" \
+  || ok "an HTTPS listener up.sh did not set is left alone"
+
 after=$(incus list -f csv -c n | sort; incus image list -f csv -c f | sort; incus network list -f csv | sort)
 [ "$before" = "$after" ] && ok "a dry run changed nothing in Incus" || bad "a dry run changed Incus"
 kill -0 "$STANDIN" && ok "the stand-in daemon pid was not signalled" || bad "the stand-in was killed"

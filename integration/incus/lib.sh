@@ -18,7 +18,12 @@ PASS=0 FAIL=0
 ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-agentctl() { "$AGENTCTL" --provider incus "$@"; }
+# Every agentctl the suites run: against the local daemon, or with
+# AGENTCTL_REMOTE set (remote.sh) against that Incus remote over HTTPS: the
+# same tests, the other transport. Exported, so `bash -c "agentctl ..."` works.
+agentctl() { "$AGENTCTL" --provider incus ${AGENTCTL_REMOTE:+--remote "$AGENTCTL_REMOTE"} "$@"; }
+export AGENTCTL AGENTCTL_REMOTE
+export -f agentctl
 
 # The last line of a suite: the tally, and its exit status.
 finish() {

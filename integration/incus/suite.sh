@@ -8,6 +8,11 @@
 # suite creates (with one "public" and one private address, routed only to that
 # namespace), on a sandbox bridge's host address, or in the other sandbox.
 #
+# With AGENTCTL_REMOTE set (integration/incus/remote.sh), every agentctl command
+# goes to that Incus remote over HTTPS instead of the unix socket. The direct
+# `incus` calls that inspect the daemon still use the local socket: the remote is
+# this machine's own daemon on a loopback listener, so they see the same state.
+#
 # Usage: suite.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
@@ -40,7 +45,7 @@ SERVER_PIDS=()
 cleanup() {
   set +e
   for pid in "${SERVER_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
-  for n in "$A" "$B" "$C"; do "$AGENTCTL" --provider incus delete --force "$n" >/dev/null 2>&1; done
+  for n in "$A" "$B" "$C"; do agentctl delete --force "$n" >/dev/null 2>&1; done
   incus image delete "itest-img-$TAG" >/dev/null 2>&1
   ip netns del "$NS" 2>/dev/null
   ip link del "$VETH_HOST" 2>/dev/null
@@ -115,10 +120,10 @@ check "passwordless sudo works" test "$(agentctl exec "$A" -- sudo -n whoami)" =
 
 # ---------------------------------------------------------------- mounts
 check "read-only mount is readable" test "$(agentctl exec "$A" -- cat /ro/file)" = original
-check "read-only mount refuses the user" bash -c "! '$AGENTCTL' --provider incus exec '$A' -- touch /ro/x 2>/dev/null"
-check "read-only mount refuses root" bash -c "! '$AGENTCTL' --provider incus exec --root '$A' -- touch /ro/x 2>/dev/null"
+check "read-only mount refuses the user" bash -c "! agentctl exec '$A' -- touch /ro/x 2>/dev/null"
+check "read-only mount refuses root" bash -c "! agentctl exec --root '$A' -- touch /ro/x 2>/dev/null"
 check "read-only mount cannot be remounted by root" \
-  bash -c "! '$AGENTCTL' --provider incus exec --root '$A' -- sh -c 'mount -o remount,rw /ro && touch /ro/x' 2>/dev/null"
+  bash -c "! agentctl exec --root '$A' -- sh -c 'mount -o remount,rw /ro && touch /ro/x' 2>/dev/null"
 check "nothing was written through the read-only mount" test ! -e "$RO/x"
 check "writable mount takes the user's writes" agentctl exec "$A" -- sh -c 'echo from-guest >/rw/out'
 check "the write reached the host, owned by the mapped user" \
@@ -133,7 +138,7 @@ GW_A=$(incus network get "$(agentctl status "$A" -o json | python3 -c 'import js
 IP_B=$(agentctl status "$B" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ips"][0])')
 check "allowed destination $PUBLIC:$ALLOWED_PORT is reachable" test "$(probe "$A" "$PUBLIC" $ALLOWED_PORT)" = connected
 check "allowed destination answers" \
-  bash -c "'$AGENTCTL' --provider incus exec '$A' -- bash -c 'exec 3<>/dev/tcp/$PUBLIC/$ALLOWED_PORT; head -c 10 <&3' | grep -q 'hello $ALLOWED_PORT'"
+  bash -c "agentctl exec '$A' -- bash -c 'exec 3<>/dev/tcp/$PUBLIC/$ALLOWED_PORT; head -c 10 <&3' | grep -q 'hello $ALLOWED_PORT'"
 check "other port on the allowed address is refused" test "$(probe "$A" "$PUBLIC" $OTHER_PORT)" != connected
 check "other address is refused" test "$(probe "$A" "$PUBLIC_OTHER" $ALLOWED_PORT)" != connected
 check "LAN address is refused under deny-LAN, even when allowed by name" test "$(probe "$A" "$LAN" $ALLOWED_PORT)" != connected
@@ -158,34 +163,34 @@ guest_server "$A" 127.0.0.1:8080
 check "published port answers on 127.0.0.1:$HOST_PORT" \
   bash -c "exec 3<>/dev/tcp/127.0.0.1/$HOST_PORT && head -c 10 <&3 | grep -q 'hello 8080'"
 check "a taken host port is refused before Incus is asked" \
-  bash -c "'$AGENTCTL' --provider incus create '$C' --image '$IMAGE' --isolation container --mount-none --port 127.0.0.1:$HOST_PORT:80 2>&1 | grep -q 'already in use'"
+  bash -c "agentctl create '$C' --image '$IMAGE' --isolation container --mount-none --port 127.0.0.1:$HOST_PORT:80 2>&1 | grep -q 'already in use'"
 
 # ---------------------------------------------------------------- stop, start, snapshots
 check "stop" agentctl stop "$B"
-check "stopped sandbox shows as Stopped" bash -c "'$AGENTCTL' --provider incus list | grep '$B' | grep -q Stopped"
+check "stopped sandbox shows as Stopped" bash -c "agentctl list | grep '$B' | grep -q Stopped"
 agentctl start "$B" >"$WORK/start-b.out" 2>&1
 check "start verifies confinement again" grep -q "network confinement verified" "$WORK/start-b.out"
 check "start prints the (empty) mount report" grep -q "no host directories are exposed to this sandbox" "$WORK/start-b.out"
 check "start of a running sandbox is harmless" agentctl start "$B"
 check "snapshot create" agentctl snapshot create "$B" snap1
 agentctl exec "$B" -- sh -c 'echo after >/home/agent/marker'
-check "snapshot list" bash -c "'$AGENTCTL' --provider incus snapshot list '$B' | grep -q snap1"
+check "snapshot list" bash -c "agentctl snapshot list '$B' | grep -q snap1"
 check "stop before restore" agentctl stop --force "$B"
 check "snapshot restore" agentctl snapshot restore "$B" snap1
 agentctl start "$B" >/dev/null 2>&1
-check "restore rolled the file back" bash -c "! '$AGENTCTL' --provider incus exec '$B' -- test -e /home/agent/marker"
+check "restore rolled the file back" bash -c "! agentctl exec '$B' -- test -e /home/agent/marker"
 check "snapshot delete" agentctl snapshot delete "$B" snap1
 check "stop again" agentctl stop --force "$B"
 agentctl start "$B" --mount "$RO:/ro2" >"$WORK/start-b2.out" 2>&1
 check "start with a new mount reports it" grep -q "$RO -> /ro2 (read-only)" "$WORK/start-b2.out"
 check "the new mount is there after start" test "$(agentctl exec "$B" -- cat /ro2/file)" = original
-check "mounts are sticky: a bare start keeps them" bash -c "'$AGENTCTL' --provider incus start '$B' 2>&1 | grep -q '/ro2 (read-only)'"
+check "mounts are sticky: a bare start keeps them" bash -c "agentctl start '$B' 2>&1 | grep -q '/ro2 (read-only)'"
 
 # ---------------------------------------------------------------- status and delete
-check "status shows the confinement" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q 'Confinement: *verified'"
-check "list shows both sandboxes" bash -c "'$AGENTCTL' --provider incus list | grep -q '$A' && '$AGENTCTL' --provider incus list | grep -q '$B'"
+check "status shows the confinement" bash -c "agentctl status '$A' | grep -q 'Confinement: *verified'"
+check "list shows both sandboxes" bash -c "agentctl list | grep -q '$A' && agentctl list | grep -q '$B'"
 BR_A=$(agentctl status "$A" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["extra"]["bridge"])')
-check "delete without --force refuses a running sandbox" bash -c "! '$AGENTCTL' --provider incus delete '$A' 2>/dev/null"
+check "delete without --force refuses a running sandbox" bash -c "! agentctl delete '$A' 2>/dev/null"
 check "delete --force" agentctl delete --force "$A"
 check "no instance left" bash -c "! incus info '$A' >/dev/null 2>&1"
 check "no bridge left" bash -c "! incus network show '$BR_A' >/dev/null 2>&1"
@@ -209,7 +214,7 @@ check "the build sandbox is gone" bash -c "! incus list -f csv -c n | grep -q '^
 incus image delete "$IMG" >/dev/null 2>&1
 
 # ---------------------------------------------------------------- interrupted create
-"$AGENTCTL" --provider incus create "$C" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 &
+"$AGENTCTL" --provider incus ${AGENTCTL_REMOTE:+--remote "$AGENTCTL_REMOTE"} create "$C" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 100); do incus info "$C" >/dev/null 2>&1 && break; sleep 0.05; done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
@@ -217,7 +222,7 @@ check "delete after a killed create succeeds" agentctl delete --force "$C"
 check "nothing of the killed create is left" bash -c \
   "! incus info '$C' >/dev/null 2>&1 && ! incus network acl show 'agentctl-$C' >/dev/null 2>&1"
 # Killed earlier: as soon as its ACL exists, before the bridge and the instance.
-"$AGENTCTL" --provider incus create "$C" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 &
+"$AGENTCTL" --provider incus ${AGENTCTL_REMOTE:+--remote "$AGENTCTL_REMOTE"} create "$C" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 200); do incus network acl show "agentctl-$C" >/dev/null 2>&1 && break; sleep 0.02; done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null

@@ -7,6 +7,8 @@
 #     ACLs (found by user.agentctl.sandbox), and such bridges/ACLs left over by
 #     an interrupted create;
 #   - the image up.sh imported (recorded in $AGENTCTL_INCUS_OWNED/image);
+#   - the HTTPS listener up.sh set (core.https_address, recorded in
+#     $AGENTCTL_INCUS_OWNED/https-address), if it is still the one it set;
 #   - the daemon, only if up.sh started it ($AGENTCTL_INCUS_OWNED/started-incusd);
 #     its whole state (/var/lib/incus, firewall tables, loop devices) only if
 #     up.sh also initialised it from nothing ($AGENTCTL_INCUS_OWNED/initialised)
@@ -61,6 +63,12 @@ if [ "$daemon_up" = 1 ]; then
     alias=$(cat "$OWNED_DIR/image")
     if incus image alias list -f csv | cut -d, -f1 | grep -qx "$alias"; then act incus image delete "$alias" || true; fi
     act rm -f "$OWNED_DIR/image"
+  fi
+  if owned https-address; then
+    if [ "$(incus config get core.https_address)" = "$(cat "$OWNED_DIR/https-address")" ]; then
+      act incus config unset core.https_address || true
+    fi
+    act rm -f "$OWNED_DIR/https-address"
   fi
 fi
 

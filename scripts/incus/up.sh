@@ -16,6 +16,7 @@
 #   initialised                     it initialised a daemon that had no state at all
 #                                   (no storage pool, instance, image or network)
 #   image                           the alias of the image it imported
+#   https-address                   the core.https_address it set (AGENTCTL_INCUS_HTTPS)
 # An Incus that was already running or already had state is used as it is and
 # is never stopped or wiped by down.sh.
 #
@@ -29,6 +30,8 @@
 #   AGENTCTL_DEBIAN_MIRROR    Debian mirror                  (http://deb.debian.org/debian)
 #   AGENTCTL_BIN          the agentctl binary that builds the image (agentctl on PATH)
 #   AGENTCTL_INCUS_MAP_IDS    host uids/gids root may map into sandboxes (1000 1500)
+#   AGENTCTL_INCUS_HTTPS      opt-in: a loopback ADDRESS:PORT the daemon also listens on
+#                             over HTTPS (core.https_address), for the remote suite
 set -euo pipefail
 
 RUN_DIR=${AGENTCTL_INCUS_RUN:-/run/agentctl-incus}
@@ -147,3 +150,23 @@ if ! incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE_ALIAS"; then
   echo "$IMAGE_ALIAS" >"$OWNED_DIR/image"
 fi
 say "image '$IMAGE_ALIAS' ready"
+
+# ---------------------------------------------------------------- 5. HTTPS listener (opt-in)
+# The remote suite (integration/incus/remote.sh) reaches this daemon over HTTPS
+# as an Incus remote. Loopback only: nothing outside this machine can connect.
+if [ -n "${AGENTCTL_INCUS_HTTPS:-}" ]; then
+  case "$AGENTCTL_INCUS_HTTPS" in
+    127.*:[0-9]* | "[::1]:"[0-9]*) ;;
+    *) die "AGENTCTL_INCUS_HTTPS must be a loopback ADDRESS:PORT such as 127.0.0.1:8443 (got $AGENTCTL_INCUS_HTTPS)" ;;
+  esac
+  current=$(incus config get core.https_address)
+  if [ -z "$current" ]; then
+    incus config set core.https_address="$AGENTCTL_INCUS_HTTPS" || die "cannot listen on $AGENTCTL_INCUS_HTTPS"
+    echo "$AGENTCTL_INCUS_HTTPS" >"$OWNED_DIR/https-address"
+    say "incusd listens on https://$AGENTCTL_INCUS_HTTPS"
+  elif [ "$current" = "$AGENTCTL_INCUS_HTTPS" ]; then
+    say "incusd already listens on https://$current"
+  else
+    say "incusd already listens on https://$current (set before up.sh; left as it is, remote suite uses it)"
+  fi
+fi

@@ -28,16 +28,27 @@ void add_list(CLI::App& app, CommandEnv& env) {
                 env.session.out() << array.dump(2) << "\n";
                 return 0;
             }
-            // The LOCATION column appears when a sandbox runs in a cluster.
+            // Extra columns only when they say something: LOCATION when a sandbox
+            // runs in a cluster, REMOTE when the sandboxes live on an Incus remote.
+            auto remote_of = [](const InstanceInfo& info) {
+                for (const auto& [key, value] : info.extra) {
+                    if (key == "remote") return value;
+                }
+                return std::string();
+            };
             const bool located = std::any_of(instances.begin(), instances.end(),
                                              [](const InstanceInfo& info) { return !info.location.empty(); });
+            const bool remote = std::any_of(instances.begin(), instances.end(),
+                                            [&](const auto& info) { return !remote_of(info).empty(); });
             std::vector<std::vector<std::string>> rows;
             for (const auto& info : instances) {
                 rows.push_back({info.name, info.status, info.image, info.ips.empty() ? "-" : join(info.ips, ",")});
                 if (located) rows.back().push_back(info.location.empty() ? "-" : info.location);
+                if (remote) rows.back().push_back(remote_of(info));
             }
             std::vector<std::string> headers{"NAME", "STATUS", "IMAGE", "IPS"};
             if (located) headers.emplace_back("LOCATION");
+            if (remote) headers.emplace_back("REMOTE");
             print_table(env.session.out(), headers, rows);
             return 0;
         };

@@ -157,6 +157,13 @@ Provider& Session::provider() {
     for (const auto& key : core::config_keys()) {
         if (auto value = config().get(key.name)) settings[std::string(key.name)] = value->value;
     }
+    if (!m_globals.remote.empty()) {
+        if (entry.name != "incus") {
+            throw Error(fmt::format("--remote names an Incus remote, but the provider is {}", entry.name),
+                        "drop --remote, or use --provider incus");
+        }
+        settings["incus.remote"] = m_globals.remote;  // the option wins over the configuration
+    }
     std::ostream& preview_out = collecting() ? static_cast<std::ostream&>(m_state->json_preview) : out();
     m_state->context = std::make_unique<ProviderContext>(ProviderContext{
         runner(), platform(), reporter(), preview_out, m_globals.preview, config().paths().config_dir.string(),

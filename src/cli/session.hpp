@@ -17,6 +17,7 @@ namespace agentctl::cli {
 
 struct GlobalOptions {
     std::string provider;  // --provider; empty: the configured one
+    std::string remote;    // --remote (Incus); empty: the configured incus.remote, else the local daemon
     std::string output = "table";
     std::string profile_dir;  // --profile-dir
     bool force_partial = false;

@@ -67,6 +67,16 @@ std::string validate_remote(std::string_view value) {
     return {};
 }
 
+// A remote of the incus client's config.yml, as `incus remote add NAME` takes
+// it: `NAME:` prefixes instance names, so no ':' (nor '/', spaces or a leading '-').
+std::string validate_remote_name(std::string_view value) {
+    const bool ok = !value.empty() && value.size() <= 255 && value.front() != '-' &&
+                    value.find_first_of(": \t\n/\\") == std::string_view::npos;
+    if (ok) return {};
+    return fmt::format("must be the name of a remote of the incus client, as `incus remote list` shows it (got '{}')",
+                       value);
+}
+
 std::string validate_prefix(std::string_view value) {
     int bits = value.empty() || value.size() > 2 ? -1 : 0;
     for (char c : value) bits = (bits >= 0 && c >= '0' && c <= '9') ? bits * 10 + (c - '0') : -1;
@@ -111,6 +121,10 @@ constexpr std::array k_keys{
               "an /etc/hosts-format file each Incus sandbox's egress proxy consults before DNS (addresses are "
               "still vetted by the policy)",
               "", KeyPolicy::UserMayOverride, &validate_path},
+    ConfigKey{"incus.remote",
+              "the incus client's remote (incus remote list) whose server holds the sandboxes, over HTTPS; unset: "
+              "the local daemon's unix socket (--remote overrides it)",
+              "", KeyPolicy::UserMayOverride, &validate_remote_name},
     ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
               &validate_remote},
 };

@@ -225,7 +225,7 @@ private:
 };
 
 // Global options that take a value, as written before a command.
-const std::set<std::string> k_global_with_value = {"--provider",    "--output",    "-o",
+const std::set<std::string> k_global_with_value = {"--provider",    "--output",    "-o",      "--remote",
                                                    "--profile-dir", "--log-level", "--format"};
 
 struct SurfaceCheck {
@@ -344,6 +344,10 @@ const std::vector<Entry> k_documented = {
     {"quickstart", Mode::Run, "agentctl policy add demo deb.debian.org:80"},
     {"quickstart", Mode::Run, "agentctl delete demo --force"},
 
+    // docs/remote.md: no incus client configuration here, so the remote is unknown.
+    {"remote", Mode::Setup, "agentctl config set provider=incus"},
+    {"remote", Mode::Refused, "agentctl --remote build list", {1}, nullptr, "unknown Incus remote \"build\""},
+    {"remote", Mode::Run, "agentctl config set incus.remote=build"},
     {"agent", Mode::Setup, "agentctl config set provider=incus"},
     {"agent",
      Mode::Preview,

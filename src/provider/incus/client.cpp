@@ -77,7 +77,7 @@ public:
     }
 
     [[nodiscard]] bool preview() const override { return false; }
-    [[nodiscard]] std::string socket_path() const override { return m_transport->endpoint(); }
+    [[nodiscard]] Transport* transport() override { return m_transport.get(); }
 
 private:
     std::unique_ptr<Transport> m_transport;
@@ -86,11 +86,11 @@ private:
 
 class PreviewClient final : public Client {
 public:
-    PreviewClient(std::ostream& out, std::string project, std::unique_ptr<Client> reader)
-        : m_out(out), m_project(std::move(project)), m_reader(std::move(reader)) {}
+    PreviewClient(std::ostream& out, std::string project, std::unique_ptr<Client> reader, std::string remote)
+        : m_out(out), m_project(std::move(project)), m_reader(std::move(reader)), m_remote(std::move(remote)) {}
 
     Response query(std::string_view method, std::string_view path, const Json* body) override {
-        m_out << shell_join(query_argv(method, path, body, m_project)) << '\n';
+        m_out << shell_join(query_argv(method, path, body, m_project, m_remote)) << '\n';
         Response response;
         if (method == "GET") {
             response.status_code = 200;
@@ -108,7 +108,7 @@ public:
     Json wait(std::string_view, int) override { return Json::object(); }
 
     std::string get_raw(std::string_view path) override {
-        m_out << shell_join(query_argv("GET", path, nullptr, m_project)) << '\n';
+        m_out << shell_join(query_argv("GET", path, nullptr, m_project, m_remote)) << '\n';
         return {};
     }
 
@@ -204,6 +204,7 @@ private:
     std::ostream& m_out;
     std::string m_project;
     std::unique_ptr<Client> m_reader;
+    std::string m_remote;
     std::map<std::string, Json> m_instances;  // as the printed writes leave them
     std::set<std::string> m_deleted;
 };
@@ -265,7 +266,7 @@ std::string hint_for_incus_error(std::string_view error, int code) {
 }
 
 std::vector<std::string> query_argv(std::string_view method, std::string_view path, const Json* body,
-                                    std::string_view project) {
+                                    std::string_view project, std::string_view remote) {
     std::vector<std::string> argv{"incus", "query"};
     if (!project.empty()) {
         argv.emplace_back("--project");
@@ -277,7 +278,7 @@ std::vector<std::string> query_argv(std::string_view method, std::string_view pa
         argv.emplace_back("--data");
         argv.emplace_back(body->dump());
     }
-    argv.emplace_back(path);
+    argv.emplace_back(remote.empty() ? std::string(path) : fmt::format("{}:{}", remote, path));
     return argv;
 }
 
@@ -285,8 +286,9 @@ std::unique_ptr<Client> make_client(std::unique_ptr<Transport> transport, std::s
     return std::make_unique<RealClient>(std::move(transport), std::move(project));
 }
 
-std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project, std::unique_ptr<Client> reader) {
-    return std::make_unique<PreviewClient>(out, std::move(project), std::move(reader));
+std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project, std::unique_ptr<Client> reader,
+                                            std::string remote) {
+    return std::make_unique<PreviewClient>(out, std::move(project), std::move(reader), std::move(remote));
 }
 
 }  // namespace agentctl::provider::incus

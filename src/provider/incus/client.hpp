@@ -1,7 +1,9 @@
-// Talking to the Incus daemon: the REST API over its unix socket.
+// Talking to the Incus daemon: the REST API over its unix socket, or over
+// HTTPS to a remote server (remote.hpp).
 //
 // Layered like Incus's own Go client:
 //   Transport      one raw HTTP request/response over the socket (unix_transport.cpp)
+//                  or over TLS with a client certificate (tls_transport.cpp)
 //   Client         one API call: sends, parses the envelope
 //                  {type: sync|async|error, status_code, error_code, error, operation, metadata},
 //                  turns an error envelope into agentctl::Error with Incus's text and a hint,
@@ -10,7 +12,8 @@
 //
 // Two Client implementations: the real one (make_client) and the preview one
 // (make_preview_client), which prints every call as a runnable
-// `incus query -X METHOD --data '<json>' /1.0/...` line instead of sending it.
+// `incus query -X METHOD --data '<json>' /1.0/...` line instead of sending it
+// (`REMOTE:/1.0/...` for a remote, the syntax of the incus client).
 // Everything above the Client builds the same calls in both modes.
 #pragma once
 
@@ -38,15 +41,33 @@ struct HttpResponse {
     std::string body;
 };
 
+// One raw connection to the daemon (for an exec operation's websockets):
+// blocking reads and writes, used by one thread, except shutdown().
+class ByteStream {
+public:
+    virtual ~ByteStream() = default;
+    // Reads at least one byte; 0 at the end of the stream or on an error.
+    virtual std::size_t read_some(char* out, std::size_t size) = 0;
+    // Writes all of `data`; false when the connection is gone.
+    virtual bool write_all(const char* data, std::size_t size) = 0;
+    // Ends the connection; a read_some blocked on another thread returns 0.
+    virtual void shutdown() = 0;
+};
+
 class Transport {
 public:
     virtual ~Transport() = default;
     // Sends one request and returns the whole response. `target` is the path
     // and query (`/1.0/instances?recursion=1`). Throws agentctl::Error naming the
-    // socket when it cannot connect or the connection breaks.
+    // socket or server when it cannot connect or the connection breaks (and,
+    // over TLS, when the server's certificate is not the trusted one).
     virtual HttpResponse send(std::string_view method, std::string_view target, std::string_view body,
                               std::string_view content_type) = 0;
-    // Where requests go, for messages (`/var/lib/incus/unix.socket`).
+    // Opens one connection (TLS handshake done) for a websocket upgrade.
+    // Throws like send().
+    virtual std::unique_ptr<ByteStream> open_stream() = 0;
+    // Where requests go, for messages (`/var/lib/incus/unix.socket`,
+    // `https://203.0.113.5:8443 (remote build)`).
     [[nodiscard]] virtual std::string endpoint() const = 0;
 };
 
@@ -69,6 +90,13 @@ struct SocketLocation {
 // The real transport: HTTP/1.1 over the unix socket (Boost.Beast), one
 // connection per request. `timeout` bounds connect + request + response.
 [[nodiscard]] std::unique_ptr<Transport> make_unix_transport(std::string socket_path, int timeout_seconds = 120);
+
+struct HttpsRemote;
+// The HTTPS transport to a remote (remote.hpp): TLS with the client's
+// certificate, the server's certificate pinned as remote.hpp says, one
+// connection per request. Throws agentctl::Error when a certificate file
+// cannot be read.
+[[nodiscard]] std::unique_ptr<Transport> make_tls_transport(const HttpsRemote& remote, int timeout_seconds = 120);
 
 enum class ResponseType { Sync, Async, Error };
 
@@ -113,9 +141,9 @@ public:
     // True for the preview client: nothing is sent, GETs return empty results.
     [[nodiscard]] virtual bool preview() const = 0;
 
-    // The unix socket the daemon is reached at, for the websockets of an
-    // exec operation (exec_stream.hpp); empty when there is none (preview).
-    [[nodiscard]] virtual std::string socket_path() const { return {}; }
+    // The transport the daemon is reached through, for the websockets of an
+    // exec operation (exec_stream.hpp); null when there is none (preview).
+    [[nodiscard]] virtual Transport* transport() { return nullptr; }
 };
 
 // Thrown by Client::query for a 404, so that delete can tolerate absent pieces.
@@ -128,7 +156,7 @@ public:
 // The real client over a transport. `project` is appended as ?project=P when set.
 [[nodiscard]] std::unique_ptr<Client> make_client(std::unique_ptr<Transport> transport, std::string project = {});
 
-// The preview client: prints `incus query -X METHOD [--data JSON] PATH` lines to `out`
+// The preview client: prints `incus query -X METHOD [--data JSON] [REMOTE:]PATH` lines to `out`
 // (built with agentctl::shell_join) and returns empty results: sync, metadata
 // null for GETs, and an async envelope whose wait() returns an empty object.
 // The preview client prints every call. It also remembers what the printed
@@ -140,11 +168,13 @@ public:
 // daemon answers, so a preview start, view or policy change works from the
 // sandbox as it is. Other reads, and every read without an answer, return
 // null metadata.
+// `remote` (empty: the local daemon) prefixes every path as `REMOTE:/1.0/...`.
 [[nodiscard]] std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project = {},
-                                                          std::unique_ptr<Client> reader = nullptr);
+                                                          std::unique_ptr<Client> reader = nullptr,
+                                                          std::string remote = {});
 
 // The `incus query` argv for one call, exactly as preview prints it.
 [[nodiscard]] std::vector<std::string> query_argv(std::string_view method, std::string_view path, const Json* body,
-                                                  std::string_view project);
+                                                  std::string_view project, std::string_view remote = {});
 
 }  // namespace agentctl::provider::incus

@@ -1,8 +1,7 @@
 // Copies an exec operation's stdout and stderr from its websockets to file
-// descriptors over the Incus unix socket, one thread per stream: the upgrade
-// is Boost.Beast's HTTP, the frames are read here.
-#include <utility>  // must precede Asio (std::exchange in awaitable.hpp on g++ 12)
-
+// descriptors, one thread per stream, over connections the Transport opens
+// (the unix socket, or TLS to a remote): the upgrade request is written and
+// its answer read here, and so are the frames.
 #include "provider/incus/exec_stream.hpp"
 
 #include <unistd.h>
@@ -10,13 +9,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <thread>
-
-#include <boost/asio/local/stream_protocol.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/asio/write.hpp>
 
 #include <fmt/format.h>
 
@@ -25,34 +20,27 @@
 namespace agentctl::provider::incus {
 namespace {
 
-namespace asio = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-using Socket = asio::local::stream_protocol::socket;
-
 constexpr std::size_t k_chunk = 64 * 1024;
+constexpr std::size_t k_max_upgrade_header = 16 * 1024;
 
-// One websocket, opened with Beast's HTTP upgrade; its frames are read here
-// (RFC 6455 section 5.2) so that a frame the server sent just before it
-// closed is still read after a write to it failed. Bytes that arrived with
-// the upgrade response wait in `pending`.
+// One websocket (RFC 6455 section 5.2): its frames are read here so that a
+// frame the server sent just before it closed is still read after a write to
+// it failed. Bytes that arrived with the upgrade response wait in `pending`.
 struct Connection {
-    explicit Connection(asio::io_context& io) : socket(io) {}
-    Socket socket;
-    beast::flat_buffer pending;
+    std::unique_ptr<ByteStream> stream;
+    std::string pending;
 
     // Reads exactly `size` bytes; false at the end of the connection.
     bool read_exact(char* out, std::size_t size) {
         const auto from_pending = std::min(size, pending.size());
         if (from_pending > 0) {
-            asio::buffer_copy(asio::buffer(out, from_pending), pending.data());
-            pending.consume(from_pending);
+            std::memcpy(out, pending.data(), from_pending);
+            pending.erase(0, from_pending);
         }
         std::size_t done = from_pending;
         while (done < size) {
-            beast::error_code ec;
-            const auto n = socket.read_some(asio::buffer(out + done, size - done), ec);
-            if (ec || n == 0) return false;
+            const auto n = stream->read_some(out + done, size - done);
+            if (n == 0) return false;
             done += n;
         }
         return true;
@@ -66,33 +54,43 @@ struct Connection {
         frame.push_back(static_cast<char>(0x80 | size));  // control frames only: size <= 125
         frame.append(4, '\0');
         frame.append(payload, size);
-        beast::error_code ec;
-        asio::write(socket, asio::buffer(frame), ec);
+        (void)stream->write_all(frame.data(), frame.size());
     }
 };
 
-std::unique_ptr<Connection> open(asio::io_context& io, const std::string& socket_path, const std::string& target) {
-    auto conn = std::make_unique<Connection>(io);
-    beast::error_code ec;
-    conn->socket.connect(asio::local::stream_protocol::endpoint(socket_path), ec);
-    http::response_parser<http::empty_body> parser;
-    if (!ec) {
-        http::request<http::empty_body> request{http::verb::get, target, 11};
-        request.set(http::field::host, "incus");
-        request.set(http::field::upgrade, "websocket");
-        request.set(http::field::connection, "Upgrade");
-        request.set(http::field::sec_websocket_key, "YWdlbnRjdGwtZXhlYy1rZXk=");
-        request.set(http::field::sec_websocket_version, "13");
-        http::write(conn->socket, request, ec);
+std::unique_ptr<Connection> open(Transport& transport, const std::string& target) {
+    auto conn = std::make_unique<Connection>();
+    conn->stream = transport.open_stream();
+    const auto request = fmt::format(
+        "GET {} HTTP/1.1\r\nHost: incus\r\nUser-Agent: agentctl\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Key: YWdlbnRjdGwtZXhlYy1rZXk=\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        target);
+    std::string problem;
+    if (!conn->stream->write_all(request.data(), request.size())) problem = "the connection closed";
+    std::string header;
+    while (problem.empty()) {
+        const auto end = header.find("\r\n\r\n");
+        if (end != std::string::npos) {
+            conn->pending = header.substr(end + 4);
+            header.resize(end);
+            break;
+        }
+        if (header.size() > k_max_upgrade_header) {
+            problem = "the answer's header is too long";
+            break;
+        }
+        char buffer[4096];
+        const auto n = conn->stream->read_some(buffer, sizeof buffer);
+        if (n == 0) problem = "the connection closed";
+        header.append(buffer, n);
     }
-    if (!ec) {
-        parser.skip(true);  // a 101 response has no body
-        http::read_header(conn->socket, conn->pending, parser, ec);
+    // "HTTP/1.1 101 Switching Protocols"
+    if (problem.empty() && (header.size() < 12 || header.compare(9, 3, "101") != 0)) {
+        problem = fmt::format("the daemon answered \"{}\"", header.substr(0, header.find("\r\n")));
     }
-    if (!ec && parser.get().result() != http::status::switching_protocols) ec = http::error::bad_status;
-    if (ec) {
+    if (!problem.empty()) {
         throw Error(fmt::format("cannot open the exec stream {} at {}: {}", target.substr(0, target.find('?')),
-                                socket_path, ec.message()));
+                                transport.endpoint(), problem));
     }
     return conn;
 }
@@ -166,13 +164,11 @@ std::string websocket_target(std::string_view operation, const std::string& secr
     return fmt::format("/1.0/operations/{}/websocket?secret={}", id, secret);
 }
 
-void stream_exec(const std::string& socket_path, std::string_view operation, const ExecSecrets& secrets, int out_fd,
-                 int err_fd) {
-    asio::io_context io;
-    auto control = open(io, socket_path, websocket_target(operation, secrets.control));
-    auto in = open(io, socket_path, websocket_target(operation, secrets.in));
-    auto out = open(io, socket_path, websocket_target(operation, secrets.out));
-    auto err = open(io, socket_path, websocket_target(operation, secrets.err));
+void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd, int err_fd) {
+    auto control = open(transport, websocket_target(operation, secrets.control));
+    auto in = open(transport, websocket_target(operation, secrets.in));
+    auto out = open(transport, websocket_target(operation, secrets.out));
+    auto err = open(transport, websocket_target(operation, secrets.err));
     // No stdin: a close frame (code 1000), and the command reads end-of-file.
     const char normal[2] = {static_cast<char>(0x03), static_cast<char>(0xE8)};
     in->send(0x8, normal, 2);
@@ -181,8 +177,7 @@ void stream_exec(const std::string& socket_path, std::string_view operation, con
     std::thread err_reader([&] { pump(*err, err_fd); });
     pump(*out, out_fd);
     err_reader.join();
-    beast::error_code ignored;
-    control->socket.shutdown(asio::socket_base::shutdown_both, ignored);
+    control->stream->shutdown();
     control_reader.join();
 }
 

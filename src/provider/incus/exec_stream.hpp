@@ -25,13 +25,12 @@ struct ExecSecrets {
 // The request target of one websocket of operation `operation` (its path or ID).
 [[nodiscard]] std::string websocket_target(std::string_view operation, const std::string& secret);
 
-// Connects the four websockets over the unix socket at `socket_path`, closes
+// Connects the four websockets through `transport` (unix socket or TLS), closes
 // stdin (the command reads end-of-file), and copies stdout to `out_fd` and
 // stderr to `err_fd` as the messages arrive, through one 64 KiB buffer per
 // stream: memory stays bounded whatever the output size. Returns when both
 // output streams have ended. Throws agentctl::Error when a websocket cannot
 // be opened.
-void stream_exec(const std::string& socket_path, std::string_view operation, const ExecSecrets& secrets, int out_fd,
-                 int err_fd);
+void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd, int err_fd);
 
 }  // namespace agentctl::provider::incus

@@ -116,7 +116,9 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
         architecture, options.creation_date, options.suite, debian_architecture(architecture));
     plan.pack = {"tar", "--numeric-owner", "--xattrs",      "-I",        "zstd -T0 -3", "-cf", plan.tarball + ".tmp",
                  "-C",  plan.work_dir,     "metadata.yaml", "templates", "rootfs"};
-    plan.import = {"incus", "image", "import", plan.tarball, "--alias", options.alias};
+    plan.import = {"incus", "image", "import", plan.tarball};
+    if (!options.remote.empty()) plan.import.push_back(options.remote + ":");
+    plan.import.insert(plan.import.end(), {"--alias", options.alias});
     return plan;
 }
 

@@ -2,10 +2,12 @@
 #include "provider/incus/incus_provider.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
 #include "provider/incus/naming.hpp"
 #include "provider/incus/provider_impl.hpp"
+#include "provider/incus/server.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -18,31 +20,47 @@ CapabilityMatrix capabilities(const HostPlatform&) {
 }
 
 std::unique_ptr<Provider> create(ProviderContext& context) {
-    auto location = find_socket();
+    auto server = locate_server(context.settings, incus_config_dirs());
+    spdlog::info("incus: using the {}", server.describe());
     std::unique_ptr<Client> client;
     if (context.preview) {
         // Reads go to the daemon when it answers, so the preview starts from the sandbox as it is.
-        client = make_preview_client(context.out, location.project,
-                                     make_client(make_unix_transport(location.path, 10), location.project));
+        std::unique_ptr<Client> reader;
+        try {
+            reader = make_client(make_transport(server, 10), server.project);
+        } catch (const Error& e) {
+            spdlog::info("incus: the preview reads nothing from the server: {}", e.what());
+        }
+        client = make_preview_client(context.out, server.project, std::move(reader), server.remote);
     } else {
-        client = make_client(make_unix_transport(location.path), location.project);
+        client = make_client(make_transport(server), server.project);
     }
     auto egress = context.preview ? make_preview_egress_host(context) : make_local_egress_host(context);
-    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), location.project);
+    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), std::move(server));
 }
 
 IncusProvider::IncusProvider(ProviderContext& context, std::unique_ptr<Client> client,
-                             std::unique_ptr<EgressHost> egress, std::string project)
+                             std::unique_ptr<EgressHost> egress, Server server)
     : m_context(context),
       m_client(std::move(client)),
       m_egress(std::move(egress)),
       m_api(*m_client),
-      m_project(std::move(project)) {}
+      m_server(std::move(server)),
+      m_project(m_server.project) {}
+
+std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
+                                        std::unique_ptr<EgressHost> egress, Server server) {
+    if (!egress) egress = make_preview_egress_host(context);
+    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), std::move(server));
+}
 
 std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
                                         std::unique_ptr<EgressHost> egress) {
-    if (!egress) egress = make_preview_egress_host(context);
-    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), std::string());
+    return make_provider(context, std::move(client), std::move(egress), Server{});
+}
+
+std::string IncusProvider::on_server(const std::string& name) const {
+    return m_server.remote.empty() ? name : fmt::format("{}:{}", m_server.remote, name);
 }
 
 std::string IncusProvider::backend_version() {

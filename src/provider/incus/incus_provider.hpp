@@ -11,6 +11,7 @@
 //   incus.subnetPrefix   size of each sandbox subnet (28)
 //   incus.storagePool    storage pool of the root disk (default)
 //   incus.imageRemote    simplestreams server for `image pull` (https://images.linuxcontainers.org)
+//   incus.remote         the incus client's remote to use instead of the local socket (server.hpp)
 #pragma once
 
 #include <memory>
@@ -21,12 +22,15 @@ namespace agentctl::provider::incus {
 
 class Client;
 class EgressHost;
+struct Server;
 
 [[nodiscard]] CapabilityMatrix capabilities(const HostPlatform& platform);
 [[nodiscard]] std::unique_ptr<Provider> create(ProviderContext& context);
 
 // For tests: a provider over a given client and egress host (where the
-// sandboxes' proxies and firewall tables live).
+// sandboxes' proxies and firewall tables live), for `server` (server.hpp).
+[[nodiscard]] std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
+                                                      std::unique_ptr<EgressHost> egress, Server server);
 [[nodiscard]] std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
                                                       std::unique_ptr<EgressHost> egress);
 

@@ -267,6 +267,15 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
     }
 }
 
+void IncusProvider::refuse_mounts_elsewhere(const std::vector<Mount>& mounts) const {
+    if (mounts.empty() || server_is_this_machine()) return;
+    throw Error(fmt::format("the Incus server of remote {} is not this machine, so host directories cannot be "
+                            "mounted: {} would be a path on the server, not here",
+                            m_server.remote, mounts.front().host_path),
+                "pass --mount-none (and copy files in with `agentctl exec`), or use a remote that runs on this "
+                "machine");
+}
+
 void IncusProvider::create(const SandboxSpec& requested) {
     check_sandbox_name(requested.name);
     m_api.require_extensions();
@@ -282,7 +291,11 @@ void IncusProvider::create(const SandboxSpec& requested) {
         throw Error(fmt::format("a sandbox named \"{}\" already exists", spec.name),
                     "pick another name, or remove it first: agentctl delete " + spec.name);
     }
-    for (const auto& port : spec.ports) check_host_port_free(port);
+    refuse_mounts_elsewhere(spec.mounts);
+    // A published port listens on the server: only this machine's ports can be checked here.
+    if (server_is_this_machine()) {
+        for (const auto& port : spec.ports) check_host_port_free(port);
+    }
     spec.target = place(spec);
 
     // Leftovers of an interrupted create (no instance, but our bridge or ACL).

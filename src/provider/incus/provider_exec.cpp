@@ -27,7 +27,7 @@ ExecResult IncusProvider::run_as_root(const std::string& name, const std::string
 std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name, const Json& instance, bool root,
                                                         const std::map<std::string, std::string>& env,
                                                         const std::vector<std::string>& command) const {
-    std::vector<std::string> argv{"incus", "exec", name};
+    std::vector<std::string> argv{"incus", "exec", on_server(name)};
     if (!m_project.empty()) {
         argv.insert(argv.end(), {"--project", m_project});
     }
@@ -79,7 +79,7 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     auto response = m_client->query("POST", fmt::format("/1.0/instances/{}/exec", name), &payload);
     if (m_api.preview()) return 0;
     m_context.out << std::flush;
-    stream_exec(m_client->socket_path(), response.operation,
+    stream_exec(*m_client->transport(), response.operation,
                 parse_exec_secrets(response.metadata.value("metadata", Json::object())), STDOUT_FILENO, STDERR_FILENO);
     // The streams have ended; the command has (or is about to).
     for (;;) {
@@ -123,7 +123,7 @@ void IncusProvider::view(const std::string& name, bool read_only) {
     if (read_only) {
         m_context.reporter.warning("incus console has no read-only mode; the console accepts input");
     }
-    std::vector<std::string> argv{"incus", "console", name, "--type=vga"};
+    std::vector<std::string> argv{"incus", "console", on_server(name), "--type=vga"};
     if (m_context.preview) {
         m_context.out << shell_join(argv) << '\n';
         return;

@@ -17,6 +17,7 @@
 #include "provider/common/probes.hpp"
 #include "provider/incus/egress_host.hpp"
 #include "provider/incus/payloads.hpp"
+#include "provider/incus/server.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -35,7 +36,14 @@ void check_subordinate_ids(const IdentityMap& map);
 class IncusProvider final : public Provider {
 public:
     IncusProvider(ProviderContext& context, std::unique_ptr<Client> client, std::unique_ptr<EgressHost> egress,
-                  std::string project);
+                  Server server);
+
+    // The server this provider talks to, and whether it is this machine
+    // (server.hpp: is_this_machine). Host-side work (the egress proxy on the
+    // bridge's host address, nftables, host mounts and ports, the probe
+    // battery's canary) is only right when it is.
+    [[nodiscard]] const Server& server() const { return m_server; }
+    [[nodiscard]] bool server_is_this_machine() const { return m_server.this_machine; }
 
     [[nodiscard]] std::string_view name() const override { return "incus"; }
     [[nodiscard]] std::string backend_version() override;
@@ -77,6 +85,9 @@ private:
     void build_from_nothing(const std::string& output, const std::vector<std::string>& packages);
 
     // provider_create.cpp
+    // Throws when `mounts` is not empty and the server is not this machine:
+    // the host paths would name the server's directories.
+    void refuse_mounts_elsewhere(const std::vector<Mount>& mounts) const;
     std::string image_for(const SandboxSpec& spec);
     // The cluster member for the instance (empty: Incus places it), checked
     // before anything is made (cluster.hpp, plan_placement).
@@ -156,6 +167,8 @@ private:
                                              const std::vector<std::string>& command) const;
 
     // Shared helpers.
+    // NAME as the incus client addresses it on this server: REMOTE:NAME for a remote.
+    [[nodiscard]] std::string on_server(const std::string& name) const;
     Json require_instance(const std::string& name);  // GET; clear error if absent or not ours
     [[nodiscard]] static bool running(const Json& instance);
     [[nodiscard]] static std::string config_value(const Json& instance, std::string_view key);
@@ -167,6 +180,7 @@ private:
     std::unique_ptr<Client> m_client;
     std::unique_ptr<EgressHost> m_egress;
     Api m_api;
+    Server m_server;
     std::string m_project;
 };
 

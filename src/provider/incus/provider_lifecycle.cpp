@@ -248,6 +248,7 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
     auto instance = require_instance(name);
     const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
     if (request.mounts) {
+        refuse_mounts_elsewhere(*request.mounts);
         if (parse_mounts_record(config_value(instance, key::k_mounts)) != *request.mounts) {
             m_context.reporter.step(fmt::format("updating the mounts of {}", name));
             replace_mounts(name, instance, *request.mounts);
@@ -339,6 +340,10 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
     }
     if (auto base = config.value("volatile.idmap.base", std::string()); !base.empty()) {
         info.extra.emplace_back("idmap.base", base);
+    }
+    if (!m_server.remote.empty()) {
+        info.extra.emplace_back("remote", m_server.remote);
+        info.extra.emplace_back("server", m_server.describe());
     }
     return info;
 }

@@ -7,6 +7,7 @@
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -15,14 +16,40 @@
 
 #include "agentctl/error.hpp"
 #include "provider/incus/client.hpp"
+#include "provider/incus/http_message.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
-namespace http = beast::http;
 using Socket = asio::local::stream_protocol::socket;
+
+// A plain connection to the socket, for websockets.
+class UnixStream final : public ByteStream {
+public:
+    UnixStream() : m_socket(m_io) {}
+    Socket& socket() { return m_socket; }
+
+    std::size_t read_some(char* out, std::size_t size) override {
+        beast::error_code ec;
+        const auto n = m_socket.read_some(asio::buffer(out, size), ec);
+        return ec ? 0 : n;
+    }
+    bool write_all(const char* data, std::size_t size) override {
+        beast::error_code ec;
+        asio::write(m_socket, asio::buffer(data, size), ec);
+        return !ec;
+    }
+    void shutdown() override {
+        beast::error_code ignored;
+        m_socket.shutdown(Socket::shutdown_both, ignored);
+    }
+
+private:
+    asio::io_context m_io;
+    Socket m_socket;
+};
 
 class UnixTransport final : public Transport {
 public:
@@ -46,6 +73,16 @@ public:
         }
     }
 
+    std::unique_ptr<ByteStream> open_stream() override {
+        auto stream = std::make_unique<UnixStream>();
+        beast::error_code ec;
+        stream->socket().connect(asio::local::stream_protocol::endpoint(m_path), ec);
+        if (ec) {
+            throw Error(fmt::format("cannot reach the Incus daemon at {}: {}", m_path, ec.message()), connect_hint(ec));
+        }
+        return stream;
+    }
+
     [[nodiscard]] std::string endpoint() const override { return m_path; }
 
 private:
@@ -61,24 +98,12 @@ private:
             throw Error(fmt::format("cannot reach the Incus daemon at {}: {}", m_path, ec.message()), connect_hint(ec));
         }
 
-        http::request<http::string_body> request;
-        request.method(http::string_to_verb(beast::string_view(method.data(), method.size())));
-        request.target(beast::string_view(target.data(), target.size()));
-        request.version(11);
-        request.set(http::field::host, "incus");
-        request.set(http::field::user_agent, "agentctl");
-        if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
-            request.set(http::field::content_type, content_type.empty()
-                                                       ? beast::string_view("application/json")
-                                                       : beast::string_view(content_type.data(), content_type.size()));
-            request.body() = std::string(body);
-        }
-        request.prepare_payload();
+        auto request = build_request(method, target, body, content_type, "incus");
 
         bool ok = true;
         std::string phase;
         http::response_parser<http::string_body> parser;
-        parser.body_limit(std::uint64_t{1} << 31);  // exec logs and files can be large
+        allow_large_bodies(parser);
         beast::flat_buffer buffer;
         http::async_write(stream, request, [&](beast::error_code e, std::size_t) {
             if (e) {
@@ -97,12 +122,7 @@ private:
         }
         stream.socket().shutdown(Socket::shutdown_both, ec);
 
-        auto response = parser.release();
-        HttpResponse result;
-        result.status = static_cast<int>(response.result_int());
-        result.content_type = std::string(response[http::field::content_type]);
-        result.body = std::move(response.body());
-        return result;
+        return to_response(parser.release());
     }
 
     std::string connect_hint(const beast::error_code& ec) const {
