@@ -90,6 +90,12 @@ std::string validate_pool_name(std::string_view value) {
     return ok ? std::string() : fmt::format("must be an Incus storage pool name (got '{}')", value);
 }
 
+std::string validate_proxy_placement(std::string_view value) {
+    return value == "auto" || value == "host" || value == "instance"
+               ? std::string()
+               : fmt::format("must be auto, host or instance (got '{}')", value);
+}
+
 constexpr std::array k_keys{
     ConfigKey{"provider", "the backend used when --provider is not given (incus, lima, hyperv)", "",
               KeyPolicy::UserMayOverride, &validate_provider},
@@ -111,6 +117,10 @@ constexpr std::array k_keys{
               "an /etc/hosts-format file each Incus sandbox's egress proxy consults before DNS (addresses are "
               "still vetted by the policy)",
               "", KeyPolicy::UserMayOverride, &validate_path},
+    ConfigKey{"incus.proxyPlacement",
+              "where each Incus sandbox's egress proxy runs: auto (the host when the Incus server is this machine), "
+              "host, or instance (a small companion container on the sandbox's bridge)",
+              "auto", KeyPolicy::UserMayOverride, &validate_proxy_placement},
     ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
               &validate_remote},
 };

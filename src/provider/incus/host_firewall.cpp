@@ -14,6 +14,11 @@ std::string firewall_script(const FirewallSpec& spec) {
         direct += fmt::format("    iifname \"{}\" ip daddr {} tcp dport {} return\n", spec.bridge, d.address,
                               d.ports.empty() ? std::string("1-65535") : "{ " + d.ports + " }");
     }
+    const auto host_ports = spec.proxy_instance.empty() ? fmt::format("{{ 53, {} }}", spec.proxy_port) : "53";
+    const auto companion =
+        spec.proxy_instance.empty()
+            ? std::string()
+            : fmt::format("    iifname \"{}\" ip saddr {} meta l4proto tcp return\n", spec.bridge, spec.proxy_instance);
     return fmt::format(R"NFT(table inet {table} {{}}
 delete table inet {table}
 table inet {table} {{
@@ -25,7 +30,7 @@ table inet {table} {{
     meta nfproto ipv6 reject
     ip daddr {{ {gw}, 255.255.255.255 }} udp dport 67 accept
     ip daddr {gw} udp dport 53 accept
-    ip daddr {gw} tcp dport {{ 53, {port} }} accept
+    ip daddr {gw} tcp dport {host_ports} accept
     meta l4proto tcp reject with tcp reset
     reject
   }}
@@ -33,7 +38,7 @@ table inet {table} {{
     type filter hook forward priority filter - 5; policy accept;
     iifname "{bridge}" meta nfproto ipv6 reject
     iifname "{bridge}" oifname "agc-*" reject
-{direct}    iifname "{bridge}" meta l4proto tcp ct state new reject with tcp reset
+{direct}{companion}    iifname "{bridge}" meta l4proto tcp ct state new reject with tcp reset
   }}
   chain output {{
     type filter hook output priority filter - 5; policy accept;
@@ -42,7 +47,8 @@ table inet {table} {{
 }}
 )NFT",
                        fmt::arg("table", table), fmt::arg("bridge", spec.bridge), fmt::arg("gw", spec.gateway),
-                       fmt::arg("port", spec.proxy_port), fmt::arg("uid", spec.proxy_uid), fmt::arg("direct", direct));
+                       fmt::arg("host_ports", host_ports), fmt::arg("uid", spec.proxy_uid), fmt::arg("direct", direct),
+                       fmt::arg("companion", companion));
 }
 
 std::string firewall_delete_script(const std::string& bridge) {

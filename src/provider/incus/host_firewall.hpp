@@ -43,6 +43,10 @@ struct FirewallSpec {
     // client then waits for its SYN retransmit, about a second.) Everything
     // admitted here still has to pass the ACL.
     std::vector<DirectDestination> direct;
+    // Instance placement: the companion's address on the bridge. The host then
+    // admits no proxy port of its own, and new TCP connections from the
+    // companion go on to the bridge ACL (which lets it reach outside only).
+    std::string proxy_instance;
 };
 
 // `agentctl-BRIDGE`.

@@ -33,8 +33,10 @@ void check_subordinate_ids(const IdentityMap& map);
 
 class IncusProvider final : public Provider {
 public:
+    // `egress`: the host placement of the sandboxes' proxies; `egress_instance`:
+    // the companion-instance placement (egress_host.hpp).
     IncusProvider(ProviderContext& context, std::unique_ptr<Client> client, std::unique_ptr<EgressHost> egress,
-                  std::string project);
+                  std::unique_ptr<EgressHost> egress_instance, std::string project);
 
     [[nodiscard]] std::string_view name() const override { return "incus"; }
     [[nodiscard]] std::string backend_version() override;
@@ -66,7 +68,20 @@ private:
     std::string image_for(const SandboxSpec& spec);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
-    AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const std::string& gateway);
+    // The ACL for `network` on the bridge of `subnet` (its host address), with
+    // the proxy where `placement` puts it. Reports the notes when `report`.
+    AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const Ipv4Net& subnet,
+                      ProxyPlacement placement, bool report = true);
+    // incus.proxyPlacement for a new sandbox (choose_proxy_placement).
+    ProxyPlacement placement_setting() const;
+    // Where a sandbox's proxy runs (its record), that placement's egress host,
+    // and the site its proxy serves.
+    static ProxyPlacement placement_of(const Json& instance);
+    EgressHost& egress(ProxyPlacement placement);
+    static EgressSite site_of(const std::string& name, const Json& instance);
+    // The firewall table of a sandbox's bridge for `rules`.
+    FirewallSpec firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
+                               const AclRules& rules);
     // The bridge's raw.dnsmasq for `network`.
     std::string plan_dnsmasq(const policy::NetworkPolicy& network);
     // The host side of a confined sandbox's network, before its guest runs:
@@ -74,8 +89,8 @@ private:
     // (start runs it after a host reboot).
     // With `background`, the proxy is started on another thread (the
     // returned future); the firewall table and policy are in place first.
-    std::future<void> egress_up(const std::string& name, const std::string& bridge, const std::string& gateway,
-                                const policy::NetworkPolicy& network, const AclRules& rules, bool background);
+    std::future<void> egress_up(const EgressSite& site, ProxyPlacement placement, const policy::NetworkPolicy& network,
+                                const AclRules& rules, bool background);
     // egress_up from what the instance records (start: also after a host reboot).
     void restore_egress(const std::string& name, const Json& instance);
     // status: the proxy's state, its log, the DNS resolver's scope.
@@ -128,6 +143,7 @@ private:
     ProviderContext& m_context;
     std::unique_ptr<Client> m_client;
     std::unique_ptr<EgressHost> m_egress;
+    std::unique_ptr<EgressHost> m_egress_instance;
     Api m_api;
     std::string m_project;
 };
