@@ -117,7 +117,7 @@ std::vector<std::string> companion_command(const Bundle& bundle, const EgressSit
         argv.end(),
         {std::string(k_companion_bin), "egress-proxy", "--listen",
          fmt::format("{}:{}", proxy_address(ProxyPlacement::Instance, site.subnet).address_text(), k_egress_proxy_port),
-         "--policy", companion_policy_path(), "--log", companion_log_path(), "--sandbox", site.sandbox});
+         "--policy", companion_policy_path(), "--log", companion_log_path(), "--sandbox", site.sandbox, "--companion"});
     if (resolve_file) argv.insert(argv.end(), {"--resolve-file", companion_resolve_path()});
     return argv;
 }
@@ -127,6 +127,7 @@ std::string companion_unit(const std::vector<std::string>& command, const std::s
     return fmt::format(R"UNIT([Unit]
 Description=agentctl egress proxy of sandbox {sandbox}
 After=network.target
+StartLimitIntervalSec=0
 
 [Service]
 User=nobody
@@ -193,10 +194,15 @@ unit=/etc/systemd/system/{unit}
 changed={restart}
 if ! cmp -s {upload} "$unit"; then mv {upload} "$unit"; changed=1; else rm -f {upload}; fi
 if ! grep -q agentctl /etc/resolv.conf.agentctl 2>/dev/null; then
-  # First setup: networkd takes the static configuration now.
+  # First setup: networkd takes the static configuration now (and may take
+  # the address down and up again meanwhile).
   networkctl reload >/dev/null 2>&1 || systemctl restart systemd-networkd >/dev/null 2>&1 || true
   echo agentctl >/etc/resolv.conf.agentctl
 fi
+n=0
+until ip -4 -o addr show dev eth0 2>/dev/null | grep -q " {ip}/" || grep -q -- "-- {ip}\$" /proc/net/fib_trie 2>/dev/null; do
+  n=$((n + 1)); [ $n -lt 100 ] || break; sleep 0.1
+done
 systemctl daemon-reload
 systemctl enable {unit} >/dev/null 2>&1
 if [ "$changed" = 1 ]; then systemctl restart {unit}; else systemctl start {unit}; fi
@@ -206,6 +212,7 @@ until bash -c 'exec 3<>/dev/tcp/$0/$1' {ip} {port} 2>/dev/null; do
   if [ $n -ge 150 ]; then
     echo "the egress proxy did not listen on {ip}:{port} within 15 s" >&2
     systemctl status --no-pager {unit} >&2 || true
+    journalctl -u {unit} -n 12 --no-pager >&2 || true
     exit 1
   fi
   sleep 0.1
