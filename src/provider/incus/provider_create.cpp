@@ -117,8 +117,12 @@ AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::Netwo
 FirewallSpec IncusProvider::firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
                                           const AclRules& rules) {
     FirewallSpec spec{
-        bridge, subnet.host(1).address_text(), k_egress_proxy_port, egress(placement).proxy_uid(), rules.direct, {}};
-    if (placement == ProxyPlacement::Instance) spec.proxy_instance = proxy_address(placement, subnet).address_text();
+        bridge, subnet.host(1).address_text(), k_egress_proxy_port, egress(placement).proxy_uid(), rules.direct, {},
+        {}};
+    if (placement == ProxyPlacement::Instance) {
+        spec.proxy_instance = proxy_address(placement, subnet).address_text();
+        spec.sandbox = subnet.host(2).address_text();
+    }
     return spec;
 }
 
