@@ -144,6 +144,14 @@ agentctl logs "$A" --network >"$WORK/logs" 2>&1
 check "logs --network reads the proxy's log from the companion" bash -c \
   "grep -q allowed.test '$WORK/logs' && grep 'other.test' '$WORK/logs' | grep -q not-allowlisted"
 
+# ---------------------------------------------------------------- the unit keeps the proxy up
+curl_ok() { "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 3 http://allowed.test:$PORT/ 2>/dev/null | grep -q hello; }
+eventually() { local i; for i in $(seq 30); do "$@" && return 0; sleep 0.5; done; return 1; }
+in_c sh -c 'kill -9 "$(systemctl show -p MainPID --value agentctl-egress.service)"'
+check "a killed proxy is restarted by its unit" eventually curl_ok
+incus restart --force "$C"
+check "the proxy comes back with its companion (enabled unit)" eventually curl_ok
+
 # ---------------------------------------------------------------- fail closed, restored by start
 incus stop --force "$C"
 check "status says the companion's proxy is not running" bash -c \
