@@ -106,9 +106,6 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     r = cli.run({"config", "set", "incus.proxyPlacement=remote"});
     CHECK(r.exit_code == 1);
     CHECK(r.err == "agentctl: invalid value for incus.proxyPlacement: must be auto, host or instance (got 'remote')\n");
-    for (const auto* placement : {"auto", "host", "instance"}) {
-        CHECK(cli.run({"config", "set", std::string("incus.proxyPlacement=") + placement}).exit_code == 0);
-    }
 
     r = cli.run({"config", "set", "incus.image=two words"});
     CHECK(r.exit_code == 1);
