@@ -6,7 +6,12 @@
 // local host side, which exists only when the server is this machine.
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <future>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -33,6 +38,18 @@ std::string config_of(const Json& instance, std::string_view key) {
     const auto& config = instance.contains("config") ? instance["config"] : Json::object();
     auto it = config.find(std::string(key));
     return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A whole file in one allocation (the sanitizer build of agentctl is ~270 MB).
+std::string read_whole(const std::string& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    if (!in) throw Error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    std::string data(static_cast<std::size_t>(in.tellg()), '\0');
+    in.seekg(0);
+    if (!in.read(data.data(), static_cast<std::streamsize>(data.size()))) {
+        throw Error(fmt::format("cannot read {}", path));
+    }
+    return data;
 }
 
 class InstanceEgressHost final : public EgressHost {
@@ -73,6 +90,10 @@ public:
                 "rename or delete that instance: agentctl needs the name for the sandbox's egress proxy");
         }
         const auto pool = setting("incus.storagePool", "default");
+        // The binary's hashes on this machine, while the companion comes up.
+        if (!m_api.preview() && m_host_sums.empty() && !m_hashing.valid()) {
+            m_hashing = std::async(std::launch::async, [this] { return host_sums(); });
+        }
         if (!companion) {
             m_context.reporter.step(fmt::format("creating the egress proxy instance {} on {}", name, address));
             m_api.create_instance(companion_payload(site, pool), 300);
@@ -297,7 +318,7 @@ private:
             host_paths.push_back(host);
             guest_paths.push_back(guest);
         }
-        if (m_host_sums.empty()) m_host_sums = sha256(host_paths, "");
+        if (m_host_sums.empty()) m_host_sums = m_hashing.valid() ? m_hashing.get() : host_sums();
         const auto there = sha256(guest_paths, name);
         std::vector<std::pair<std::string, std::string>> stale;
         for (const auto& [host, guest] : files) {
@@ -309,15 +330,56 @@ private:
         }
         if (stale.empty()) return false;
         m_context.reporter.step(fmt::format("copying agentctl into {} ({} files)", name, stale.size()));
+        // Each file is written beside its old copy, then all are renamed over
+        // them at once (a running proxy keeps the files it has open).
+        std::string install = "set -e";
         for (const auto& [host, guest] : stale) {
-            // A file being replaced under a running proxy: write beside it, then rename.
-            m_api.push_file(name, guest + ".new", core::read_file(host));
-            auto moved = run(name, fmt::format("chmod 0755 {0}.new && mv -f {0}.new {0}", shell_quote(guest)), 20);
-            if (moved.exit_code != 0) {
-                throw Error(fmt::format("cannot install {} in {}: {}", guest, name, moved.err));
+            m_api.push_file(name, guest + ".new", read_whole(host));
+            install += fmt::format("; chmod 0755 {0}.new; mv -f {0}.new {0}", shell_quote(guest));
+        }
+        auto moved = run(name, install, 30);
+        if (moved.exit_code != 0) throw Error(fmt::format("cannot install agentctl in {}: {}", name, moved.err));
+        return true;
+    }
+
+    // The hashes of the bundle's files on this machine, remembered between runs
+    // in STATE_DIR/incus/agentctl-bundle.json by path, size, inode and mtime (a
+    // sanitizer build takes seconds to hash).
+    std::map<std::string, std::string> host_sums() {
+        const auto files = bundle_files(bundle());
+        const fs::path cache_path =
+            (m_context.state_dir.empty() ? fs::temp_directory_path() / "agentctl" : fs::path(m_context.state_dir)) /
+            "incus" / "agentctl-bundle.json";
+        Json cache = Json::parse(core::read_file_if_exists(cache_path).value_or("{}"), nullptr, false);
+        if (!cache.is_object()) cache = Json::object();
+        std::map<std::string, std::string> sums;
+        std::vector<std::string> missing;
+        std::map<std::string, std::string> stamps;
+        for (const auto& [host, guest] : files) {
+            struct stat st {};
+            if (::stat(host.c_str(), &st) != 0)
+                throw Error(fmt::format("cannot read {}: {}", host, std::strerror(errno)));
+            stamps[host] = fmt::format("{}:{}:{}:{}", st.st_dev, st.st_ino, st.st_size,
+                                       st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec);
+            const auto& entry = cache.value(host, Json::object());
+            if (entry.value("stamp", "") == stamps[host] && entry.value("sha256", "").size() == 64) {
+                sums[host] = entry.value("sha256", "");
+            } else {
+                missing.push_back(host);
             }
         }
-        return true;
+        if (missing.empty()) return sums;
+        for (const auto& [host, hash] : sha256(missing, "")) {
+            sums[host] = hash;
+            cache[host] = Json{{"stamp", stamps[host]}, {"sha256", hash}};
+        }
+        try {
+            fs::create_directories(cache_path.parent_path());
+            core::write_file_atomic(cache_path, cache.dump() + "\n", 0644);
+        } catch (const std::exception&) {
+            // Only a cache: hashing again next time is fine.
+        }
+        return sums;
     }
 
     ProviderContext& m_context;
@@ -326,6 +388,7 @@ private:
     std::map<std::string, std::string> m_policies;
     std::optional<Bundle> m_bundle;
     std::map<std::string, std::string> m_host_sums;
+    std::future<std::map<std::string, std::string>> m_hashing;  // started with start_proxy
 };
 
 }  // namespace
