@@ -205,7 +205,8 @@ until ip -4 -o addr show dev eth0 2>/dev/null | grep -q " {ip}/" || grep -q -- "
 done
 systemctl daemon-reload
 systemctl enable {unit} >/dev/null 2>&1
-if [ "$changed" = 1 ]; then systemctl restart {unit}; else systemctl start {unit}; fi
+# Unchanged: a running proxy re-reads the policy just pushed (SIGHUP), a stopped one starts.
+if [ "$changed" = 1 ]; then systemctl restart {unit}; else systemctl reload-or-restart {unit}; fi
 n=0
 until bash -c 'exec 3<>/dev/tcp/$0/$1' {ip} {port} 2>/dev/null; do
   n=$((n + 1))
