@@ -65,7 +65,7 @@ ProxyPlacement IncusProvider::placement_of(const Json& instance) {
                                                                                         : ProxyPlacement::Host;
 }
 
-EgressHost& IncusProvider::egress(ProxyPlacement placement) {
+EgressHost& IncusProvider::egress(ProxyPlacement placement) const {
     return placement == ProxyPlacement::Instance ? *m_egress_instance : *m_egress;
 }
 

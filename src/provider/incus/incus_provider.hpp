@@ -11,6 +11,7 @@
 //   incus.subnetPrefix   size of each sandbox subnet (28)
 //   incus.storagePool    storage pool of the root disk (default)
 //   incus.imageRemote    simplestreams server for `image pull` (https://images.linuxcontainers.org)
+//   incus.proxyPlacement where each sandbox's egress proxy runs: auto | host | instance (egress_host.hpp)
 #pragma once
 
 #include <memory>

@@ -192,7 +192,7 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
     const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
     if (!gateway) return;
     const auto placement = placement_of(instance);
-    auto& host = const_cast<IncusProvider*>(this)->egress(placement);
+    auto& host = egress(placement);
     const auto status = host.proxy_status(site_of(info.name, instance));
     const auto restart = fmt::format("`agentctl start {}` restarts it", info.name);
     if (placement == ProxyPlacement::Instance) {
@@ -278,14 +278,12 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
                     "use a name of at most 56 characters");
     }
     Ipv4Net subnet;
-    std::string gateway;
     AclRules rules;
     {
         // Serialise subnet choice and bridge creation between agentctl processes.
         std::optional<core::FileLock> lock;
         if (!m_api.preview()) lock.emplace(lock_path(m_context));
         subnet = choose_subnet();
-        gateway = subnet.host(1).address_text();
         if (confined) {
             rules = plan_acl(spec.name, spec.network, subnet.host(1), placement);
             m_context.reporter.step(

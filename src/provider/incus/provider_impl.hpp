@@ -77,7 +77,7 @@ private:
     // Where a sandbox's proxy runs (its record), that placement's egress host,
     // and the site its proxy serves.
     static ProxyPlacement placement_of(const Json& instance);
-    EgressHost& egress(ProxyPlacement placement);
+    EgressHost& egress(ProxyPlacement placement) const;
     static EgressSite site_of(const std::string& name, const Json& instance);
     // The firewall table of a sandbox's bridge for `rules`.
     FirewallSpec firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
