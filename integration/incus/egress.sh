@@ -47,8 +47,7 @@ cleanup() {
   set +e
   for pid in "${SERVER_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
   for n in "$A" "$B"; do "$AGENTCTL" --provider incus delete --force "$n" >/dev/null 2>&1; done
-  ip netns del "$NS" 2>/dev/null
-  ip link del "$VETH_HOST" 2>/dev/null
+  stop_public_hosts "$NS" "$VETH_HOST"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -63,57 +62,8 @@ EOF
 "$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
 
 # ---------------------------------------------------------------- namespace with "public" test servers
-servers_py='
-import http.server, socket, socketserver, sys, threading, time
-class Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = ("hello from %s %s\n" % (self.server.server_address[0], self.headers.get("Host"))).encode()
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a): pass
-class Echo(socketserver.StreamRequestHandler):
-    def handle(self):
-        for line in self.rfile:
-            self.wfile.write(line)
-class Banner(socketserver.StreamRequestHandler):
-    def handle(self):
-        self.wfile.write(b"SSH-2.0-agentctl-test\r\n")
-class T(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    allow_reuse_address = True; daemon_threads = True
-class H(http.server.ThreadingHTTPServer):
-    def server_bind(self):  # skips the reverse DNS lookup of HTTPServer, which can block for seconds here
-        socketserver.TCPServer.server_bind(self)
-        self.server_name, self.server_port = "test", self.server_address[1]
-for addr in sys.argv[1:]:
-    for port, handler in ((8080, Hello), (8081, Echo), (8022, Banner), (53, Banner)):
-        server = (H if handler is Hello else T)((addr, port), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-def udp53(addr):
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, 53))
-    while True:
-        data, peer = s.recvfrom(512); s.sendto(data[:2] + b"\x81\x80" + data[4:], peer)
-for addr in sys.argv[1:]:
-    threading.Thread(target=udp53, args=(addr,), daemon=True).start()
-time.sleep(900)
-'
-ip netns add "$NS" || { echo "cannot create a network namespace"; exit 1; }
-ip link add "$VETH_HOST" type veth peer name "$VETH_NS"
-ip link set "$VETH_NS" netns "$NS"
-ip addr add "$NET.1/24" dev "$VETH_HOST"
-ip link set "$VETH_HOST" up
-ip -n "$NS" link set lo up
-ip -n "$NS" addr add "$PUB/24" dev "$VETH_NS"
-ip -n "$NS" addr add "$PUB_IP/24" dev "$VETH_NS"
-ip -n "$NS" link set "$VETH_NS" up
-ip -n "$NS" route add default via "$NET.1"
-for dst in "$PUB" "$PUB_IP"; do
-  ip route get "$dst" | grep -q "dev $VETH_HOST" || { echo "refusing to run: $dst is not routed to the test namespace"; exit 1; }
-done
-ip netns exec "$NS" python3 -c "$servers_py" "$PUB" "$PUB_IP" &
-SERVER_PIDS+=($!)
-for dst in "$PUB/$PORT" "$PUB/$RAW_PORT" "$PUB_IP/$PORT" "$PUB_IP/$RAW_PORT" "$PUB_IP/53"; do
-  for _ in $(seq 100); do bash -c "exec 3<>/dev/tcp/$dst" 2>/dev/null && break; sleep 0.1; done
-done
+start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$PUB" "$PUB_IP" || exit 1
+SERVER_PIDS+=("$PUBLIC_PID")
 check "test servers answer from the host" bash -c "curl -s http://$PUB:$PORT/ | grep -q hello && curl -s http://$PUB_IP:$PORT/ | grep -q hello"
 
 # ---------------------------------------------------------------- create

@@ -1,6 +1,7 @@
-# Shared by the Incus integration suites (suite.sh, egress.sh, containment.sh):
-# the checks every suite makes before it runs (exit 77 = skipped, with the
-# reason), the ok/FAIL bookkeeping, and the agentctl wrapper.
+# Shared by the Incus integration suites (suite.sh, egress.sh, containment.sh,
+# proxy_instance.sh): the checks every suite makes before it runs (exit 77 =
+# skipped, with the reason), the ok/FAIL bookkeeping, the agentctl wrapper, and
+# the "public" test hosts in a network namespace.
 # Source it after setting AGENTCTL and IMAGE.
 
 skip() { echo "SKIP: $*"; exit 77; }
@@ -29,4 +30,79 @@ export -f agentctl
 finish() {
   echo "# $PASS passed, $FAIL failed"
   [ "$FAIL" = 0 ]
+}
+
+# ---------------------------------------------------------------- "public" test hosts
+# The servers every test host runs: HTTP on 8080 (answers "hello from ADDR
+# HOST"), a line echo on 8081, an SSH banner on 8022, a TCP banner on 53 and a
+# UDP DNS echo on 53.
+PUBLIC_SERVERS_PY='
+import http.server, socket, socketserver, sys, threading, time
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("hello from %s %s\n" % (self.server.server_address[0], self.headers.get("Host"))).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+class Echo(socketserver.StreamRequestHandler):
+    def handle(self):
+        for line in self.rfile:
+            self.wfile.write(line)
+class Banner(socketserver.StreamRequestHandler):
+    def handle(self):
+        self.wfile.write(b"SSH-2.0-agentctl-test\r\n")
+class T(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    allow_reuse_address = True; daemon_threads = True
+class H(http.server.ThreadingHTTPServer):
+    def server_bind(self):  # skips the reverse DNS lookup of HTTPServer, which can block for seconds here
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = "test", self.server_address[1]
+for addr in sys.argv[1:]:
+    for port, handler in ((8080, Hello), (8081, Echo), (8022, Banner), (53, Banner)):
+        server = (H if handler is Hello else T)((addr, port), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+def udp53(addr):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((addr, 53))
+    while True:
+        data, peer = s.recvfrom(512); s.sendto(data[:2] + b"\x81\x80" + data[4:], peer)
+for addr in sys.argv[1:]:
+    threading.Thread(target=udp53, args=(addr,), daemon=True).start()
+time.sleep(900)
+'
+
+# start_public_hosts NS VETH_HOST VETH_NS NET ADDR...: a network namespace NS
+# behind a veth pair, NET.1/24 on the host side and every ADDR (in NET) inside,
+# each running the servers above. Every ADDR must be routed to the veth (checked
+# with `ip route get` before any traffic). Sets PUBLIC_PID (the servers' process);
+# waits until every listener answers. Returns 1 with a message when it cannot.
+start_public_hosts() {
+  local ns=$1 veth_host=$2 veth_ns=$3 net=$4 addr dst port
+  shift 4
+  ip netns add "$ns" || { echo "cannot create a network namespace"; return 1; }
+  ip link add "$veth_host" type veth peer name "$veth_ns"
+  ip link set "$veth_ns" netns "$ns"
+  ip addr add "$net.1/24" dev "$veth_host"
+  ip link set "$veth_host" up
+  ip -n "$ns" link set lo up
+  for addr in "$@"; do ip -n "$ns" addr add "$addr/24" dev "$veth_ns"; done
+  ip -n "$ns" link set "$veth_ns" up
+  ip -n "$ns" route add default via "$net.1"
+  for addr in "$@"; do
+    ip route get "$addr" | grep -q "dev $veth_host" || { echo "refusing to run: $addr is not routed to the test namespace"; return 1; }
+  done
+  ip netns exec "$ns" python3 -c "$PUBLIC_SERVERS_PY" "$@" &
+  PUBLIC_PID=$!
+  for addr in "$@"; do
+    for port in 8080 8081 53; do
+      dst=$addr/$port
+      for _ in $(seq 100); do bash -c "exec 3<>/dev/tcp/$dst" 2>/dev/null && break; sleep 0.1; done
+    done
+  done
+}
+
+# stop_public_hosts NS VETH_HOST: removes what start_public_hosts made.
+stop_public_hosts() {
+  [ -n "${PUBLIC_PID:-}" ] && kill "$PUBLIC_PID" 2>/dev/null
+  ip netns del "$1" 2>/dev/null
+  ip link del "$2" 2>/dev/null
 }

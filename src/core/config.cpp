@@ -100,6 +100,12 @@ std::string validate_pool_name(std::string_view value) {
     return ok ? std::string() : fmt::format("must be an Incus storage pool name (got '{}')", value);
 }
 
+std::string validate_proxy_placement(std::string_view value) {
+    return value == "auto" || value == "host" || value == "instance"
+               ? std::string()
+               : fmt::format("must be auto, host or instance (got '{}')", value);
+}
+
 constexpr std::array k_keys{
     ConfigKey{"provider", "the backend used when --provider is not given (incus, lima, hyperv)", "",
               KeyPolicy::UserMayOverride, &validate_provider},
@@ -125,6 +131,10 @@ constexpr std::array k_keys{
               "the incus client's remote (incus remote list) whose server holds the sandboxes, over HTTPS; unset: "
               "the local daemon's unix socket (--remote overrides it)",
               "", KeyPolicy::UserMayOverride, &validate_remote_name},
+    ConfigKey{"incus.proxyPlacement",
+              "where each Incus sandbox's egress proxy runs: auto (the host when the Incus server is this machine), "
+              "host, or instance (a small companion container on the sandbox's bridge)",
+              "auto", KeyPolicy::UserMayOverride, &validate_proxy_placement},
     ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
               &validate_remote},
 };

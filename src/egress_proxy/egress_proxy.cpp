@@ -61,7 +61,7 @@ tcp::endpoint parse_listen(const std::string& listen) {
 // The proxy serves sandboxes only: it listens on loopback (Lima forwards the
 // guest's traffic there) or on an address of an agentctl sandbox bridge
 // (Incus), never on an interface another network can reach.
-void check_listen_address(const tcp::endpoint& endpoint, const std::string& listen) {
+void check_listen_address(const tcp::endpoint& endpoint, const std::string& listen, bool companion) {
     const auto& address = endpoint.address();
     if (address.is_loopback()) return;
     std::string owner;
@@ -98,6 +98,7 @@ void check_listen_address(const tcp::endpoint& endpoint, const std::string& list
         }
         ::freeifaddrs(list);
     }
+    if (companion && !address.is_unspecified() && !owner.empty()) return;
     std::string where = address.is_unspecified() ? "every interface"
                         : owner.empty()          ? "no interface of this machine"
                                                  : "interface " + owner;
@@ -136,7 +137,7 @@ int run_egress_proxy(const ProxyOptions& options) {
     try {
         if (options.policy_file.empty()) throw Error("--policy is required", "pass the sandbox's policy file");
         auto endpoint = parse_listen(options.listen);
-        check_listen_address(endpoint, options.listen);
+        check_listen_address(endpoint, options.listen, options.companion);
         ::signal(SIGPIPE, SIG_IGN);  // splice(2) to a closed peer must fail, not kill the proxy
 
         ProxyLimits limits = options.limits;

@@ -50,6 +50,10 @@ struct ProxyOptions {
     // Sandbox name used in the 403 hint (`agentctl policy add NAME host:port`).
     // Empty: the name of the policy file's directory (lima/NAME/egress-policy.json).
     std::string sandbox_name;
+    // The proxy runs alone in a companion instance whose only network is the
+    // sandbox's bridge (Incus instance placement): it may listen on any one
+    // address of that instance's own interfaces (never on all of them).
+    bool companion = false;
     ProxyLimits limits;
 };
 

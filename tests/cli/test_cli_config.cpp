@@ -81,7 +81,7 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     CHECK(r.err ==
           "agentctl: unknown configuration key 'colour'\nhint: known keys: provider, profileDir, defaultProfile, "
           "baseProfile, incus.subnetPool, incus.subnetPrefix, incus.storagePool, incus.image, "
-          "incus.proxyResolveFile, incus.remote, incus.imageRemote\n");
+          "incus.proxyResolveFile, incus.remote, incus.proxyPlacement, incus.imageRemote\n");
 
     r = cli.run({"config", "set", "provider"});
     CHECK(r.exit_code == 1);
@@ -102,6 +102,10 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
     CHECK(r.exit_code == 1);
     CHECK(r.err ==
           "agentctl: invalid value for incus.subnetPrefix: must be a prefix length from 16 to 29 (got '30')\n");
+
+    r = cli.run({"config", "set", "incus.proxyPlacement=remote"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "agentctl: invalid value for incus.proxyPlacement: must be auto, host or instance (got 'remote')\n");
 
     r = cli.run({"config", "set", "incus.image=two words"});
     CHECK(r.exit_code == 1);

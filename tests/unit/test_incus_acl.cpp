@@ -35,7 +35,7 @@ bool has_rule(const Json& rules, const std::string& destination, const std::stri
     return false;
 }
 
-AclContext context() { return AclContext{"10.9.0.1", 3128, {}}; }
+AclContext context() { return AclContext{"10.9.0.1", 3128, {}, {}, {}, {}}; }
 
 policy::NetworkPolicy with(std::initializer_list<const char*> entries) {
     policy::NetworkPolicy network;
@@ -174,7 +174,9 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
                                      "10.9.0.1",
                                      3128,
                                      65534,
-                                     {{"203.0.113.7", "80,443"}, {"198.51.100.1", ""}, {"2001:db8::1", ""}}});
+                                     {{"203.0.113.7", "80,443"}, {"198.51.100.1", ""}, {"2001:db8::1", ""}},
+                                     {},
+                                     {}});
     CHECK(firewall_table("agc-0123456789a") == "agentctl-agc-0123456789a");
     CHECK_THAT(script, Catch::StartsWith("table inet agentctl-agc-0123456789a {}\ndelete table inet "
                                          "agentctl-agc-0123456789a\n"));
@@ -223,7 +225,7 @@ TEST_CASE("the instance side is the same for containers and VMs: fixed address, 
         spec.isolation = isolation;
         auto config = instance_config(spec, "agc-x", subnet, true, std::nullopt);
         auto devices = instance_devices(spec, "agc-x", "default");
-        confine_instance(config, devices, subnet, true, 3128, isolation);
+        confine_instance(config, devices, subnet, true, "10.9.0.1", 3128, isolation);
         const auto payload = instance_payload(spec, config, devices, true);
         CHECK(payload["type"] == (isolation == Isolation::Vm ? "virtual-machine" : "container"));
         const auto& nic = payload["devices"]["eth0"];
@@ -246,7 +248,97 @@ TEST_CASE("the instance side is the same for containers and VMs: fixed address, 
     SandboxSpec spec;
     auto config = instance_config(spec, "agc-x", subnet, false, std::nullopt);
     auto devices = instance_devices(spec, "agc-x", "default");
-    confine_instance(config, devices, subnet, false, 3128, Isolation::Container);
+    confine_instance(config, devices, subnet, false, "10.9.0.1", 3128, Isolation::Container);
     CHECK(devices["eth0"]["security.ipv4_filtering"] == "true");
     CHECK(config.count("environment.https_proxy") == 0);
+}
+
+TEST_CASE("instance placement: every rule names its source; the companion reaches outside but not the host", "[acl]") {
+    auto ctx = context();
+    ctx.proxy_instance = "10.9.0.3";
+    ctx.sandbox = "10.9.0.2";
+    ctx.host_own = {ip("192.0.2.5"), ip("2001:db8::5")};
+    ctx.proxy_refused = {"10.213.0.0/16"};
+    auto rules = build_acl_rules(with({"api.example.com:443", "8.8.8.8:22"}), ctx);
+    REQUIRE(rules.egress.size() == 4);
+    // The sandbox: its proxy in the companion, and the IP literal; nothing else.
+    CHECK(rules.egress[0] == Json{{"action", "allow"},
+                                  {"state", "enabled"},
+                                  {"description", "the sandbox's egress proxy (its companion instance)"},
+                                  {"source", "10.9.0.2/32"},
+                                  {"destination", "10.9.0.3/32"},
+                                  {"protocol", "tcp"},
+                                  {"destination_port", "3128"}});
+    CHECK(rules.egress[1]["source"] == "10.9.0.2/32");
+    CHECK(rules.egress[1]["destination"] == "8.8.8.8/32");
+    CHECK(rules.egress[1]["destination_port"] == "22");
+    // The companion: never the host (bridge address, its IPv4 addresses) or other sandboxes' subnets ...
+    CHECK(rules.egress[2] ==
+          Json{{"action", "reject"},
+               {"state", "enabled"},
+               {"description", "the egress proxy instance never reaches the host or other sandboxes"},
+               {"source", "10.9.0.3/32"},
+               {"destination", "10.9.0.1/32,192.0.2.5/32,10.213.0.0/16"}});
+    // ... and any other destination over TCP: the proxy vets every address itself.
+    CHECK(rules.egress[3] ==
+          Json{{"action", "allow"},
+               {"state", "enabled"},
+               {"description", "the egress proxy instance: outside destinations (it vets every address itself)"},
+               {"source", "10.9.0.3/32"},
+               {"protocol", "tcp"}});
+    // No rule lets the sandbox reach the bridge's host address or any UDP at all.
+    for (const auto& rule : rules.egress) {
+        CHECK(rule.value("destination", "") != "10.9.0.1/32");
+        CHECK(rule.value("protocol", "tcp") == "tcp");
+        CHECK(rule.contains("source"));
+    }
+    CHECK(rules.direct.size() == 1);
+}
+
+TEST_CASE("host placement: rules carry no source (unchanged)", "[acl]") {
+    auto rules = build_acl_rules(with({"8.8.8.8:22"}), context());
+    for (const auto& rule : rules.egress) CHECK_FALSE(rule.contains("source"));
+    CHECK(has_rule(rules.egress, "10.9.0.1/32", "tcp", "3128"));
+}
+
+TEST_CASE("the host firewall table with the proxy in a companion instance", "[acl]") {
+    FirewallSpec spec{"agc-0123456789a", "10.9.0.1", 3128, 65534, {{"203.0.113.7", "22"}}, "10.9.0.3", "10.9.0.2"};
+    const auto script = firewall_script(spec);
+    // No proxy port on the host any more: only DNS and DHCP to the bridge address.
+    CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport 53 accept"));
+    CHECK_THAT(script, !Catch::Contains("3128 } accept"));
+    // The sandbox's TCP to the companion's proxy port across the bridge (and its answers) pass,
+    // before anything refuses traffic into agc-* bridges.
+    const auto to_proxy = script.find(
+        "iifname \"agc-0123456789a\" oifname \"agc-0123456789a\" ip saddr 10.9.0.2 ip daddr 10.9.0.3 "
+        "tcp dport 3128 return");
+    const auto answers = script.find(
+        "iifname \"agc-0123456789a\" oifname \"agc-0123456789a\" ip saddr 10.9.0.3 ip daddr 10.9.0.2 "
+        "tcp sport 3128 return");
+    const auto other_bridges = script.find("oifname \"agc-*\" reject");
+    REQUIRE(to_proxy != std::string::npos);
+    REQUIRE(answers != std::string::npos);
+    CHECK(to_proxy < other_bridges);
+    CHECK(answers < other_bridges);
+    // The companion's new TCP connections go on to the ACL; everyone else's get a reset.
+    const auto companion = script.find("iifname \"agc-0123456789a\" ip saddr 10.9.0.3 meta l4proto tcp return");
+    const auto reset = script.find("meta l4proto tcp ct state new reject with tcp reset\n  }");
+    REQUIRE(companion != std::string::npos);
+    CHECK(companion < reset);
+    if (::geteuid() == 0 && ::access("/usr/sbin/nft", X_OK) == 0) {
+        auto runner = make_real_process_runner();
+        ProcessRequest request;
+        request.argv = {"nft", "-c", "-f", "-"};
+        request.stdin_data = script;
+        CHECK(runner->run(request).exit_code == 0);
+    }
+}
+
+TEST_CASE("the sandbox's proxy settings point where the proxy runs", "[acl]") {
+    const auto subnet = *parse_ipv4_net("10.9.0.0/28");
+    SandboxSpec spec;
+    auto config = instance_config(spec, "agc-x", subnet, true, std::nullopt);
+    auto devices = instance_devices(spec, "agc-x", "default");
+    confine_instance(config, devices, subnet, true, "10.9.0.3", 3128, Isolation::Container);
+    CHECK(config["environment.https_proxy"] == "http://10.9.0.3:3128");
 }

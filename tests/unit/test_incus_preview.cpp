@@ -115,3 +115,35 @@ TEST_CASE("capabilities: everything but exec logs is supported", "[preview]") {
         CHECK(matrix.get(feature).status == (logs ? CapabilityStatus::UnderDevelopment : CapabilityStatus::Supported));
     }
 }
+
+TEST_CASE("preview create with the proxy in an instance prints the companion and the sourced rules", "[preview]") {
+    std::ostringstream out;
+    RecordingReporter reporter;
+    auto runner = make_real_process_runner();
+    auto platform = make_real_host_platform();
+    ProviderContext context{
+        *runner, *platform, reporter, out, true, "", "agentctl", {{"incus.proxyPlacement", "instance"}}, "", ""};
+    auto provider = make_provider(context, make_preview_client(out), nullptr);
+    SandboxSpec spec;
+    spec.name = "demo";
+    spec.image = "agentctl-debian-12";
+    spec.isolation = Isolation::Container;
+    spec.network.allow.push_back(policy::parse_allow_entry("api.example.com:443", "--allow"));
+    provider->create(spec);
+    const auto text = out.str();
+    // The companion: its own container on the sandbox's bridge, marked as the sandbox's proxy.
+    CHECK_THAT(text, Catch::Contains("\"name\":\"demo-egress\""));
+    CHECK_THAT(text, Catch::Contains("\"user.agentctl.role\":\"egress-proxy\""));
+    CHECK_THAT(text, Catch::Contains("\"description\":\"agentctl egress proxy of sandbox demo\""));
+    // The ACL's rules name their source; the sandbox's proxy settings point at the companion.
+    CHECK_THAT(text, Catch::Contains("\"action\":\"reject\""));
+    CHECK_THAT(text, Catch::Contains("\"source\":\""));
+    CHECK_THAT(text, Catch::Matches("[\\s\\S]*\"environment.https_proxy\":\"http://[0-9.]+\\.3:3128\"[\\s\\S]*"));
+    CHECK(std::find(reporter.lines.begin(), reporter.lines.end(),
+                    "step: would write the egress policy of demo into demo-egress") != reporter.lines.end());
+    bool push = false;
+    for (const auto& line : reporter.lines) push = push || line.starts_with("step: would push agentctl's binary");
+    CHECK(push);
+    // The companion is created before the sandbox (no moment without its proxy's address taken).
+    CHECK(text.find("\"name\":\"demo-egress\"") < text.find("\"name\":\"demo\""));
+}

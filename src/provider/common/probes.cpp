@@ -12,6 +12,7 @@ std::string_view to_string(ProbeVerdict verdict) {
         case ProbeVerdict::Held: return "held";
         case ProbeVerdict::Escaped: return "escaped";
         case ProbeVerdict::Inconclusive: return "inconclusive";
+        case ProbeVerdict::Skipped: return "skipped";
     }
     return "inconclusive";
 }
@@ -29,6 +30,7 @@ std::vector<ProbeResult> parse_probe_lines(const std::string& output) {
         result.name = name;
         result.verdict = verdict == "held"      ? ProbeVerdict::Held
                          : verdict == "escaped" ? ProbeVerdict::Escaped
+                         : verdict == "skipped" ? ProbeVerdict::Skipped
                                                 : ProbeVerdict::Inconclusive;
         std::getline(fields >> std::ws, result.detail);
         results.push_back(std::move(result));
@@ -38,8 +40,12 @@ std::vector<ProbeResult> parse_probe_lines(const std::string& output) {
 
 BatterySummary summarise(const std::vector<ProbeResult>& results) {
     BatterySummary summary;
-    summary.total = results.size();
     for (const auto& r : results) {
+        if (r.verdict == ProbeVerdict::Skipped) {
+            summary.skipped.push_back(&r);
+            continue;
+        }
+        ++summary.total;
         if (r.verdict == ProbeVerdict::Held) ++summary.held;
         if (r.verdict == ProbeVerdict::Escaped) summary.escaped.push_back(&r);
         if (r.verdict == ProbeVerdict::Inconclusive) summary.inconclusive.push_back(&r);
@@ -53,8 +59,11 @@ std::string confinement_line(const BatterySummary& summary, std::chrono::system_
     ::gmtime_r(&t, &tm);
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    std::string skipped;
+    for (const auto* r : summary.skipped) skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", r->name);
+    if (!skipped.empty()) skipped = fmt::format(", {} skipped: {}", summary.skipped.size(), skipped);
     if (summary.total > 0 && summary.held == summary.total) {
-        return fmt::format("verified ({}/{} probes, {})", summary.held, summary.total, stamp);
+        return fmt::format("verified ({}/{} probes{}, {})", summary.held, summary.total, skipped, stamp);
     }
     std::string why;
     for (const auto* r : summary.escaped)
@@ -63,8 +72,8 @@ std::string confinement_line(const BatterySummary& summary, std::chrono::system_
         why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", r->name, r->detail);
     }
     if (summary.total == 0) why = "the probe battery printed no result";
-    return fmt::format("{} ({}/{} probes, {}): {}", summary.escaped.empty() ? "not verified" : "FAILED", summary.held,
-                       summary.total, stamp, why);
+    return fmt::format("{} ({}/{} probes{}, {}): {}", summary.escaped.empty() ? "not verified" : "FAILED", summary.held,
+                       summary.total, skipped, stamp, why);
 }
 
 }  // namespace agentctl::provider::common

@@ -26,6 +26,7 @@ enum class ProbeVerdict {
     Held,          // the attempt failed the way it must (refused, 403, NXDOMAIN)
     Escaped,       // the attempt succeeded: the sandbox is not confined
     Inconclusive,  // no clear answer (timeout, missing tool)
+    Skipped,       // not made here (e.g. it needs a listener on the server, which is not this machine)
 };
 
 struct ProbeResult {
@@ -34,7 +35,7 @@ struct ProbeResult {
     std::string detail;  // one phrase: what was tried and what happened
 };
 
-// The text for a verdict: "held", "escaped", "inconclusive".
+// The text for a verdict: "held", "escaped", "inconclusive", "skipped".
 [[nodiscard]] std::string_view to_string(ProbeVerdict verdict);
 
 // Parses lines `agentctl-probe NAME VERDICT DETAIL...` (VERDICT one of held,
@@ -44,7 +45,8 @@ struct ProbeResult {
 
 struct BatterySummary {
     std::size_t held = 0;
-    std::size_t total = 0;
+    std::size_t total = 0;  // the probes made (skipped ones are not counted)
+    std::vector<const ProbeResult*> skipped;
     std::vector<const ProbeResult*> escaped;       // stop the sandbox
     std::vector<const ProbeResult*> inconclusive;  // "not verified"
 };
@@ -53,7 +55,8 @@ struct BatterySummary {
 // probe with no line counts as inconclusive ("printed no result").
 [[nodiscard]] BatterySummary summarise(const std::vector<ProbeResult>& results);
 
-// "verified (6/6 probes, 2026-11-30T12:00:00Z)" or "not verified (4/6 probes, ...): NAME: detail; ...".
+// "verified (6/6 probes, 2026-11-30T12:00:00Z)" or "not verified (4/6 probes, ...): NAME: detail; ...";
+// skipped probes are named after the count: "verified (6/6 probes, 1 skipped: host-port, ...)".
 [[nodiscard]] std::string confinement_line(const BatterySummary& summary, std::chrono::system_clock::time_point when);
 
 }  // namespace agentctl::provider::common

@@ -25,10 +25,12 @@ std::string host_cidr(const policy::IpAddress& address) { return address.to_stri
 
 class RuleSet {
 public:
-    void add(std::string destination, std::string protocol, std::string ports, std::string description) {
-        auto key = std::make_tuple(destination, protocol, ports);
+    void add(std::string destination, std::string protocol, std::string ports, std::string description,
+             std::string source = {}, std::string action = "allow") {
+        auto key = std::make_tuple(action, source, destination, protocol, ports);
         if (!m_seen.insert(key).second) return;
-        Json rule{{"action", "allow"}, {"state", "enabled"}, {"description", std::move(description)}};
+        Json rule{{"action", std::move(action)}, {"state", "enabled"}, {"description", std::move(description)}};
+        if (!source.empty()) rule["source"] = std::move(source);
         if (!destination.empty()) rule["destination"] = std::move(destination);
         if (!protocol.empty()) rule["protocol"] = std::move(protocol);
         if (!ports.empty()) rule["destination_port"] = std::move(ports);
@@ -37,7 +39,7 @@ public:
     Json take() { return std::move(m_rules); }
 
 private:
-    std::set<std::tuple<std::string, std::string, std::string>> m_seen;
+    std::set<std::tuple<std::string, std::string, std::string, std::string, std::string>> m_seen;
     Json m_rules = Json::array();
 };
 
@@ -46,7 +48,16 @@ private:
 AclRules build_acl_rules(const policy::NetworkPolicy& policy, const AclContext& context) {
     AclRules result;
     RuleSet rules;
-    rules.add(context.gateway + "/32", "tcp", std::to_string(context.proxy_port), "the sandbox's egress proxy");
+    const bool instance = !context.proxy_instance.empty();
+    // Instance placement: every rule names its source, so that what the
+    // sandbox may do and what its proxy may do stay apart.
+    const std::string sandbox = instance ? context.sandbox + "/32" : std::string();
+    if (instance) {
+        rules.add(context.proxy_instance + "/32", "tcp", std::to_string(context.proxy_port),
+                  "the sandbox's egress proxy (its companion instance)", sandbox);
+    } else {
+        rules.add(context.gateway + "/32", "tcp", std::to_string(context.proxy_port), "the sandbox's egress proxy");
+    }
     for (const auto& rule : policy.allow) {
         if (rule.kind != policy::HostKind::Ip) continue;  // names and wildcards: through the proxy
         // The same decision the proxy and `policy check` make, on the rule's
@@ -59,8 +70,21 @@ AclRules build_acl_rules(const policy::NetworkPolicy& policy, const AclContext& 
             continue;
         }
         rules.add(host_cidr(*decision->address), "tcp", ports_text(rule.ports),
-                  fmt::format("{} ({})", rule.entry(), rule.origin));
+                  fmt::format("{} ({})", rule.entry(), rule.origin), sandbox);
         result.direct.push_back({decision->address->to_string(), ports_text(rule.ports)});
+    }
+    if (instance) {
+        // Rejects come before allows in Incus, whatever the order here. DNS
+        // to the bridge's own resolver is admitted by Incus before any rule.
+        std::string refused = context.gateway + "/32";
+        for (const auto& address : context.host_own) {
+            if (!address.v6) refused += "," + host_cidr(address);
+        }
+        for (const auto& range : context.proxy_refused) refused += "," + range;
+        rules.add(refused, "", "", "the egress proxy instance never reaches the host or other sandboxes",
+                  context.proxy_instance + "/32", "reject");
+        rules.add("", "tcp", "", "the egress proxy instance: outside destinations (it vets every address itself)",
+                  context.proxy_instance + "/32");
     }
     result.egress = rules.take();
     return result;
@@ -96,7 +120,7 @@ std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const 
 }
 
 void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
-                      std::uint16_t proxy_port, Isolation isolation) {
+                      const std::string& proxy, std::uint16_t proxy_port, Isolation isolation) {
     auto& nic = devices["eth0"];
     nic["ipv4.address"] = subnet.host(2).address_text();
     if (isolation == Isolation::Container) {
@@ -106,7 +130,7 @@ void confine_instance(std::map<std::string, std::string>& config, Json& devices,
     nic["security.mac_filtering"] = "true";
     nic["security.ipv4_filtering"] = "true";
     if (!confined) return;
-    for (const auto& [name, value] : proxy_environment(proxy_url(subnet.host(1).address_text(), proxy_port))) {
+    for (const auto& [name, value] : proxy_environment(proxy_url(proxy, proxy_port))) {
         config["environment." + name] = value;
     }
 }

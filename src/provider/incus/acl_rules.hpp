@@ -14,6 +14,21 @@
 // DNS and DHCP to the bridge's host address are admitted by Incus before any
 // ACL rule; the resolver there answers only allowlisted names
 // (dns_server_lines). No rule names port 53 anywhere else.
+//
+// With the proxy in a companion instance on the same bridge (instance
+// placement) every rule names its source:
+//   proxy     from the sandbox's address, tcp to the companion's address on
+//             the proxy's port;
+//   IP rules  from the sandbox's address, as above;
+//   reject    from the companion, to the bridge's host address, this host's
+//             IPv4 addresses and the sandbox subnet pool (its own resolver
+//             is still admitted by Incus);
+//   outside   from the companion, tcp to anything else: the proxy vets every
+//             address itself (no loopback, host, LAN unless --allow-lan).
+// Incus bridge ACLs apply where traffic leaves or enters the bridge (the
+// host, the outside), not between two instances on it: the sandbox reaching
+// the companion is a matter of what the companion listens on (only the
+// proxy's port).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +50,12 @@ struct AclContext {
     std::uint16_t proxy_port = 0;  // the egress proxy's port on it
     // This host's own addresses: an IP rule naming one is never added.
     std::vector<policy::IpAddress> host_own;
+    // Instance placement: the companion's address (empty: host placement),
+    // the sandbox's address, and more ranges the companion may not reach
+    // (CIDR, e.g. the subnet pool of every sandbox bridge).
+    std::string proxy_instance;
+    std::string sandbox;
+    std::vector<std::string> proxy_refused;
 };
 
 struct AclRules {
@@ -78,8 +99,9 @@ struct AclRules {
 // before its init runs (`raw.lxc` lxc.net.0.ipv4.*), so the sandbox is on the
 // network at once instead of after its DHCP client's lease; the lease then
 // hands out the same address and the guest's DHCP client takes it over.
+// `proxy` is where the proxy listens (the gateway, or the companion instance).
 void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,
-                      std::uint16_t proxy_port, Isolation isolation);
+                      const std::string& proxy, std::uint16_t proxy_port, Isolation isolation);
 
 // The upstream resolvers dnsmasq forwards allowlisted names to:
 // policy.dns.servers if any, else the `nameserver` lines of `resolv_conf`.

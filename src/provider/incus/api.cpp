@@ -1,5 +1,7 @@
 #include "provider/incus/api.hpp"
 
+#include <cctype>
+
 #include <chrono>
 
 #include <fmt/format.h>
@@ -185,6 +187,32 @@ ExecResult Api::exec(const std::string& name, const Json& payload, int timeout_s
     fetch("1", result.out);
     fetch("2", result.err);
     return result;
+}
+
+namespace {
+
+// A file path as a query value (RFC 3986 unreserved characters and '/' kept).
+std::string query_escape(std::string_view text) {
+    std::string out;
+    for (unsigned char c : text) {
+        if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
+            out += static_cast<char>(c);
+        } else {
+            out += fmt::format("%{:02X}", c);
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+void Api::push_file(const std::string& name, const std::string& path, std::string_view data) {
+    m_client.post_raw(fmt::format("/1.0/instances/{}/files?path={}", name, query_escape(path)), data,
+                      "application/octet-stream");
+}
+
+std::string Api::pull_file(const std::string& name, const std::string& path) {
+    return m_client.get_raw(fmt::format("/1.0/instances/{}/files?path={}", name, query_escape(path)));
 }
 
 std::optional<Json> Api::network(const std::string& name) {

@@ -65,6 +65,13 @@ public:
     // deletes the output logs. In preview: exit code 0, no output.
     ExecResult exec(const std::string& name, const Json& payload, int timeout_seconds);
 
+    // POST /1.0/instances/NAME/files?path=PATH (Content-Type
+    // application/octet-stream; without it Incus writes an empty file). A new
+    // file is root's, mode 0644.
+    void push_file(const std::string& name, const std::string& path, std::string_view data);
+    // GET of the same: the file's bytes. Throws NotFound when it is absent.
+    std::string pull_file(const std::string& name, const std::string& path);
+
     std::optional<Json> network(const std::string& name);
     Json networks();  // recursion=1
     // POST /1.0/networks; with `target`, only defines it pending on that

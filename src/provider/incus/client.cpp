@@ -76,6 +76,17 @@ public:
         return std::move(raw.body);
     }
 
+    void post_raw(std::string_view path, std::string_view data, std::string_view content_type) override {
+        auto raw = m_transport->send("POST", with_project(path, m_project), data, content_type);
+        if (raw.status < 400) return;
+        std::string text = raw.body;
+        try {
+            text = parse_envelope(raw.body, raw.status).error;
+        } catch (const Error&) {
+        }
+        throw Error(fmt::format("Incus refused POST {}: {}", path, text), hint_for_incus_error(text, raw.status));
+    }
+
     [[nodiscard]] bool preview() const override { return false; }
     [[nodiscard]] Transport* transport() override { return m_transport.get(); }
 
@@ -110,6 +121,11 @@ public:
     std::string get_raw(std::string_view path) override {
         m_out << shell_join(query_argv("GET", path, nullptr, m_project, m_remote)) << '\n';
         return {};
+    }
+
+    void post_raw(std::string_view path, std::string_view data, std::string_view content_type) override {
+        m_out << shell_join(query_argv("POST", path, nullptr, m_project))
+              << fmt::format("  # {} bytes of {}", data.size(), content_type) << '\n';
     }
 
     [[nodiscard]] bool preview() const override { return true; }

@@ -26,6 +26,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
@@ -137,6 +138,13 @@ public:
 
     // GET of a non-JSON resource (exec output logs, files). Throws like query().
     virtual std::string get_raw(std::string_view path) = 0;
+
+    // POST of a non-JSON body (file push: application/octet-stream). Throws
+    // like query().
+    virtual void post_raw(std::string_view path, std::string_view data, std::string_view content_type) {
+        (void)data, (void)content_type;
+        throw Error(fmt::format("this Incus client cannot send POST {}", path));
+    }
 
     // True for the preview client: nothing is sent, GETs return empty results.
     [[nodiscard]] virtual bool preview() const = 0;

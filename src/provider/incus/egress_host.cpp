@@ -15,9 +15,27 @@
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
+#include "egress_proxy/egress_proxy.hpp"
 #include "provider/common/proxy_process.hpp"
 
 namespace agentctl::provider::incus {
+
+std::string_view to_string(ProxyPlacement placement) {
+    return placement == ProxyPlacement::Instance ? "instance" : "host";
+}
+
+ProxyPlacement choose_proxy_placement(std::string_view setting, bool server_local) {
+    if (setting == "host") return ProxyPlacement::Host;
+    if (setting == "instance") return ProxyPlacement::Instance;
+    if (setting.empty() || setting == "auto") return server_local ? ProxyPlacement::Host : ProxyPlacement::Instance;
+    throw Error(fmt::format("setting incus.proxyPlacement: \"{}\" is not auto, host or instance", setting),
+                "agentctl config set incus.proxyPlacement=auto");
+}
+
+Ipv4Net proxy_address(ProxyPlacement placement, const Ipv4Net& bridge) {
+    return placement == ProxyPlacement::Instance ? bridge.host(3) : bridge.host(1);
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -57,7 +75,9 @@ public:
         if (int pid = running(paths); pid > 0) ::kill(pid, SIGHUP);
     }
 
-    void start_proxy(const std::string& sandbox, const std::string& address) override {
+    void start_proxy(const EgressSite& site) override {
+        const auto& sandbox = site.sandbox;
+        const auto address = site.subnet.host(1).address_text();
         auto paths = prepare(sandbox);
         const auto listen = fmt::format("{}:{}", address, k_egress_proxy_port);
         if (running(paths) > 0) {
@@ -89,9 +109,14 @@ public:
         return common::stop_proxy(paths.pid().string(), std::chrono::seconds(5), is_ours(paths));
     }
 
-    ProxyStatus proxy_status(const std::string& sandbox, const std::string& address) override {
-        auto paths = locate(sandbox);
-        return {running(paths), fmt::format("{}:{}", address, k_egress_proxy_port), paths.log().string()};
+    ProxyStatus proxy_status(const EgressSite& site) override {
+        auto paths = locate(site.sandbox);
+        return {running(paths), fmt::format("{}:{}", site.subnet.host(1).address_text(), k_egress_proxy_port),
+                paths.log().string(), "", ""};
+    }
+
+    int print_network_log(const EgressSite& site, bool follow, bool json, std::ostream& out) override {
+        return egress_proxy::print_network_log(locate(site.sandbox).log().string(), follow, json, out);
     }
 
     [[nodiscard]] bool runs_resolver() const override { return true; }
@@ -152,6 +177,8 @@ public:
     }
 
     [[nodiscard]] unsigned proxy_uid() const override { return m_uid; }
+    [[nodiscard]] ProxyPlacement placement() const override { return ProxyPlacement::Host; }
+    [[nodiscard]] bool host_firewall() const override { return true; }
 
 private:
     std::string setting(const std::string& key) const {
@@ -243,16 +270,16 @@ public:
     void write_policy(const std::string& sandbox, const policy::NetworkPolicy&) override {
         m_context.reporter.step(fmt::format("would write the egress policy of {}", sandbox));
     }
-    void start_proxy(const std::string& sandbox, const std::string& address) override {
-        m_context.reporter.step(fmt::format("would start the egress proxy of {} on {}:{} as nobody", sandbox, address,
-                                            k_egress_proxy_port));
+    void start_proxy(const EgressSite& site) override {
+        m_context.reporter.step(fmt::format("would start the egress proxy of {} on {}:{} as nobody", site.sandbox,
+                                            site.subnet.host(1).address_text(), k_egress_proxy_port));
     }
     bool stop_proxy(const std::string& sandbox) override {
         m_context.reporter.step(fmt::format("would stop the egress proxy of {}", sandbox));
         return false;
     }
-    ProxyStatus proxy_status(const std::string&, const std::string& address) override {
-        return {0, fmt::format("{}:{}", address, k_egress_proxy_port), ""};
+    ProxyStatus proxy_status(const EgressSite& site) override {
+        return {0, fmt::format("{}:{}", site.subnet.host(1).address_text(), k_egress_proxy_port), "", "", ""};
     }
     [[nodiscard]] bool runs_resolver() const override { return true; }
     void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool) override {
@@ -266,6 +293,7 @@ public:
         return false;
     }
     [[nodiscard]] int resolver_pid(const std::string&) override { return 0; }
+    int print_network_log(const EgressSite&, bool, bool, std::ostream&) override { return 0; }
     void install_firewall(const FirewallSpec& spec) override {
         m_context.reporter.step(fmt::format("would define nft table inet {}", firewall_table(spec.bridge)));
     }
@@ -277,6 +305,8 @@ public:
     }
     void remove_state(const std::string&) override {}
     [[nodiscard]] unsigned proxy_uid() const override { return 65534; }
+    [[nodiscard]] ProxyPlacement placement() const override { return ProxyPlacement::Host; }
+    [[nodiscard]] bool host_firewall() const override { return true; }
 
 private:
     ProviderContext& m_context;

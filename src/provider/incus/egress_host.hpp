@@ -1,20 +1,32 @@
-// Where a sandbox's egress enforcement runs: its egress proxy process, its
-// resolver (host_resolver.hpp) and the host firewall table of its bridge. Today both run on this machine, next to
-// the local Incus daemon (make_local_egress_host); a remote Incus server needs
-// them next to that server instead, behind this same interface.
+// Where a sandbox's egress enforcement runs: its egress proxy, its resolver
+// (host_resolver.hpp) and the host firewall table of its bridge. Two
+// placements of the proxy sit behind this interface:
+//   host      the proxy is a detached process on this machine, listening on
+//             the bridge's host address (make_local_egress_host);
+//   instance  the proxy runs in a small companion container `NAME-egress` on
+//             the sandbox's own bridge, under systemd, as nobody
+//             (make_instance_egress_host); this is the placement for an Incus
+//             server that is not this machine.
+// The host firewall table and agentctl's resolver exist only where the bridge
+// is on this machine; elsewhere the bridge's own dnsmasq (raw.dnsmasq) resolves.
 #pragma once
 
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agentctl/policy.hpp"
 #include "agentctl/provider.hpp"
 #include "provider/incus/host_firewall.hpp"
 #include "provider/incus/host_resolver.hpp"
+#include "provider/incus/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
+
+class Client;
 
 // The port every sandbox's egress proxy listens on, on its own bridge's host
 // address (each bridge has its own address, so one fixed port serves all).
@@ -22,10 +34,36 @@ inline constexpr std::uint16_t k_egress_proxy_port = 3128;
 // The resolver's port, on the same address.
 inline constexpr std::uint16_t k_dns_port = 53;
 
+enum class ProxyPlacement { Host, Instance };
+
+// "host" | "instance" (the setting's words and the sandbox's record).
+[[nodiscard]] std::string_view to_string(ProxyPlacement placement);
+
+// The one place that decides incus.proxyPlacement: `host` and `instance` are
+// taken as given; `auto` (or empty) is the host when the server is this
+// machine, else the instance. Throws agentctl::Error for another word.
+[[nodiscard]] ProxyPlacement choose_proxy_placement(std::string_view setting, bool server_local);
+
+// Where a sandbox's proxy listens: the bridge's host address (host placement)
+// or the companion's fixed address, the subnet's third host (instance).
+[[nodiscard]] Ipv4Net proxy_address(ProxyPlacement placement, const Ipv4Net& bridge);
+
+// What a proxy is started for: the sandbox, its bridge and subnet (the
+// bridge's host address, with the prefix), and the image the sandbox came
+// from (the companion instance is created from it).
+struct EgressSite {
+    std::string sandbox;
+    std::string bridge;
+    Ipv4Net subnet;
+    std::string image;
+};
+
 struct ProxyStatus {
     int pid = 0;  // 0: not running
     std::string listen;
     std::string log_path;
+    std::string instance;  // the companion's name (instance placement), else empty
+    std::string problem;   // why it is not running, when known
 };
 
 class EgressHost {
@@ -35,12 +73,15 @@ public:
     // Writes the policy file the proxy enforces (atomically); a running proxy
     // is told to reload it (SIGHUP).
     virtual void write_policy(const std::string& sandbox, const policy::NetworkPolicy& network) = 0;
-    // Starts the sandbox's proxy on ADDRESS:k_egress_proxy_port unless it is
-    // already running there. Throws agentctl::Error when it does not come up.
-    virtual void start_proxy(const std::string& sandbox, const std::string& address) = 0;
+    // Starts the sandbox's proxy on proxy_address(placement(), site.subnet):
+    // k_egress_proxy_port unless it is already running there. Throws
+    // agentctl::Error when it does not come up.
+    virtual void start_proxy(const EgressSite& site) = 0;
     // Stops it; true if one was running.
     virtual bool stop_proxy(const std::string& sandbox) = 0;
-    [[nodiscard]] virtual ProxyStatus proxy_status(const std::string& sandbox, const std::string& address) = 0;
+    [[nodiscard]] virtual ProxyStatus proxy_status(const EgressSite& site) = 0;
+    // Prints the proxy's decision log (`logs --network`); returns the exit code.
+    virtual int print_network_log(const EgressSite& site, bool follow, bool json, std::ostream& out) = 0;
     // True when this host runs the sandbox's resolver (start_resolver); false:
     // the bridge's own dnsmasq, configured through Incus (raw.dnsmasq), is it.
     [[nodiscard]] virtual bool runs_resolver() const = 0;
@@ -60,10 +101,14 @@ public:
     // sentence when it could not, else empty.
     virtual std::string forget_connections(const std::vector<std::string>& sources,
                                            const std::vector<std::string>& destinations) = 0;
-    // Removes the sandbox's proxy state (policy, log, pid file).
+    // Removes the sandbox's proxy state (policy, log, pid file; the companion
+    // instance). Runs before the bridge is deleted.
     virtual void remove_state(const std::string& sandbox) = 0;
     // The uid the proxies run as (the firewall names it).
     [[nodiscard]] virtual unsigned proxy_uid() const = 0;
+    [[nodiscard]] virtual ProxyPlacement placement() const = 0;
+    // Whether agentctl's nft table guards the bridge (the bridge is on this machine).
+    [[nodiscard]] virtual bool host_firewall() const = 0;
 };
 
 // Runs the proxy as a detached local process (as the unprivileged user
@@ -73,5 +118,12 @@ public:
 
 // --preview: reports each step, changes nothing.
 [[nodiscard]] std::unique_ptr<EgressHost> make_preview_egress_host(ProviderContext& context);
+
+// The companion-instance placement (egress_instance.cpp) over `client` (its
+// calls are printed under --preview). `host_side` runs the firewall table and
+// conntrack when the server is this machine; null when it is not (then they
+// are skipped: Incus's bridge ACL is the only enforcement point).
+[[nodiscard]] std::unique_ptr<EgressHost> make_instance_egress_host(ProviderContext& context, Client& client,
+                                                                    std::unique_ptr<EgressHost> host_side);
 
 }  // namespace agentctl::provider::incus

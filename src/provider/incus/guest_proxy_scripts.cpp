@@ -111,7 +111,7 @@ const std::vector<std::string>& probe_names() {
 
 std::string probe_battery_script(const ProbeTargets& targets, int timeout_seconds) {
     return fmt::format(R"SH(unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
-t={t}; gw={gw}; pp={pp}; gc={gc}; oh={oh}; oc={oc}; un={un}; name=agentctl-probe.invalid
+t={t}; gw={gw}; px={px}; pp={pp}; gc={gc}; oh={oh}; oc={oc}; un={un}; name=agentctl-probe.invalid
 # Every probe prints its one line straight to stdout (no temporary files: a
 # booting container's /tmp may be mounted over meanwhile).
 say() {{ echo "agentctl-probe $*"; }}
@@ -144,10 +144,14 @@ except OSError as e:
 PY
 }}
 tcp direct-bypass "$un" 443 "a direct TCP connection to $un:443 (no proxy)" &
-tcp host-port "$gw" "$gc" "TCP to the host at $gw:$gc" &
+if [ "$gc" != 0 ]; then tcp host-port "$gw" "$gc" "TCP to the host at $gw:$gc" &
+else say host-port skipped "the Incus server is not this machine: no listener of agentctl's on $gw"; fi
 if [ -n "$oh" ]; then
   tcp host-address "$oh" "$oc" "TCP to the host's other address $oh:$oc" &
   tcp dns-tcp-elsewhere "$oh" 53 "TCP to $oh:53 (not the sandbox's resolver)" &
+elif [ "$gc" = 0 ]; then
+  say host-address skipped "the Incus server is not this machine: no listener of agentctl's there"
+  say dns-tcp-elsewhere skipped "the Incus server is not this machine: no listener of agentctl's there"
 else
   say host-address held "the host has no other address to try"
   say dns-tcp-elsewhere held "the host has no other address to try"
@@ -157,7 +161,7 @@ fi
    answer*) say dns-udp-elsewhere escaped "$w was answered" ;;
    no-tool) say dns-udp-elsewhere inconclusive "$w: the guest has no python3" ;;
    *) say dns-udp-elsewhere inconclusive "$w got no answer within $t s (dropped, not rejected)" ;; esac) &
-(w="CONNECT $name:443 through the proxy $gw:$pp"
+(w="CONNECT $name:443 through the proxy $px:$pp"
  if command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1; then
    # The proxy may still be coming up right after create: a refused connection
    # (no answer at all) is tried again for up to 3 s.
@@ -165,7 +169,7 @@ fi
    while :; do
      out=$(timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 3
        printf "CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" "$2" "$2" >&3; IFS= read -r l <&3; printf "%s" "$l"' \
-       "$gw" "$pp" "$name" 2>/dev/null | tr -d '\r')
+       "$px" "$pp" "$name" 2>/dev/null | tr -d '\r')
      [ -z "$out" ] && [ $n -lt 15 ] || break
      n=$((n + 1)); sleep 0.2
    done
@@ -189,6 +193,7 @@ fi
 wait
 )SH",
                        fmt::arg("t", timeout_seconds), fmt::arg("gw", shell_quote(targets.gateway)),
+                       fmt::arg("px", shell_quote(targets.proxy.empty() ? targets.gateway : targets.proxy)),
                        fmt::arg("pp", targets.proxy_port), fmt::arg("gc", targets.gateway_canary),
                        fmt::arg("oh", shell_quote(targets.other_host_address)), fmt::arg("oc", targets.other_canary),
                        fmt::arg("un", shell_quote(targets.unrouted)));

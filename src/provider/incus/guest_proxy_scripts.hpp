@@ -40,9 +40,11 @@ namespace agentctl::provider::incus {
 [[nodiscard]] const std::vector<std::string>& probe_names();
 
 struct ProbeTargets {
-    std::string gateway;                    // the bridge's host address (resolver, proxy)
+    std::string gateway;                    // the bridge's host address (the resolver)
+    std::string proxy;                      // where the egress proxy listens (empty: the gateway)
     std::uint16_t proxy_port = 0;           // the egress proxy
-    std::uint16_t gateway_canary = 0;       // a host port on the gateway agentctl listens on (must be refused)
+    std::uint16_t gateway_canary = 0;       // a host port on the gateway agentctl listens on (must be refused);
+                                            // 0: the server is not this machine, the probe is skipped
     std::string other_host_address;         // another address of the host (empty: probe skipped as held by design)
     std::uint16_t other_canary = 0;         // a port agentctl listens on there
     std::string unrouted = "198.51.100.7";  // TEST-NET-2: never routed, must be rejected at once
@@ -53,10 +55,11 @@ struct ProbeTargets {
 // first. Prints one line per probe: `agentctl-probe NAME held|escaped|inconclusive DETAIL`:
 //   direct-bypass      TCP straight to UNROUTED:443, not through the proxy: must be rejected
 //   host-port          TCP to GATEWAY:GATEWAY_CANARY (not the proxy): must be rejected
+//                      (skipped without a canary: "skipped" lines are not counted)
 //   host-address       TCP to another host address, OTHER:OTHER_CANARY: must be rejected
 //   dns-tcp-elsewhere  TCP to OTHER:53 (Incus accepts 53 on every host address): must be rejected
 //   dns-udp-elsewhere  a UDP DNS query to UNROUTED:53: must be rejected
-//   proxy-denied-name  CONNECT to a name no policy allows, via the proxy: must get no tunnel
+//   proxy-denied-name  CONNECT to a name no policy allows, via the proxy (PROXY:PROXY_PORT): must get no tunnel
 //                      (403; under --allow-lan names are looked up, and it fails with 502)
 //   dns-denied-name    that name from the bridge's resolver: must get NXDOMAIN or REFUSED
 [[nodiscard]] std::string probe_battery_script(const ProbeTargets& targets, int timeout_seconds);

@@ -14,6 +14,17 @@ std::string firewall_script(const FirewallSpec& spec) {
         direct += fmt::format("    iifname \"{}\" ip daddr {} tcp dport {} return\n", spec.bridge, d.address,
                               d.ports.empty() ? std::string("1-65535") : "{ " + d.ports + " }");
     }
+    const auto host_ports = spec.proxy_instance.empty() ? fmt::format("{{ 53, {} }}", spec.proxy_port) : "53";
+    std::string companion;  // after the direct rules
+    std::string bridged;    // before anything refuses traffic into agc-* bridges
+    if (!spec.proxy_instance.empty()) {
+        companion =
+            fmt::format("    iifname \"{}\" ip saddr {} meta l4proto tcp return\n", spec.bridge, spec.proxy_instance);
+        bridged = fmt::format(
+            "    iifname \"{0}\" oifname \"{0}\" ip saddr {1} ip daddr {2} tcp dport {3} return\n"
+            "    iifname \"{0}\" oifname \"{0}\" ip saddr {2} ip daddr {1} tcp sport {3} return\n",
+            spec.bridge, spec.sandbox, spec.proxy_instance, spec.proxy_port);
+    }
     return fmt::format(R"NFT(table inet {table} {{}}
 delete table inet {table}
 table inet {table} {{
@@ -25,15 +36,15 @@ table inet {table} {{
     meta nfproto ipv6 reject
     ip daddr {{ {gw}, 255.255.255.255 }} udp dport 67 accept
     ip daddr {gw} udp dport 53 accept
-    ip daddr {gw} tcp dport {{ 53, {port} }} accept
+    ip daddr {gw} tcp dport {host_ports} accept
     meta l4proto tcp reject with tcp reset
     reject
   }}
   chain forward {{
     type filter hook forward priority filter - 5; policy accept;
     iifname "{bridge}" meta nfproto ipv6 reject
-    iifname "{bridge}" oifname "agc-*" reject
-{direct}    iifname "{bridge}" meta l4proto tcp ct state new reject with tcp reset
+{bridged}    iifname "{bridge}" oifname "agc-*" reject
+{direct}{companion}    iifname "{bridge}" meta l4proto tcp ct state new reject with tcp reset
   }}
   chain output {{
     type filter hook output priority filter - 5; policy accept;
@@ -43,7 +54,8 @@ table inet {table} {{
 }}
 )NFT",
                        fmt::arg("table", table), fmt::arg("bridge", spec.bridge), fmt::arg("gw", spec.gateway),
-                       fmt::arg("port", spec.proxy_port), fmt::arg("uid", spec.proxy_uid), fmt::arg("direct", direct));
+                       fmt::arg("host_ports", host_ports), fmt::arg("uid", spec.proxy_uid), fmt::arg("direct", direct),
+                       fmt::arg("companion", companion), fmt::arg("bridged", bridged));
 }
 
 std::string firewall_delete_script(const std::string& bridge) {

@@ -45,6 +45,14 @@ struct FirewallSpec {
     // client then waits for its SYN retransmit, about a second.) Everything
     // admitted here still has to pass the ACL.
     std::vector<DirectDestination> direct;
+    // Instance placement: the companion's address on the bridge, and the
+    // sandbox's. The host then admits no proxy port of its own; the sandbox's
+    // TCP to the companion's proxy port (and its answers) pass this table
+    // where the bridge hands bridged traffic to the IP hooks (br_netfilter);
+    // new TCP connections from the companion go on to the bridge ACL (which
+    // lets it reach outside only).
+    std::string proxy_instance;
+    std::string sandbox;
 };
 
 // `agentctl-BRIDGE`.

@@ -35,15 +35,22 @@ std::unique_ptr<Provider> create(ProviderContext& context) {
     } else {
         client = make_client(make_transport(server), server.project);
     }
-    auto egress = context.preview ? make_preview_egress_host(context) : make_local_egress_host(context);
-    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), std::move(server));
+    auto host_side = [&context] {
+        return context.preview ? make_preview_egress_host(context) : make_local_egress_host(context);
+    };
+    // The host firewall table and resolver serve the bridges only where they are this machine's.
+    auto instance = make_instance_egress_host(context, *client, server.this_machine ? host_side() : nullptr);
+    return std::make_unique<IncusProvider>(context, std::move(client), host_side(), std::move(instance),
+                                           std::move(server));
 }
 
 IncusProvider::IncusProvider(ProviderContext& context, std::unique_ptr<Client> client,
-                             std::unique_ptr<EgressHost> egress, Server server)
+                             std::unique_ptr<EgressHost> egress, std::unique_ptr<EgressHost> egress_instance,
+                             Server server)
     : m_context(context),
       m_client(std::move(client)),
       m_egress(std::move(egress)),
+      m_egress_instance(std::move(egress_instance)),
       m_api(*m_client),
       m_server(std::move(server)),
       m_project(m_server.project) {}
@@ -51,7 +58,9 @@ IncusProvider::IncusProvider(ProviderContext& context, std::unique_ptr<Client> c
 std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
                                         std::unique_ptr<EgressHost> egress, Server server) {
     if (!egress) egress = make_preview_egress_host(context);
-    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), std::move(server));
+    auto instance = make_instance_egress_host(context, *client, make_preview_egress_host(context));
+    return std::make_unique<IncusProvider>(context, std::move(client), std::move(egress), std::move(instance),
+                                           std::move(server));
 }
 
 std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_ptr<Client> client,
@@ -61,6 +70,30 @@ std::unique_ptr<Provider> make_provider(ProviderContext& context, std::unique_pt
 
 std::string IncusProvider::on_server(const std::string& name) const {
     return m_server.remote.empty() ? name : fmt::format("{}:{}", m_server.remote, name);
+}
+
+ProxyPlacement IncusProvider::placement_setting() const {
+    auto it = m_context.settings.find("incus.proxyPlacement");
+    return choose_proxy_placement(it == m_context.settings.end() ? std::string_view() : std::string_view(it->second),
+                                  server_is_this_machine());
+}
+
+ProxyPlacement IncusProvider::placement_of(const Json& instance) {
+    return config_value(instance, key::k_egress) == to_string(ProxyPlacement::Instance) ? ProxyPlacement::Instance
+                                                                                        : ProxyPlacement::Host;
+}
+
+EgressHost& IncusProvider::egress(ProxyPlacement placement) const {
+    return placement == ProxyPlacement::Instance ? *m_egress_instance : *m_egress;
+}
+
+EgressSite IncusProvider::site_of(const std::string& name, const Json& instance) {
+    EgressSite site;
+    site.sandbox = name;
+    site.bridge = bridge_name(name);
+    site.subnet = parse_ipv4_net(config_value(instance, key::k_subnet)).value_or(Ipv4Net{});
+    site.image = config_value(instance, key::k_image);
+    return site;
 }
 
 std::string IncusProvider::backend_version() {
@@ -122,6 +155,12 @@ Json IncusProvider::require_instance(const std::string& name) {
     if (config_value(*instance, key::k_managed) != "true") {
         throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
                     "agentctl only acts on its own sandboxes; use the incus client for other instances");
+    }
+    if (config_value(*instance, key::k_role) == key::k_role_egress_proxy) {
+        const auto sandbox = config_value(*instance, key::k_sandbox);
+        throw Error(
+            fmt::format("the Incus instance \"{}\" is the egress proxy of sandbox {}, not a sandbox", name, sandbox),
+            fmt::format("act on the sandbox (agentctl status {}); its proxy follows it", sandbox));
     }
     return *instance;
 }

@@ -12,6 +12,7 @@
 //   incus.storagePool    storage pool of the root disk (default)
 //   incus.imageRemote    simplestreams server for `image pull` (https://images.linuxcontainers.org)
 //   incus.remote         the incus client's remote to use instead of the local socket (server.hpp)
+//   incus.proxyPlacement where each sandbox's egress proxy runs: auto | host | instance (egress_host.hpp)
 #pragma once
 
 #include <memory>

@@ -24,6 +24,8 @@ std::string bridge_name(std::string_view sandbox) {
     return fmt::format("{}{:011x}", k_bridge_prefix, fnv1a64(sandbox) & 0xfffffffffffULL);
 }
 
+std::string companion_name(std::string_view sandbox) { return std::string(sandbox) + "-egress"; }
+
 std::string acl_name(std::string_view sandbox) { return fmt::format("agentctl-{}", sandbox); }
 
 std::string mount_device_name(std::size_t index) { return fmt::format("agentctl-mount{}", index); }

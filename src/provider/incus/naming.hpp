@@ -17,6 +17,9 @@ inline constexpr std::string_view k_bridge_prefix = "agc-";
 [[nodiscard]] std::string bridge_name(std::string_view sandbox);
 // `agentctl-NAME`.
 [[nodiscard]] std::string acl_name(std::string_view sandbox);
+// `NAME-egress`: the companion instance that runs the sandbox's egress proxy
+// when it is placed in an instance (egress_host.hpp).
+[[nodiscard]] std::string companion_name(std::string_view sandbox);
 // Disk device name for the Nth mount, proxy device name for a published port.
 [[nodiscard]] std::string mount_device_name(std::size_t index);
 [[nodiscard]] std::string port_device_name(std::string_view protocol, unsigned host_port);
@@ -55,8 +58,15 @@ inline constexpr std::string_view k_subnet = "user.agentctl.subnet";
 // host (host_resolver.hpp); absent (sandboxes made before it) or "incus" =
 // the bridge's own dnsmasq.
 inline constexpr std::string_view k_resolver = "user.agentctl.resolver";
-// On the bridge and the ACL: which sandbox they belong to (delete checks it).
+// On the bridge, the ACL and the companion instance: which sandbox they
+// belong to (delete checks it).
 inline constexpr std::string_view k_sandbox = "user.agentctl.sandbox";
+// Where the sandbox's egress proxy runs: "host" (or absent) | "instance".
+inline constexpr std::string_view k_egress = "user.agentctl.egress";
+// On an instance agentctl made that is not a sandbox: what it is
+// ("egress-proxy" for a companion). `list` shows only instances without it.
+inline constexpr std::string_view k_role = "user.agentctl.role";
+inline constexpr std::string_view k_role_egress_proxy = "egress-proxy";
 }  // namespace key
 
 }  // namespace agentctl::provider::incus

@@ -106,16 +106,25 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     if (wait_for_address(name, vm ? 120 : 30).empty())
         return ProbeRun::unverified("not verified: the sandbox got no IPv4 address on eth0");
 
+    const auto placement = placement_of(instance);
     ProbeTargets targets;
     targets.gateway = gateway;
+    targets.proxy = proxy_address(placement, *bridge_address).address_text();
     targets.proxy_port = k_egress_proxy_port;
-    ProbeListener gateway_canary(gateway, 0);
-    if (!gateway_canary.ok()) {
-        return ProbeRun::unverified(
-            fmt::format("not verified: cannot listen on {}: {}", gateway, gateway_canary.error()));
+    // The canaries are listeners on this machine: they can only be reached
+    // (and so prove anything) when the bridge is this machine's. Otherwise the
+    // probes that need them are skipped, and the count says so.
+    const bool local = server_is_this_machine();
+    std::optional<ProbeListener> gateway_canary;
+    if (local) {
+        gateway_canary.emplace(gateway, 0);
+        if (!gateway_canary->ok()) {
+            return ProbeRun::unverified(
+                fmt::format("not verified: cannot listen on {}: {}", gateway, gateway_canary->error()));
+        }
+        targets.gateway_canary = gateway_canary->port();
     }
-    targets.gateway_canary = gateway_canary.port();
-    targets.other_host_address = other_host_address();
+    if (local) targets.other_host_address = other_host_address();
     std::optional<ProbeListener> other_canary;
     std::optional<ProbeListener> dns_canary;  // on OTHER:53 when that port is free
     if (!targets.other_host_address.empty()) {
@@ -139,7 +148,9 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
                                fmt::format("printed no result (exit {}): {}", result.exit_code, result.err)});
         }
     }
-    if (gateway_canary.reached()) escape(results, "host-port", "agentctl's listener on the host saw the connection");
+    if (gateway_canary && gateway_canary->reached()) {
+        escape(results, "host-port", "agentctl's listener on the host saw the connection");
+    }
     if (other_canary && other_canary->reached()) {
         escape(results, "host-address", "agentctl's listener on the host saw the connection");
     }
@@ -151,6 +162,7 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     ProbeRun run;
     run.results = std::move(results);
     run.elapsed = elapsed;
+    run.placement = placement;
     return run;
 }
 
@@ -166,7 +178,7 @@ std::string IncusProvider::record_probes(const std::string& name, const ProbeRun
     if (!summary.escaped.empty()) {
         m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
         m_api.change_state(name, state_payload("stop", true, -1), 120);
-        stop_egress_services(name);
+        stop_egress_services(name, egress(run.placement));
         std::string what;
         for (const auto* r : summary.escaped) what += fmt::format("\n  {}: {}", r->name, r->detail);
         const auto line = common::confinement_line(summary, std::chrono::system_clock::now());
@@ -203,10 +215,8 @@ int IncusProvider::logs(const std::string& name, const LogRequest& request) {
         throw Error("logs --exec is not available on the incus provider yet",
                     "use `agentctl logs " + name + " --network`", exit_code::k_not_available);
     }
-    const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
-    const auto status = m_egress->proxy_status(name, gateway ? gateway->address_text() : std::string());
-    if (status.log_path.empty()) return 0;
-    return egress_proxy::print_network_log(status.log_path, request.follow, request.json, m_context.out);
+    return egress(placement_of(instance))
+        .print_network_log(site_of(name, instance), request.follow, request.json, m_context.out);
 }
 
 }  // namespace agentctl::provider::incus

@@ -98,11 +98,33 @@ Ipv4Net IncusProvider::choose_subnet() {
 }
 
 AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network,
-                                 const std::string& gateway) {
-    AclContext context{gateway, k_egress_proxy_port, policy::host_own_addresses()};
+                                 const Ipv4Net& subnet, ProxyPlacement placement, bool report) {
+    AclContext context{subnet.host(1).address_text(), k_egress_proxy_port, policy::host_own_addresses(), {}, {}, {}};
+    if (placement == ProxyPlacement::Instance) {
+        context.proxy_instance = proxy_address(placement, subnet).address_text();
+        context.sandbox = subnet.host(2).address_text();
+        // Other sandboxes' bridges are carved from this pool.
+        if (auto pool = parse_ipv4_net(setting(m_context, "incus.subnetPool", std::string(k_default_pool)))) {
+            context.proxy_refused.push_back(Ipv4Net{pool->network(), pool->prefix}.to_string());
+        }
+    }
     auto rules = build_acl_rules(network, context);
-    for (const auto& note : rules.notes) m_context.reporter.warning(fmt::format("{}: {}", sandbox, note));
+    if (report) {
+        for (const auto& note : rules.notes) m_context.reporter.warning(fmt::format("{}: {}", sandbox, note));
+    }
     return rules;
+}
+
+FirewallSpec IncusProvider::firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
+                                          const AclRules& rules) {
+    FirewallSpec spec{
+        bridge, subnet.host(1).address_text(), k_egress_proxy_port, egress(placement).proxy_uid(), rules.direct, {},
+        {}};
+    if (placement == ProxyPlacement::Instance) {
+        spec.proxy_instance = proxy_address(placement, subnet).address_text();
+        spec.sandbox = subnet.host(2).address_text();
+    }
+    return spec;
 }
 
 // The image a create starts from: --image, else the incus.image setting; a
@@ -181,27 +203,32 @@ ResolverSpec IncusProvider::plan_resolver(const std::string& bridge, const Ipv4N
                         network.enabled};
 }
 
-BridgeResolver IncusProvider::resolver_for(bool confined) const {
+BridgeResolver IncusProvider::resolver_for(bool confined, ProxyPlacement placement) const {
     // An unconfined sandbox's bridge keeps Incus's resolver (it forwards every name).
-    return confined && m_egress->runs_resolver() ? BridgeResolver::Host : BridgeResolver::Incus;
+    return confined && egress(placement).runs_resolver() ? BridgeResolver::Host : BridgeResolver::Incus;
 }
 
-std::future<void> IncusProvider::egress_up(const std::string& name, const std::string& bridge,
-                                           const Ipv4Net& bridge_net, const policy::NetworkPolicy& network,
-                                           const AclRules& rules, BridgeResolver resolver, bool background) {
-    const auto gateway = bridge_net.address_text();
-    m_egress->install_firewall(FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
-    m_egress->write_policy(name, network);
+std::future<void> IncusProvider::egress_up(const EgressSite& site, ProxyPlacement placement,
+                                           const policy::NetworkPolicy& network, const AclRules& rules,
+                                           BridgeResolver resolver, bool background) {
+    auto& host = egress(placement);
+    if (host.host_firewall()) host.install_firewall(firewall_spec(site.bridge, site.subnet, placement, rules));
+    host.write_policy(site.sandbox, network);
     std::optional<ResolverSpec> resolver_spec;
     if (resolver == BridgeResolver::Host) {
-        resolver_spec = plan_resolver(bridge, bridge_net, network);
-        m_context.reporter.step(fmt::format("starting the resolver of {} on {}:{}", name, gateway, k_dns_port));
+        resolver_spec = plan_resolver(site.bridge, site.subnet, network);
+        m_context.reporter.step(
+            fmt::format("starting the resolver of {} on {}:{}", site.sandbox, site.subnet.address_text(), k_dns_port));
     }
+    const auto where = proxy_address(placement, site.subnet).address_text();
     m_context.reporter.step(
-        fmt::format("starting the egress proxy of {} on {}:{}", name, gateway, k_egress_proxy_port));
-    auto services_up = [this, name, gateway, resolver_spec] {
-        if (resolver_spec) m_egress->start_resolver(name, *resolver_spec, false);
-        m_egress->start_proxy(name, gateway);
+        placement == ProxyPlacement::Instance
+            ? fmt::format("starting the egress proxy of {} in instance {} on {}:{}", site.sandbox,
+                          companion_name(site.sandbox), where, k_egress_proxy_port)
+            : fmt::format("starting the egress proxy of {} on {}:{}", site.sandbox, where, k_egress_proxy_port));
+    auto services_up = [&host, site, resolver_spec] {
+        if (resolver_spec) host.start_resolver(site.sandbox, *resolver_spec, false);
+        host.start_proxy(site);
     };
     if (!background) {
         services_up();
@@ -211,40 +238,55 @@ std::future<void> IncusProvider::egress_up(const std::string& name, const std::s
     return std::async(std::launch::async, services_up);
 }
 
-void IncusProvider::stop_egress_services(const std::string& name) {
-    if (m_egress->stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
-    if (m_egress->stop_resolver(name)) m_context.reporter.step(fmt::format("stopped the resolver of {}", name));
+void IncusProvider::stop_egress_services(const std::string& name, EgressHost& host) {
+    if (host.stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
+    if (host.stop_resolver(name)) m_context.reporter.step(fmt::format("stopped the resolver of {}", name));
 }
 
 void IncusProvider::restore_egress(const std::string& name, const Json& instance) {
     const auto text = config_value(instance, key::k_network);
     if (text.empty()) return;
     const auto network = policy::from_policy_file(Json::parse(text));
-    const auto bridge_net = parse_ipv4_net(config_value(instance, key::k_subnet));
-    if (!bridge_net) return;
-    const auto bridge = bridge_name(name);
+    const auto site = site_of(name, instance);
+    if (site.subnet.prefix == 0) return;
+    const auto placement = placement_of(instance);
     const auto resolver = recorded_resolver(instance);
     if (!network.enabled) {
         // No policy (it was detached), but agentctl's resolver still serves DHCP and DNS.
-        if (resolver == BridgeResolver::Host)
-            m_egress->start_resolver(name, plan_resolver(bridge, *bridge_net, network), false);
+        if (resolver == BridgeResolver::Host) {
+            egress(placement).start_resolver(name, plan_resolver(site.bridge, site.subnet, network), false);
+        }
         return;
     }
-    const auto rules = build_acl_rules(
-        network, AclContext{bridge_net->address_text(), k_egress_proxy_port, policy::host_own_addresses()});
-    (void)egress_up(name, bridge, *bridge_net, network, rules, resolver, false);
+    const auto rules = plan_acl(name, network, site.subnet, placement, false);
+    (void)egress_up(site, placement, network, rules, resolver, false);
 }
 
 void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) const {
     if (!info.network || !info.network->enabled) return;
     const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
     if (!gateway) return;
-    const auto status = m_egress->proxy_status(info.name, gateway->address_text());
-    info.extra.emplace_back(
-        "Egress proxy",
-        status.pid > 0 ? fmt::format("{} (running, pid {}, as nobody)", status.listen, status.pid)
-                       : fmt::format("{} (NOT running: the sandbox has no egress; `agentctl start {}` restarts it)",
-                                     status.listen, info.name));
+    const auto placement = placement_of(instance);
+    auto& host = egress(placement);
+    const auto status = host.proxy_status(site_of(info.name, instance));
+    const auto restart = fmt::format("`agentctl start {}` restarts it", info.name);
+    if (placement == ProxyPlacement::Instance) {
+        info.extra.emplace_back("Egress proxy",
+                                status.pid > 0
+                                    ? fmt::format("{} (instance {}, running, pid {} there, as nobody)", status.listen,
+                                                  status.instance, status.pid)
+                                    : fmt::format("{} (instance {}, NOT running: {}; the sandbox has no egress; {})",
+                                                  status.listen, status.instance, status.problem, restart));
+        info.extra.emplace_back("Host firewall", host.host_firewall()
+                                                     ? "nft table inet " + firewall_table(bridge_name(info.name))
+                                                     : "none: the Incus server is not this machine (the bridge ACL "
+                                                       "is the only enforcement point)");
+    } else {
+        info.extra.emplace_back(
+            "Egress proxy",
+            status.pid > 0 ? fmt::format("{} (running, pid {}, as nobody)", status.listen, status.pid)
+                           : fmt::format("{} (NOT running: the sandbox has no egress; {})", status.listen, restart));
+    }
     if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
     const auto scope =
         info.network->dns.disabled ? "answers no name: network.dns.disabled" : "answers allowlisted names only";
@@ -329,18 +371,22 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     if (idmap && !m_api.preview()) check_subordinate_ids(*idmap);
     const auto bridge = bridge_name(spec.name);
     const bool confined = spec.network.enabled;
-    const auto resolver = resolver_for(confined);
+    const auto placement = placement_setting();
+    if (confined && placement == ProxyPlacement::Instance && companion_name(spec.name).size() > 63) {
+        throw Error(fmt::format("the sandbox name \"{}\" is too long for its egress proxy instance {}", spec.name,
+                                companion_name(spec.name)),
+                    "use a name of at most 56 characters");
+    }
+    const auto resolver = resolver_for(confined, placement);
     Ipv4Net subnet;
-    std::string gateway;
     AclRules rules;
     {
         // Serialise subnet choice and bridge creation between agentctl processes.
         std::optional<core::FileLock> lock;
         if (!m_api.preview()) lock.emplace(lock_path(m_context));
         subnet = choose_subnet();
-        gateway = subnet.host(1).address_text();
         if (confined) {
-            rules = plan_acl(spec.name, spec.network, gateway);
+            rules = plan_acl(spec.name, spec.network, subnet.host(1), placement);
             m_context.reporter.step(
                 fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name), rules.egress.size()));
             m_api.create_acl(acl_payload(spec.name, rules));
@@ -353,15 +399,19 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     }
     // The host side before the guest exists: no moment without enforcement.
     // Resolver and proxy come up while the instance is created.
+    // (Instance placement: the companion comes up on the bridge meanwhile.)
+    const auto proxy_at = proxy_address(placement, subnet.host(1)).address_text();
     std::future<void> proxy;
     if (confined) {
-        proxy = egress_up(spec.name, bridge, subnet.host(1), spec.network, rules, resolver, !m_api.preview());
+        proxy = egress_up(EgressSite{spec.name, bridge, subnet.host(1), spec.image}, placement, spec.network, rules,
+                          resolver, !m_api.preview());
     }
 
     auto config = instance_config(spec, bridge, subnet, confined, idmap);
+    if (confined) config[std::string(key::k_egress)] = std::string(to_string(placement));
     const auto pool = setting(m_context, "incus.storagePool", "default");
     auto devices = instance_devices(spec, bridge, pool);
-    confine_instance(config, devices, subnet, confined, k_egress_proxy_port, spec.isolation);
+    confine_instance(config, devices, subnet, confined, proxy_at, k_egress_proxy_port, spec.isolation);
     config[std::string(key::k_resolver)] = resolver_record(resolver);
     auto payload = instance_payload(spec, config, devices, true);
     m_context.reporter.step(fmt::format("creating {} {} from image {}{}",
@@ -381,7 +431,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     }
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
     std::string script = bootstrap_user_script(spec.user, guest_uid);
-    if (confined) script = with_proxy_setup(script, proxy_setup_script(gateway, k_egress_proxy_port));
+    if (confined) script = with_proxy_setup(script, proxy_setup_script(proxy_at, k_egress_proxy_port));
     auto result = run_as_root(spec.name, script, 120);
     auto user = parse_bootstrap_output(result.out);
     if (!user) {
@@ -414,12 +464,16 @@ int IncusProvider::remove_pieces(const std::string& name) {
     int found = 0;
     // A create that failed after booting leaves the instance running, and Incus
     // deletes only stopped instances. (Callers have checked that it is ours.)
-    if (auto instance = m_api.instance(name); instance && running(*instance)) {
-        m_api.change_state(name, state_payload("stop", true, -1), 120);
-    }
+    const auto instance = m_api.instance(name);
+    if (instance && running(*instance)) m_api.change_state(name, state_payload("stop", true, -1), 120);
+    // A preview asks for the companion only when the sandbox records one; a
+    // real delete always looks (a create may have stopped before recording).
+    const bool companion = !m_api.preview() || (instance && placement_of(*instance) == ProxyPlacement::Instance);
     if (m_api.delete_instance(name)) ++found;
     const auto bridge = bridge_name(name);
-    stop_egress_services(name);
+    stop_egress_services(name, *m_egress);
+    // The companion instance (instance placement) goes before its bridge can.
+    if (companion) m_egress_instance->remove_state(name);
     auto network = m_api.network(bridge);
     // A create killed while Incus was still setting the bridge up leaves it
     // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
@@ -489,6 +543,11 @@ void IncusProvider::remove(const std::string& name, bool force) {
 
 void IncusProvider::remove_once(const std::string& name, bool force) {
     if (auto instance = m_api.instance(name)) {
+        if (config_value(*instance, key::k_role) == key::k_role_egress_proxy) {
+            throw Error(fmt::format("the Incus instance \"{}\" is the egress proxy of sandbox {}, not a sandbox", name,
+                                    config_value(*instance, key::k_sandbox)),
+                        "delete the sandbox: agentctl delete " + config_value(*instance, key::k_sandbox));
+        }
         if (config_value(*instance, key::k_managed) != "true") {
             throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
                         "agentctl only deletes its own sandboxes; use `incus delete` for others");
@@ -513,11 +572,13 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     auto instance = require_instance(name);
     const auto bridge = bridge_name(name);
     const auto acl = acl_name(name);
-    const auto gateway_net = parse_ipv4_net(config_value(instance, key::k_subnet));
-    if (!gateway_net && !m_api.preview()) {
-        throw Error(fmt::format("{} has no bridge address recorded; recreate it", name));
+    auto site = site_of(name, instance);
+    if (site.subnet.prefix == 0) {
+        if (!m_api.preview()) throw Error(fmt::format("{} has no bridge address recorded; recreate it", name));
+        site.subnet = *parse_ipv4_net("10.0.0.1/28");
     }
-    const auto gateway = gateway_net ? gateway_net->address_text() : std::string("10.0.0.1");
+    const auto placement = placement_of(instance);
+    auto& host = egress(placement);
     std::optional<policy::NetworkPolicy> old;
     try {
         old = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
@@ -527,12 +588,12 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     const auto resolver = recorded_resolver(instance);
     // agentctl's resolver takes the new allowlist by a restart (milliseconds).
     auto restart_resolver = [&] {
-        if (resolver != BridgeResolver::Host || !gateway_net) return;
+        if (resolver != BridgeResolver::Host) return;
         m_context.reporter.step(fmt::format("restarting the resolver of {}", name));
-        m_egress->start_resolver(name, plan_resolver(bridge, *gateway_net, network), true);
+        host.start_resolver(name, plan_resolver(bridge, site.subnet, network), true);
     };
     if (network.enabled) {
-        auto rules = plan_acl(name, network, gateway);
+        auto rules = plan_acl(name, network, site.subnet, placement);
         auto payload = acl_payload(name, rules);
         if (m_api.acl(acl)) {
             m_context.reporter.step(fmt::format("updating network ACL {} ({} rules)", acl, payload["egress"].size()));
@@ -548,13 +609,12 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         m_api.patch_network_config(bridge, bridge_patch);
         restart_resolver();
         m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
-        m_egress->install_firewall(
-            FirewallSpec{bridge, gateway, k_egress_proxy_port, m_egress->proxy_uid(), rules.direct});
-        m_egress->write_policy(name, network);
+        if (host.host_firewall()) host.install_firewall(firewall_spec(bridge, site.subnet, placement, rules));
+        host.write_policy(name, network);
         // The ACL admits established connections first: forget those to the
         // IP destinations it no longer admits, so that they are cut now.
         if (old && old->enabled && !m_api.preview()) {
-            const auto before = build_acl_rules(*old, AclContext{gateway, k_egress_proxy_port, {}}).direct;
+            const auto before = plan_acl(name, *old, site.subnet, placement, false).direct;
             std::vector<std::string> removed;
             for (const auto& destination : before) {
                 bool kept = false;
@@ -565,7 +625,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
             }
             const auto guest = wait_for_address(name, 0);
             if (!removed.empty() && !guest.empty()) {
-                auto problem = m_egress->forget_connections({guest}, removed);
+                auto problem = host.forget_connections({guest}, removed);
                 if (!problem.empty()) m_context.reporter.warning(fmt::format("{}: {}", name, problem));
             }
         }
@@ -575,7 +635,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = "";
         m_api.patch_network_config(bridge, bridge_patch);
         m_api.delete_acl(acl);
-        m_egress->write_policy(name, network);
+        host.write_policy(name, network);
         restart_resolver();
     }
     // The recorded widenings follow the new policy.

@@ -35,13 +35,15 @@ void check_subordinate_ids(const IdentityMap& map);
 
 class IncusProvider final : public Provider {
 public:
+    // `egress`: the host placement of the sandboxes' proxies; `egress_instance`:
+    // the companion-instance placement (egress_host.hpp).
     IncusProvider(ProviderContext& context, std::unique_ptr<Client> client, std::unique_ptr<EgressHost> egress,
-                  Server server);
+                  std::unique_ptr<EgressHost> egress_instance, Server server);
 
     // The server this provider talks to, and whether it is this machine
     // (server.hpp: is_this_machine). Host-side work (the egress proxy on the
-    // bridge's host address, nftables, host mounts and ports, the probe
-    // battery's canary) is only right when it is.
+    // bridge's host address, nftables, agentctl's resolver, host mounts and
+    // ports, the probe battery's canary) is only right when it is.
     [[nodiscard]] const Server& server() const { return m_server; }
     [[nodiscard]] bool server_is_this_machine() const { return m_server.this_machine; }
 
@@ -73,6 +75,7 @@ private:
         std::string not_verified;  // set: no probe ran, and this is why (the line for status)
         std::vector<common::ProbeResult> results;
         std::chrono::milliseconds elapsed{0};
+        ProxyPlacement placement = ProxyPlacement::Host;  // where the sandbox's proxy runs
 
         static ProbeRun unverified(std::string why) {
             ProbeRun run;
@@ -98,7 +101,20 @@ private:
     void create_bridge(const Json& network, const std::string& target);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
-    AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const std::string& gateway);
+    // The ACL for `network` on the bridge of `subnet` (its host address), with
+    // the proxy where `placement` puts it. Reports the notes when `report`.
+    AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const Ipv4Net& subnet,
+                      ProxyPlacement placement, bool report = true);
+    // incus.proxyPlacement for a new sandbox (choose_proxy_placement).
+    ProxyPlacement placement_setting() const;
+    // Where a sandbox's proxy runs (its record), that placement's egress host,
+    // and the site its proxy serves.
+    static ProxyPlacement placement_of(const Json& instance);
+    EgressHost& egress(ProxyPlacement placement) const;
+    static EgressSite site_of(const std::string& name, const Json& instance);
+    // The firewall table of a sandbox's bridge for `rules`.
+    FirewallSpec firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
+                               const AclRules& rules);
     // The resolver's allowlist for `network` (dns_server_lines with the
     // upstreams of this host or of network.dns.servers).
     std::string plan_dns_servers(const policy::NetworkPolicy& network);
@@ -108,18 +124,16 @@ private:
     ResolverSpec plan_resolver(const std::string& bridge, const Ipv4Net& bridge_net,
                                const policy::NetworkPolicy& network);
     // Who serves DHCP and DNS on a new bridge.
-    [[nodiscard]] BridgeResolver resolver_for(bool confined) const;
+    [[nodiscard]] BridgeResolver resolver_for(bool confined, ProxyPlacement placement) const;
     // The host side of a confined sandbox's network, before its guest runs:
     // the firewall table, the policy file, the resolver (when agentctl runs
     // it) and the egress proxy. Idempotent (start runs it after a host reboot).
-    // `bridge_net` is the bridge's host address with its prefix.
     // With `background`, resolver and proxy are started on another thread
     // (the returned future); the firewall table and policy are in place first.
-    std::future<void> egress_up(const std::string& name, const std::string& bridge, const Ipv4Net& bridge_net,
-                                const policy::NetworkPolicy& network, const AclRules& rules, BridgeResolver resolver,
-                                bool background);
+    std::future<void> egress_up(const EgressSite& site, ProxyPlacement placement, const policy::NetworkPolicy& network,
+                                const AclRules& rules, BridgeResolver resolver, bool background);
     // Stops the sandbox's egress proxy and resolver, saying so for each that ran.
-    void stop_egress_services(const std::string& name);
+    void stop_egress_services(const std::string& name, EgressHost& host);
     // egress_up from what the instance records (start: also after a host reboot).
     void restore_egress(const std::string& name, const Json& instance);
     // status: the proxy's state, its log, the DNS resolver's scope.
@@ -179,6 +193,7 @@ private:
     ProviderContext& m_context;
     std::unique_ptr<Client> m_client;
     std::unique_ptr<EgressHost> m_egress;
+    std::unique_ptr<EgressHost> m_egress_instance;
     Api m_api;
     Server m_server;
     std::string m_project;

@@ -282,15 +282,16 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
 
 void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     auto instance = require_instance(name);
+    auto& host = egress(placement_of(instance));
     if (!running(instance) && !m_api.preview()) {
         m_context.reporter.step(fmt::format("{} is already stopped", name));
-        stop_egress_services(name);
+        stop_egress_services(name, host);
         return;
     }
     m_context.reporter.step(fmt::format("stopping {}", name));
     const int timeout = request.timeout_seconds.value_or(request.force ? -1 : 30);
     m_api.change_state(name, state_payload("stop", request.force, timeout), (timeout > 0 ? timeout : 30) + 60);
-    stop_egress_services(name);
+    stop_egress_services(name, host);
 }
 
 InstanceInfo IncusProvider::to_info(const Json& instance) const {
@@ -351,7 +352,10 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
 std::vector<InstanceInfo> IncusProvider::list() {
     std::vector<InstanceInfo> infos;
     for (const auto& instance : m_api.instances()) {
-        if (config_value(instance, key::k_managed) == "true") infos.push_back(to_info(instance));
+        // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
+        if (config_value(instance, key::k_managed) == "true" && config_value(instance, key::k_role).empty()) {
+            infos.push_back(to_info(instance));
+        }
     }
     return infos;
 }

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# The egress proxy as an instance (incus.proxyPlacement=instance): the sandbox
+# leaves only through `agentctl egress-proxy` running in a companion container
+# NAME-egress on its own bridge, the placement for an Incus server that is not
+# this machine. Forced here on the local daemon, against the real Incus daemon
+# (containers), with "public" test hosts in a network namespace the suite
+# creates (lib.sh; routes checked before any traffic). Names resolve through
+# the proxy's resolve file (incus.proxyResolveFile), pushed into the companion.
+#
+# Usage: proxy_instance.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
+set -uo pipefail
+
+AGENTCTL=${1:?usage: proxy_instance.sh AGENTCTL_BINARY}
+IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
+TAG=$$
+A=h14c-$TAG
+C=$A-egress
+NS=h14cn$TAG
+VETH_HOST=h14c${TAG}h
+VETH_NS=h14c${TAG}n
+NET=11.243.$((TAG % 250 + 1))   # routed to the namespace only
+PUB=$NET.2        # allowed.test
+PUB_IP=$NET.3     # other.test, and allowed by IP literal on the echo port
+PORT=8080         # HTTP
+RAW_PORT=8081     # line echo (long-lived connections)
+WORK=$(mktemp -d /tmp/agentctl-incus-proxy-instance.XXXXXX)
+export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
+mkdir -p "$HOME"
+
+. "$(dirname "$0")/lib.sh"
+require_incus "network namespaces, nftables, the Incus admin socket"
+command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
+command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh installs nftables)"
+
+T_START=$(date +%s%N)
+in_a() { agentctl exec "$A" -- "$@"; }
+in_c() { incus exec "$C" -- "$@"; }
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+tcp_from() {  # tcp_from a|c HOST PORT -> connected | refused | timeout
+  local run=in_a; [ "$1" = c ] && run=in_c
+  $run bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$2/$3' 2>/dev/null; r=\$?; \
+    if [ \$r = 0 ]; then echo connected; elif [ \$r = 124 ]; then echo timeout; else echo refused; fi"
+}
+refused_fast() {  # refused_fast CMD...: exits non-zero within 2 s
+  local t=$(date +%s%N); ! "$@" >/dev/null 2>&1 && [ $(( ($(date +%s%N) - t) / 1000000 )) -lt 2000 ]
+}
+
+cleanup() {
+  set +e
+  "$AGENTCTL" --provider incus delete --force "$A" >/dev/null 2>&1
+  stop_public_hosts "$NS" "$VETH_HOST"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$AGENTCTL" config set incus.subnetPool=10.233.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
+"$AGENTCTL" config set incus.proxyPlacement=instance >/dev/null || { echo "cannot set incus.proxyPlacement"; exit 1; }
+cat >"$WORK/hosts" <<EOF
+$PUB allowed.test
+$PUB_IP other.test
+EOF
+"$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
+start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$PUB" "$PUB_IP" || exit 1
+
+# ---------------------------------------------------------------- create
+t0=$(date +%s%N)
+agentctl create "$A" --image "$IMAGE" --isolation container --mount-none \
+  --allow allowed.test:$PORT --allow "$PUB_IP:$RAW_PORT" >"$WORK/create.out" 2>&1
+rc=$?
+echo "# create $A took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+if [ $rc -ne 0 ]; then cat "$WORK/create.out"; bad "create $A"; finish; exit 1; fi
+ok "create $A with incus.proxyPlacement=instance"
+check "create starts the proxy in the companion instance" grep -q "egress proxy of $A in instance $C" "$WORK/create.out"
+check "create verifies confinement with the whole probe battery" grep -q "network confinement verified (7/7 probes" "$WORK/create.out"
+STATUS_JSON=$(agentctl status "$A" -o json)
+BR=$(json_field 'd["extra"]["bridge"]' <<<"$STATUS_JSON")
+GW=$(incus network get "$BR" ipv4.address | cut -d/ -f1)
+PROXY=${GW%.*}.$(( ${GW##*.} + 2 ))
+agentctl status "$A" >"$WORK/status" 2>&1
+check "status shows the placement: instance $C, running, as nobody" \
+  grep -Eq "^Egress proxy: +$PROXY:3128 \(instance $C, running, pid [0-9]+ there, as nobody\)" "$WORK/status"
+check "status names the host firewall table (the server is this machine)" grep -q "^Host firewall: *nft table inet agentctl-$BR" "$WORK/status"
+check "list shows the sandbox and not its companion" bash -c \
+  "'$AGENTCTL' --provider incus list | grep -q '^$A ' && ! '$AGENTCTL' --provider incus list | grep -q '$C'"
+check "the companion is agentctl's, marked as the sandbox's egress proxy" bash -c \
+  "[ \"\$(incus config get '$C' user.agentctl.role)\" = egress-proxy ] && [ \"\$(incus config get '$C' user.agentctl.sandbox)\" = '$A' ]"
+check "the companion has its own uid range, small limits and no guest API" bash -c \
+  "[ \"\$(incus config get '$C' security.idmap.isolated)\" = true ] && [ -n \"\$(incus config get '$C' limits.memory)\" ] &&
+   [ -n \"\$(incus config get '$C' limits.processes)\" ] && [ \"\$(incus config get '$C' security.guestapi)\" = false ]"
+check "the companion has no mounts: its only devices are root and eth0" \
+  test "$(incus query "/1.0/instances/$C" | python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["expanded_devices"])))')" = "eth0 root"
+check "both NICs filter MAC and IPv4 sources" bash -c \
+  "for i in '$A' '$C'; do incus config device get \$i eth0 security.mac_filtering | grep -qx true &&
+     incus config device get \$i eth0 security.ipv4_filtering | grep -qx true || exit 1; done"
+PID_IN_C=$(in_c systemctl show -p MainPID --value agentctl-egress.service)
+check "the proxy process in the companion runs as nobody" bash -c \
+  "incus exec '$C' -- sh -c 'grep ^Uid: /proc/$PID_IN_C/status' | awk '{exit !(\$2 == 65534 && \$3 == 65534)}'"
+check "the sandbox's proxy settings point at the companion" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- sh -c 'echo \$https_proxy' | grep -qx 'http://$PROXY:3128'"
+
+# ---------------------------------------------------------------- through the proxy, and around it
+check "allowlisted name over CONNECT through the companion" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -p -m 10 http://allowed.test:$PORT/ | grep -q 'hello from $PUB allowed.test'"
+check "another name gets 403" test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_code}' http://other.test:$PORT/)" = 403
+check "a direct connection to the allowed address, bypassing the proxy, is refused at once" \
+  refused_fast "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 --noproxy '*' http://$PUB:$PORT/
+check "TCP :53 to the test host is refused" test "$(tcp_from a "$PUB" 53)" = refused
+check "an IP-literal allow entry is a direct rule from the sandbox" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- bash -c 'exec 3<>/dev/tcp/$PUB_IP/$RAW_PORT; echo ping >&3; head -n1 <&3' | grep -qx ping"
+for port in 22 $PORT; do
+  check "the sandbox cannot reach the companion on port $port" test "$(tcp_from a "$PROXY" $port)" != connected
+done
+check "the sandbox cannot reach the host (bridge address, port 22)" test "$(tcp_from a "$GW" 22)" = refused
+check "the sandbox cannot reach a proxy port on the host" test "$(tcp_from a "$GW" 3128)" = refused
+check "the companion cannot reach the host (bridge address, port 22)" test "$(tcp_from c "$GW" 22)" = refused
+check "the companion reaches the outside (the proxy vets every address)" test "$(tcp_from c "$PUB" $PORT)" = connected
+check "the companion has no IPv6" bash -c "[ \"\$(incus exec '$C' -- cat /proc/sys/net/ipv6/conf/all/disable_ipv6)\" = 1 ]"
+
+# ---------------------------------------------------------------- live policy: add, remove cuts an open tunnel
+check "policy add succeeds" agentctl policy add "$A" other.test:$RAW_PORT
+in_a python3 -c '
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=3)
+s.sendall(b"CONNECT other.test:8081 HTTP/1.1\r\nHost: other.test:8081\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head: head += s.recv(1)
+print("open", head.split(b"\r\n")[0].decode(), flush=True)
+for _ in range(30):
+    try:
+        s.sendall(b"ping\n"); s.settimeout(2)
+        if s.recv(16) == b"": print("cut", flush=True); break
+    except OSError as e:
+        print("cut", e, flush=True); break
+    time.sleep(0.5)
+else:
+    print("alive", flush=True)' "$PROXY" >"$WORK/tunnel" 2>&1 &
+LONG=$!
+sleep 3
+check "policy remove of the name succeeds" agentctl policy remove "$A" other.test:$RAW_PORT
+wait $LONG
+check "a CONNECT tunnel through the companion was open (policy add was live)" grep -q "^open HTTP/1.1 200" "$WORK/tunnel"
+check "policy remove closed the open tunnel" grep -q "^cut" "$WORK/tunnel"
+agentctl logs "$A" --network >"$WORK/logs" 2>&1
+check "logs --network reads the proxy's log from the companion" bash -c \
+  "grep -q allowed.test '$WORK/logs' && grep 'other.test' '$WORK/logs' | grep -q not-allowlisted"
+
+# ---------------------------------------------------------------- the unit keeps the proxy up
+curl_ok() { "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 3 http://allowed.test:$PORT/ 2>/dev/null | grep -q hello; }
+eventually() { local i; for i in $(seq 30); do "$@" && return 0; sleep 0.5; done; return 1; }
+in_c sh -c 'kill -9 "$(systemctl show -p MainPID --value agentctl-egress.service)"'
+check "a killed proxy is restarted by its unit" eventually curl_ok
+incus restart --force "$C"
+check "the proxy comes back with its companion (enabled unit)" eventually curl_ok
+
+# ---------------------------------------------------------------- fail closed, restored by start
+incus stop --force "$C"
+check "status says the companion's proxy is not running" bash -c \
+  "'$AGENTCTL' --provider incus status '$A' | grep -q 'instance $C, NOT running'"
+# Nothing answers for the companion's address now: the sandbox's connection
+# fails (no route to it, or no answer within curl's limit), never around it.
+t0=$(date +%s%N)
+check "with the companion stopped the sandbox has no egress" \
+  bash -c "! '$AGENTCTL' --provider incus exec '$A' -- curl -s -m 5 http://allowed.test:$PORT/ >/dev/null 2>&1"
+echo "# the failed request took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+check "and no direct way either" test "$(tcp_from a "$PUB" $PORT)" = refused
+agentctl start "$A" >"$WORK/start.out" 2>&1
+check "start restores the companion and its proxy" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q 'instance $C, running'"
+check "start does not copy agentctl again (same hash)" bash -c "! grep -q 'copying agentctl' '$WORK/start.out'"
+check "start verifies confinement again" grep -q "network confinement verified (7/7 probes" "$WORK/start.out"
+check "egress works again after start" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://allowed.test:$PORT/ | grep -q hello"
+check "stop stops the companion too" bash -c \
+  "'$AGENTCTL' --provider incus stop '$A' >/dev/null && incus list -f csv -c s '^$C\$' | grep -qx STOPPED"
+check "the companion cannot be deleted as a sandbox" bash -c \
+  "! '$AGENTCTL' --provider incus delete --force '$C' >/dev/null 2>&1 && incus info '$C' >/dev/null 2>&1"
+
+# ---------------------------------------------------------------- delete removes both instances and the bridge
+agentctl delete --force "$A" >"$WORK/delete.out" 2>&1
+check "delete succeeds" grep -q "deleting the egress proxy instance $C" "$WORK/delete.out"
+check "delete removes the sandbox and its companion" bash -c \
+  "! incus info '$A' >/dev/null 2>&1 && ! incus info '$C' >/dev/null 2>&1"
+check "delete removes the bridge and the ACL" bash -c \
+  "! incus network show '$BR' >/dev/null 2>&1 && ! incus network acl show 'agentctl-$A' >/dev/null 2>&1"
+check "delete removes the nft table" bash -c "! nft list table inet 'agentctl-$BR' >/dev/null 2>&1"
+
+echo "# the suite took $(( ($(date +%s%N) - T_START) / 1000000 )) ms"
+finish
