@@ -1,4 +1,5 @@
 #include "provider/incus/cluster.hpp"
+#include "provider/incus/server.hpp"
 
 #include <algorithm>
 #include <array>
@@ -34,9 +35,7 @@ std::string url_host(std::string_view url) {
 bool is_this_machine(const ClusterMember& member, const std::vector<policy::IpAddress>& own_addresses) {
     const auto host = url_host(member.url);
     const auto address = policy::parse_ip_literal(host);
-    if (!address) return false;
-    if (policy::classify(*address) == policy::AddressClass::Loopback) return true;
-    return std::find(own_addresses.begin(), own_addresses.end(), *address) != own_addresses.end();
+    return address && is_this_machine(*address, own_addresses);
 }
 
 std::string with_target(std::string_view path, std::string_view member) {

@@ -25,7 +25,13 @@ std::string_view to_string(ProxyPlacement placement) {
 }
 
 ProxyPlacement choose_proxy_placement(std::string_view setting, bool server_local) {
-    if (setting == "host") return ProxyPlacement::Host;
+    if (setting == "host") {
+        if (server_local) return ProxyPlacement::Host;
+        throw Error(
+            "setting incus.proxyPlacement=host: the Incus server is not this machine, so the sandbox's "
+            "bridge is not here for a proxy on this host",
+            "agentctl config set incus.proxyPlacement=auto (a proxy instance next to the sandbox)");
+    }
     if (setting == "instance") return ProxyPlacement::Instance;
     if (setting.empty() || setting == "auto") return server_local ? ProxyPlacement::Host : ProxyPlacement::Instance;
     throw Error(fmt::format("setting incus.proxyPlacement: \"{}\" is not auto, host or instance", setting),

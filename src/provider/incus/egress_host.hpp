@@ -39,9 +39,10 @@ enum class ProxyPlacement { Host, Instance };
 // "host" | "instance" (the setting's words and the sandbox's record).
 [[nodiscard]] std::string_view to_string(ProxyPlacement placement);
 
-// The one place that decides incus.proxyPlacement: `host` and `instance` are
-// taken as given; `auto` (or empty) is the host when the server is this
-// machine, else the instance. Throws agentctl::Error for another word.
+// The one place that decides incus.proxyPlacement: `instance` is taken as
+// given, `host` too when the server is this machine; `auto` (or empty) is the
+// host when the server is this machine, else the instance. Throws
+// agentctl::Error for another word, and for `host` with a server elsewhere.
 [[nodiscard]] ProxyPlacement choose_proxy_placement(std::string_view setting, bool server_local);
 
 // Where a sandbox's proxy listens: the bridge's host address (host placement)

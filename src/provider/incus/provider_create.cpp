@@ -154,13 +154,11 @@ std::string IncusProvider::place(const SandboxSpec& spec) {
     if (request.clustered) request.members = parse_cluster_members(m_api.cluster_members());
     request.target = spec.target;
     request.own_addresses = policy::host_own_addresses();
-    // The seam for the egress proxy's placement: with the proxy on the host
-    // (today's only placement) the sandbox must run on this machine. A proxy
+    // With the proxy on the host the sandbox must run on this machine. A proxy
     // placed as an instance on the sandbox's own network
-    // (incus.proxyPlacement=instance) goes wherever the sandbox goes, and the
-    // host firewall is not needed there; then any member will do.
-    request.needs_this_machine =
-        spec.network.enabled && setting(m_context, "incus.proxyPlacement", "host") != "instance";
+    // (incus.proxyPlacement=instance) goes wherever the sandbox goes; then any
+    // member will do.
+    request.needs_this_machine = spec.network.enabled && placement_setting() == ProxyPlacement::Host;
     return plan_placement(request);
 }
 

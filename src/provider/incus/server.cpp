@@ -18,10 +18,13 @@ bool is_this_machine(const std::string& host, policy::Resolver& resolver,
         addresses = resolver.resolve(host);
     }
     if (addresses.empty()) return false;
-    return std::all_of(addresses.begin(), addresses.end(), [&](const policy::IpAddress& address) {
-        return policy::classify(address) == policy::AddressClass::Loopback ||
-               std::find(own_addresses.begin(), own_addresses.end(), address) != own_addresses.end();
-    });
+    return std::all_of(addresses.begin(), addresses.end(),
+                       [&](const policy::IpAddress& address) { return is_this_machine(address, own_addresses); });
+}
+
+bool is_this_machine(const policy::IpAddress& address, std::span<const policy::IpAddress> own_addresses) {
+    return policy::classify(address) == policy::AddressClass::Loopback ||
+           std::find(own_addresses.begin(), own_addresses.end(), address) != own_addresses.end();
 }
 
 std::string Server::describe() const {

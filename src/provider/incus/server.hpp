@@ -42,6 +42,8 @@ struct Server {
 // (policy::host_own_addresses). A name that does not resolve is not.
 [[nodiscard]] bool is_this_machine(const std::string& host, policy::Resolver& resolver,
                                    std::span<const policy::IpAddress> own_addresses);
+// The rule for one address: loopback, or one of `own_addresses`.
+[[nodiscard]] bool is_this_machine(const policy::IpAddress& address, std::span<const policy::IpAddress> own_addresses);
 
 // Resolves the server from the provider's settings (`incus.remote`, which the
 // CLI sets from --remote). Throws agentctl::Error for an unknown or unusable
