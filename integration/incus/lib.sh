@@ -32,6 +32,28 @@ finish() {
   [ "$FAIL" = 0 ]
 }
 
+# OPEN_TUNNEL_PY PROXY_ADDRESS: opens a CONNECT tunnel to other.test:8081 (the
+# line echo) through the proxy on PROXY_ADDRESS:3128, prints "open STATUS-LINE",
+# then pings it every half second for 15 s and prints "cut" as soon as the
+# tunnel is closed (else "alive"). Run it in a sandbox, in the background,
+# while the policy changes.
+OPEN_TUNNEL_PY='
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 3128), timeout=3)
+s.sendall(b"CONNECT other.test:8081 HTTP/1.1\r\nHost: other.test:8081\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head: head += s.recv(1)
+print("open", head.split(b"\r\n")[0].decode(), flush=True)
+for _ in range(30):
+    try:
+        s.sendall(b"ping\n"); s.settimeout(2)
+        if s.recv(16) == b"": print("cut", flush=True); break
+    except OSError as e:
+        print("cut", e, flush=True); break
+    time.sleep(0.5)
+else:
+    print("alive", flush=True)'
+
 # ---------------------------------------------------------------- "public" test hosts
 # The servers every test host runs: HTTP on 8080 (answers "hello from ADDR
 # HOST"), a line echo on 8081, an SSH banner on 8022, a TCP banner on 53 and a

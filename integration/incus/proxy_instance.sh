@@ -118,22 +118,7 @@ check "the companion has no IPv6" bash -c "[ \"\$(incus exec '$C' -- cat /proc/s
 
 # ---------------------------------------------------------------- live policy: add, remove cuts an open tunnel
 check "policy add succeeds" agentctl policy add "$A" other.test:$RAW_PORT
-in_a python3 -c '
-import socket, sys, time
-s = socket.create_connection((sys.argv[1], 3128), timeout=3)
-s.sendall(b"CONNECT other.test:8081 HTTP/1.1\r\nHost: other.test:8081\r\n\r\n")
-head = b""
-while b"\r\n\r\n" not in head: head += s.recv(1)
-print("open", head.split(b"\r\n")[0].decode(), flush=True)
-for _ in range(30):
-    try:
-        s.sendall(b"ping\n"); s.settimeout(2)
-        if s.recv(16) == b"": print("cut", flush=True); break
-    except OSError as e:
-        print("cut", e, flush=True); break
-    time.sleep(0.5)
-else:
-    print("alive", flush=True)' "$PROXY" >"$WORK/tunnel" 2>&1 &
+in_a python3 -c "$OPEN_TUNNEL_PY" "$PROXY" >"$WORK/tunnel" 2>&1 &
 LONG=$!
 sleep 3
 check "policy remove of the name succeeds" agentctl policy remove "$A" other.test:$RAW_PORT

@@ -72,6 +72,10 @@ public:
     [[nodiscard]] virtual std::string endpoint() const = 0;
 };
 
+// The environment variable `name` from `env` (nullptr = the process
+// environment); empty when unset. The incus client's lookups go through it.
+[[nodiscard]] std::string env_value(const std::map<std::string, std::string>* env, const char* name);
+
 // How the socket was found, and the project to use (the per-user socket
 // restricts a user to the `user-<uid>` project).
 struct SocketLocation {

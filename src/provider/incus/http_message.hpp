@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/http.hpp>
 
 #include "provider/incus/client.hpp"
@@ -34,6 +36,21 @@ namespace http = boost::beast::http;
     }
     request.prepare_payload();
     return request;
+}
+
+// ByteStream's reads and writes (websockets) over a synchronous Asio stream of
+// either transport: 0 / false on any error.
+template <typename Stream>
+[[nodiscard]] std::size_t read_some_from(Stream& stream, char* out, std::size_t size) {
+    boost::beast::error_code ec;
+    const auto n = stream.read_some(boost::asio::buffer(out, size), ec);
+    return ec ? 0 : n;
+}
+template <typename Stream>
+[[nodiscard]] bool write_all_to(Stream& stream, const char* data, std::size_t size) {
+    boost::beast::error_code ec;
+    boost::asio::write(stream, boost::asio::buffer(data, size), ec);
+    return !ec;
 }
 
 // A parser for the daemon's answer: exec logs and files can be large.

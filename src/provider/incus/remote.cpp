@@ -9,20 +9,12 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "provider/incus/client.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string env_value(const std::map<std::string, std::string>* env, const char* name) {
-    if (env != nullptr) {
-        auto it = env->find(name);
-        return it == env->end() ? std::string() : it->second;
-    }
-    const char* value = std::getenv(name);
-    return value == nullptr ? std::string() : std::string(value);
-}
 
 bool file_exists(const fs::path& path) {
     std::error_code ec;

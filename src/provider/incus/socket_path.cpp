@@ -9,8 +9,6 @@
 #include "provider/incus/client.hpp"
 
 namespace agentctl::provider::incus {
-namespace {
-
 std::string env_value(const std::map<std::string, std::string>* env, const char* name) {
     if (env != nullptr) {
         auto it = env->find(name);
@@ -19,6 +17,8 @@ std::string env_value(const std::map<std::string, std::string>* env, const char*
     const char* value = std::getenv(name);
     return value == nullptr ? std::string() : std::string(value);
 }
+
+namespace {
 
 bool exists(const std::string& path) {
     std::error_code ec;

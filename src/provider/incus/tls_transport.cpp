@@ -98,16 +98,8 @@ public:
     asio::io_context& io() { return m_io; }
     TlsStream& stream() { return m_stream; }
 
-    std::size_t read_some(char* out, std::size_t size) override {
-        beast::error_code ec;
-        const auto n = m_stream.read_some(asio::buffer(out, size), ec);
-        return ec ? 0 : n;
-    }
-    bool write_all(const char* data, std::size_t size) override {
-        beast::error_code ec;
-        asio::write(m_stream, asio::buffer(data, size), ec);
-        return !ec;
-    }
+    std::size_t read_some(char* out, std::size_t size) override { return read_some_from(m_stream, out, size); }
+    bool write_all(const char* data, std::size_t size) override { return write_all_to(m_stream, data, size); }
     void shutdown() override {
         beast::error_code ignored;
         beast::get_lowest_layer(m_stream).socket().shutdown(tcp::socket::shutdown_both, ignored);

@@ -31,16 +31,8 @@ public:
     UnixStream() : m_socket(m_io) {}
     Socket& socket() { return m_socket; }
 
-    std::size_t read_some(char* out, std::size_t size) override {
-        beast::error_code ec;
-        const auto n = m_socket.read_some(asio::buffer(out, size), ec);
-        return ec ? 0 : n;
-    }
-    bool write_all(const char* data, std::size_t size) override {
-        beast::error_code ec;
-        asio::write(m_socket, asio::buffer(data, size), ec);
-        return !ec;
-    }
+    std::size_t read_some(char* out, std::size_t size) override { return read_some_from(m_socket, out, size); }
+    bool write_all(const char* data, std::size_t size) override { return write_all_to(m_socket, data, size); }
     void shutdown() override {
         beast::error_code ignored;
         m_socket.shutdown(Socket::shutdown_both, ignored);
