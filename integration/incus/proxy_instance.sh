@@ -97,6 +97,8 @@ check "the proxy process in the companion runs as nobody" bash -c \
   "incus exec '$C' -- sh -c 'grep ^Uid: /proc/$PID_IN_C/status' | awk '{exit !(\$2 == 65534 && \$3 == 65534)}'"
 check "the sandbox's proxy settings point at the companion" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- sh -c 'echo \$https_proxy' | grep -qx 'http://$PROXY:3128'"
+check "its names resolve at the resolver on the bridge's address, not at the companion" \
+  "$AGENTCTL" --provider incus exec "$A" -- grep -qx "nameserver $GW" /etc/resolv.conf
 
 # ---------------------------------------------------------------- through the proxy, and around it
 check "allowlisted name over CONNECT through the companion" bash -c \

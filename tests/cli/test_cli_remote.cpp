@@ -48,7 +48,7 @@ TEST_CASE("incus.remote chooses the remote, --remote wins, and -v names the endp
                                       (cli.root() / "incus/client.crt").string() + " of Incus remote \"lo\""));
 }
 
-TEST_CASE("--preview prints incus query lines addressed to the remote", "[remote]") {
+TEST_CASE("a preview prints incus query lines addressed to the remote (--preview --remote)", "[remote]") {
     CliSandbox cli;
     cli.use_incus();
     auto env = incus_conf(cli);
@@ -58,7 +58,7 @@ TEST_CASE("--preview prints incus query lines addressed to the remote", "[remote
     CHECK_THAT(r.out, Catch::StartsWith("incus query -X GET 'local:/1.0/instances/demo?recursion=1'\n"));
 }
 
-TEST_CASE("--remote is for Incus, and its value must be a remote name", "[remote]") {
+TEST_CASE("the remote option (--remote) is for Incus, and its value must be a remote name", "[remote]") {
     CliSandbox cli;
     auto r = cli.run({"--provider", "lima", "--remote", "build", "list"});
     CHECK(r.exit_code == 1);

@@ -184,7 +184,11 @@ TEST_CASE("proxy settings: environment for every process, files for the tools th
         CHECK(env.at(key) == "http://10.9.0.1:3128");
     }
     CHECK(env.at("no_proxy") == "localhost,127.0.0.1,::1");
-    const auto script = proxy_setup_script("10.9.0.1", 3128);
+    const auto script = proxy_setup_script("10.9.0.1", 3128, "10.9.0.1");
+    // With the proxy in a companion instance, the resolver stays on the bridge's address.
+    CHECK_THAT(proxy_setup_script("10.9.0.3", 3128, "10.9.0.1"),
+               Catch::Contains("nameserver %s\\n' \"$mark\" 10.9.0.1 >/etc/resolv.conf") &&
+                   Catch::Contains("exec 3<>/dev/tcp/10.9.0.3/3128"));
     for (const auto* where :
          {"/etc/environment", "/etc/profile.d/agentctl-proxy.sh", "/etc/apt/apt.conf.d/90agentctl-proxy",
           "git config --system http.proxy", "/usr/etc/npmrc", "/etc/pip.conf",

@@ -17,7 +17,7 @@ std::map<std::string, std::string> proxy_environment(const std::string& url) {
             {"PIP_PROXY", url}};
 }
 
-std::string proxy_setup_script(const std::string& address, std::uint16_t port) {
+std::string proxy_setup_script(const std::string& address, std::uint16_t port, const std::string& resolver) {
     const auto url = proxy_url(address, port);
     std::string env_lines;
     std::string profile_lines;
@@ -38,7 +38,7 @@ mkdir -p /etc/profile.d
 # Names resolve at the sandbox's own resolver on the bridge (allowlisted
 # names only), unless a local resolver (systemd-resolved's stub) manages the file.
 if [ ! -L /etc/resolv.conf ]; then
-  printf '%s\nnameserver %s\n' "$mark" {address} >/etc/resolv.conf.agentctl && mv /etc/resolv.conf.agentctl /etc/resolv.conf
+  printf '%s\nnameserver %s\n' "$mark" {resolver} >/etc/resolv.conf.agentctl && mv /etc/resolv.conf.agentctl /etc/resolv.conf
 fi
 # apt ignores https_proxy in some paths; say it in its own configuration.
 if [ -d /etc/apt ]; then
@@ -86,7 +86,8 @@ printf '%s\nHost *\n    ProxyCommand /usr/local/bin/agentctl-connect %%h %%p\n' 
 echo agentctl-proxy-configured
 )SH",
                        fmt::arg("env", shell_quote(env_lines)), fmt::arg("profile", shell_quote(profile_lines)),
-                       fmt::arg("url", shell_quote(url)), fmt::arg("address", address), fmt::arg("port", port));
+                       fmt::arg("url", shell_quote(url)), fmt::arg("address", address), fmt::arg("port", port),
+                       fmt::arg("resolver", shell_quote(resolver)));
 }
 
 std::string with_proxy_setup(const std::string& main, const std::string& setup) {

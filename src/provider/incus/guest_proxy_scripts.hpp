@@ -27,8 +27,11 @@ namespace agentctl::provider::incus {
 //   90-agentctl-proxy.conf with a ProxyCommand helper
 //   /usr/local/bin/agentctl-connect (bash /dev/tcp, HTTP CONNECT) so that
 //   `ssh host` reaches an allowlisted host:port through the proxy.
+// It also points /etc/resolv.conf at the sandbox's resolver `resolver` (the
+// bridge's host address), unless the file is a symlink (a local stub resolver).
 // Idempotent: rerunning replaces agentctl's own lines and files only.
-[[nodiscard]] std::string proxy_setup_script(const std::string& address, std::uint16_t port);
+[[nodiscard]] std::string proxy_setup_script(const std::string& address, std::uint16_t port,
+                                             const std::string& resolver);
 
 // One script that runs `setup` (proxy_setup_script) in the background while
 // `main` runs, then waits for it. Their output lines interleave. Both

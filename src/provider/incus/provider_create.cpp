@@ -429,7 +429,9 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     }
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
     std::string script = bootstrap_user_script(spec.user, guest_uid);
-    if (confined) script = with_proxy_setup(script, proxy_setup_script(proxy_at, k_egress_proxy_port));
+    if (confined)
+        script =
+            with_proxy_setup(script, proxy_setup_script(proxy_at, k_egress_proxy_port, subnet.host(1).address_text()));
     auto result = run_as_root(spec.name, script, 120);
     auto user = parse_bootstrap_output(result.out);
     if (!user) {
