@@ -81,12 +81,17 @@ def pipe(a, b):
 listener = socket.create_server((sys.argv[1], int(sys.argv[2])), reuse_port=False)
 while True:
     client, _ = listener.accept()
-    upstream = socket.create_connection((sys.argv[3], int(sys.argv[4])))
+    try:
+        upstream = socket.create_connection((sys.argv[3], int(sys.argv[4])), timeout=5)
+        upstream.settimeout(None)
+    except OSError:
+        client.close(); continue  # the client sees the connection closed, the relay keeps serving
     for a, b in ((client, upstream), (upstream, client)):
         threading.Thread(target=pipe, args=(a, b), daemon=True).start()
 '
 python3 -c "$relay_py" "$RNET.1" 8444 "${LISTEN%:*}" "${LISTEN##*:}" &
 RELAYS+=($!)
+for _ in $(seq 50); do bash -c "exec 3<>/dev/tcp/$RNET.1/8444" 2>/dev/null && break; sleep 0.1; done
 ip netns exec "$RNS" python3 -c "$relay_py" "$RNET.2" 8443 "$RNET.1" 8444 &
 RELAYS+=($!)
 for _ in $(seq 50); do bash -c "exec 3<>/dev/tcp/$RNET.2/8443" 2>/dev/null && break; sleep 0.1; done
