@@ -209,18 +209,7 @@ check "policy add is live in the resolver: other.test is forwarded now" test "$(
 check "policy add is live: the proxy reloaded" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://other.test:$PORT/ | grep -q 'hello from $PUB_IP'"
 # An open direct connection to an IP-literal destination is cut when its rule goes.
-in_a python3 -c '
-import socket, sys, time
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3); print("connected", flush=True)
-for _ in range(40):
-    try:
-        s.sendall(b"ping\n"); s.settimeout(2)
-        if s.recv(16) == b"": print("cut", flush=True); break
-    except OSError as e:
-        print("cut", e, flush=True); break
-    time.sleep(0.5)
-else:
-    print("alive", flush=True)' "$PUB_IP" "$RAW_PORT" >"$WORK/long-conn" 2>&1 &
+in_a python3 -c "$HOLD_CONNECTION_PY" "$PUB_IP" "$RAW_PORT" >"$WORK/long-conn" 2>&1 &
 LONG=$!
 sleep 3   # exec's output arrives when the command ends: give the connection time to open
 check "policy remove of the IP rule succeeds" agentctl policy remove "$A" "$PUB_IP:$RAW_PORT"
@@ -229,7 +218,7 @@ check "a long-lived direct connection was open" grep -q "^connected" "$WORK/long
 check "policy remove cut the open direct connection" grep -q "^cut" "$WORK/long-conn"
 check "after remove, a new direct connection is refused" test "$(tcp_probe "$PUB_IP" $RAW_PORT)" = refused
 # An open tunnel through the proxy to a name whose rule goes away.
-in_a python3 -c "$OPEN_TUNNEL_PY" "$GW" >"$WORK/tunnel" 2>&1 &
+in_a python3 -c "$HOLD_CONNECTION_PY" "$GW" 3128 other.test:8081 >"$WORK/tunnel" 2>&1 &
 LONG=$!
 sleep 3
 check "policy remove of the name succeeds" agentctl policy remove "$A" other.test

@@ -32,18 +32,21 @@ finish() {
   [ "$FAIL" = 0 ]
 }
 
-# OPEN_TUNNEL_PY PROXY_ADDRESS: opens a CONNECT tunnel to other.test:8081 (the
-# line echo) through the proxy on PROXY_ADDRESS:3128, prints "open STATUS-LINE",
-# then pings it every half second for 15 s and prints "cut" as soon as the
-# tunnel is closed (else "alive"). Run it in a sandbox, in the background,
-# while the policy changes.
-OPEN_TUNNEL_PY='
+# HOLD_CONNECTION_PY HOST PORT [TARGET]: opens a TCP connection to HOST:PORT
+# (with TARGET, a CONNECT tunnel to TARGET through the proxy there) and prints
+# "connected" (or "open STATUS-LINE"), then pings it every half second for
+# 15 s and prints "cut" as soon as it is closed (else "alive"). Run it in a
+# sandbox, in the background, while the policy changes.
+HOLD_CONNECTION_PY='
 import socket, sys, time
-s = socket.create_connection((sys.argv[1], 3128), timeout=3)
-s.sendall(b"CONNECT other.test:8081 HTTP/1.1\r\nHost: other.test:8081\r\n\r\n")
-head = b""
-while b"\r\n\r\n" not in head: head += s.recv(1)
-print("open", head.split(b"\r\n")[0].decode(), flush=True)
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+if len(sys.argv) > 3:
+    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (sys.argv[3].encode(), sys.argv[3].encode()))
+    head = b""
+    while b"\r\n\r\n" not in head: head += s.recv(1)
+    print("open", head.split(b"\r\n")[0].decode(), flush=True)
+else:
+    print("connected", flush=True)
 for _ in range(30):
     try:
         s.sendall(b"ping\n"); s.settimeout(2)

@@ -120,7 +120,7 @@ check "the companion has no IPv6" bash -c "[ \"\$(incus exec '$C' -- cat /proc/s
 
 # ---------------------------------------------------------------- live policy: add, remove cuts an open tunnel
 check "policy add succeeds" agentctl policy add "$A" other.test:$RAW_PORT
-in_a python3 -c "$OPEN_TUNNEL_PY" "$PROXY" >"$WORK/tunnel" 2>&1 &
+in_a python3 -c "$HOLD_CONNECTION_PY" "$PROXY" 3128 other.test:8081 >"$WORK/tunnel" 2>&1 &
 LONG=$!
 sleep 3
 check "policy remove of the name succeeds" agentctl policy remove "$A" other.test:$RAW_PORT

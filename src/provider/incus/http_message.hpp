@@ -2,13 +2,18 @@
 // TLS): one request built the same way, one response taken apart the same way.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http.hpp>
 
+#include <spdlog/spdlog.h>
+
+#include "agentctl/error.hpp"
 #include "provider/incus/client.hpp"
 
 namespace agentctl::provider::incus {
@@ -51,6 +56,27 @@ template <typename Stream>
     boost::beast::error_code ec;
     boost::asio::write(stream, boost::asio::buffer(data, size), ec);
     return !ec;
+}
+
+// Runs `exchange` (one request) and logs it at info level (-v): `who` (the
+// remote's name; empty for the local socket), method, path, status and time,
+// or the failure and its time.
+template <typename Exchange>
+[[nodiscard]] HttpResponse logged_exchange(std::string_view who, std::string_view method, std::string_view target,
+                                           Exchange&& exchange) {
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed_ms = [&] {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    };
+    const std::string prefix = who.empty() ? std::string("incus") : "incus " + std::string(who) + ":";
+    try {
+        auto response = exchange();
+        spdlog::info("{} {} {} -> {} ({} ms)", prefix, method, target, response.status, elapsed_ms());
+        return response;
+    } catch (const Error& error) {
+        spdlog::info("{} {} {} failed after {} ms: {}", prefix, method, target, elapsed_ms(), error.what());
+        throw;
+    }
 }
 
 // A parser for the daemon's answer: exec logs and files can be large.

@@ -33,6 +33,9 @@ inline constexpr int k_install_timeout = 1800;
 [[nodiscard]] std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts);
 void check_subordinate_ids(const IdentityMap& map);
 
+// The provider setting `key` (incus.*), or `fallback` when it is unset or empty.
+[[nodiscard]] std::string setting(const ProviderContext& context, const std::string& key, std::string fallback);
+
 class IncusProvider final : public Provider {
 public:
     // `egress`: the host placement of the sandboxes' proxies; `egress_instance`:

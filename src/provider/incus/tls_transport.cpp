@@ -146,21 +146,10 @@ public:
 
     HttpResponse send(std::string_view method, std::string_view target, std::string_view body,
                       std::string_view content_type) override {
-        const auto start = std::chrono::steady_clock::now();
-        auto elapsed_ms = [&] {
-            return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
-                .count();
-        };
-        try {
-            auto response = exchange(method, target, body, content_type);
-            spdlog::info("incus {}: {} {} -> {} ({} ms)", m_remote.name, method, target, response.status, elapsed_ms());
-            if (response.status == 403) refuse_if_untrusted();
-            return response;
-        } catch (const Error& error) {
-            spdlog::info("incus {}: {} {} failed after {} ms: {}", m_remote.name, method, target, elapsed_ms(),
-                         error.what());
-            throw;
-        }
+        auto response = logged_exchange(m_remote.name, method, target,
+                                        [&] { return exchange(method, target, body, content_type); });
+        if (response.status == 403) refuse_if_untrusted();
+        return response;
     }
 
     std::unique_ptr<ByteStream> open_stream() override {

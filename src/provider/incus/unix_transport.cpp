@@ -50,19 +50,7 @@ public:
     // One line per request at log level info (-v): method, path, status, time.
     HttpResponse send(std::string_view method, std::string_view target, std::string_view body,
                       std::string_view content_type) override {
-        const auto start = std::chrono::steady_clock::now();
-        auto elapsed_ms = [&] {
-            return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
-                .count();
-        };
-        try {
-            auto response = exchange(method, target, body, content_type);
-            spdlog::info("incus {} {} -> {} ({} ms)", method, target, response.status, elapsed_ms());
-            return response;
-        } catch (const Error& error) {
-            spdlog::info("incus {} {} failed after {} ms: {}", method, target, elapsed_ms(), error.what());
-            throw;
-        }
+        return logged_exchange({}, method, target, [&] { return exchange(method, target, body, content_type); });
     }
 
     std::unique_ptr<ByteStream> open_stream() override {

@@ -1,0 +1,264 @@
+// The network policy of a sandbox on its bridge: the ACL, the host firewall
+// table, the resolver and the egress proxy (wherever it is placed), bringing
+// them up at create and start, their status lines, and live policy changes.
+#include <future>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "core/files.hpp"
+#include "policy/check.hpp"
+#include "provider/incus/naming.hpp"
+#include "provider/incus/provider_impl.hpp"
+#include "provider/incus/proxy_instance.hpp"
+
+namespace agentctl::provider::incus {
+
+AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network,
+                                 const Ipv4Net& subnet, ProxyPlacement placement, bool report) {
+    AclContext context{subnet.host(1).address_text(), k_egress_proxy_port, policy::host_own_addresses(), {}, {}, {}};
+    if (placement == ProxyPlacement::Instance) {
+        context.proxy_instance = proxy_address(placement, subnet).address_text();
+        context.sandbox = subnet.host(2).address_text();
+        // Other sandboxes' bridges are carved from this pool.
+        if (auto pool = parse_ipv4_net(setting(m_context, "incus.subnetPool", std::string(k_default_pool)))) {
+            context.proxy_refused.push_back(Ipv4Net{pool->network(), pool->prefix}.to_string());
+        }
+    }
+    auto rules = build_acl_rules(network, context);
+    if (report) {
+        for (const auto& note : rules.notes) m_context.reporter.warning(fmt::format("{}: {}", sandbox, note));
+    }
+    return rules;
+}
+
+FirewallSpec IncusProvider::firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
+                                          const AclRules& rules) {
+    FirewallSpec spec{
+        bridge, subnet.host(1).address_text(), k_egress_proxy_port, egress(placement).proxy_uid(), rules.direct, {},
+        {}};
+    if (placement == ProxyPlacement::Instance) {
+        spec.proxy_instance = proxy_address(placement, subnet).address_text();
+        spec.sandbox = subnet.host(2).address_text();
+    }
+    return spec;
+}
+
+// The image a create starts from: --image, else the incus.image setting; a
+// local alias must exist (a fingerprint is left to Incus to judge).
+std::string IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network) {
+    const auto resolv = core::read_file_if_exists("/etc/resolv.conf").value_or("");
+    const auto upstreams = dns_upstreams(network, resolv);
+    if (upstreams.empty() && !network.dns.disabled) {
+        m_context.reporter.warning(
+            "no DNS upstream for the sandbox's resolver (no IP address in network.dns.servers or "
+            "/etc/resolv.conf): allowlisted names do not resolve inside it; the egress proxy still reaches them");
+    }
+    return dns_server_lines(network, upstreams);
+}
+
+std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
+    return "no-resolv\n" + plan_dns_servers(network) + "address=/#/\n";
+}
+
+ResolverSpec IncusProvider::plan_resolver(const std::string& bridge, const Ipv4Net& bridge_net,
+                                          const policy::NetworkPolicy& network) {
+    return ResolverSpec{bridge,
+                        bridge_net.address_text(),
+                        bridge_net.host(2).address_text(),
+                        bridge_net.netmask_text(),
+                        plan_dns_servers(network),
+                        network.enabled};
+}
+
+BridgeResolver IncusProvider::resolver_for(bool confined, ProxyPlacement placement) const {
+    // An unconfined sandbox's bridge keeps Incus's resolver (it forwards every name).
+    return confined && egress(placement).runs_resolver() ? BridgeResolver::Host : BridgeResolver::Incus;
+}
+
+std::future<void> IncusProvider::egress_up(const EgressSite& site, ProxyPlacement placement,
+                                           const policy::NetworkPolicy& network, const AclRules& rules,
+                                           BridgeResolver resolver, bool background) {
+    auto& host = egress(placement);
+    if (host.host_firewall()) host.install_firewall(firewall_spec(site.bridge, site.subnet, placement, rules));
+    host.write_policy(site.sandbox, network);
+    std::optional<ResolverSpec> resolver_spec;
+    if (resolver == BridgeResolver::Host) {
+        resolver_spec = plan_resolver(site.bridge, site.subnet, network);
+        m_context.reporter.step(
+            fmt::format("starting the resolver of {} on {}:{}", site.sandbox, site.subnet.address_text(), k_dns_port));
+    }
+    const auto where = proxy_address(placement, site.subnet).address_text();
+    m_context.reporter.step(
+        placement == ProxyPlacement::Instance
+            ? fmt::format("starting the egress proxy of {} in instance {} on {}:{}", site.sandbox,
+                          companion_name(site.sandbox), where, k_egress_proxy_port)
+            : fmt::format("starting the egress proxy of {} on {}:{}", site.sandbox, where, k_egress_proxy_port));
+    auto services_up = [&host, site, resolver_spec] {
+        if (resolver_spec) host.start_resolver(site.sandbox, *resolver_spec, false);
+        host.start_proxy(site);
+    };
+    if (!background) {
+        services_up();
+        return {};
+    }
+    // Until they listen the sandbox simply has no egress (nothing else is admitted).
+    return std::async(std::launch::async, services_up);
+}
+
+void IncusProvider::stop_egress_services(const std::string& name, EgressHost& host) {
+    if (host.stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
+    if (host.stop_resolver(name)) m_context.reporter.step(fmt::format("stopped the resolver of {}", name));
+}
+
+void IncusProvider::restore_egress(const std::string& name, const Json& instance) {
+    const auto text = config_value(instance, key::k_network);
+    if (text.empty()) return;
+    const auto network = policy::from_policy_file(Json::parse(text));
+    const auto site = site_of(name, instance);
+    if (site.subnet.prefix == 0) return;
+    const auto placement = placement_of(instance);
+    const auto resolver = recorded_resolver(instance);
+    if (!network.enabled) {
+        // No policy (it was detached), but agentctl's resolver still serves DHCP and DNS.
+        if (resolver == BridgeResolver::Host) {
+            egress(placement).start_resolver(name, plan_resolver(site.bridge, site.subnet, network), false);
+        }
+        return;
+    }
+    const auto rules = plan_acl(name, network, site.subnet, placement, false);
+    (void)egress_up(site, placement, network, rules, resolver, false);
+}
+
+void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) const {
+    if (!info.network || !info.network->enabled) return;
+    const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
+    if (!gateway) return;
+    const auto placement = placement_of(instance);
+    auto& host = egress(placement);
+    const auto status = host.proxy_status(site_of(info.name, instance));
+    const auto restart = fmt::format("`agentctl start {}` restarts it", info.name);
+    if (placement == ProxyPlacement::Instance) {
+        info.extra.emplace_back("Egress proxy",
+                                status.pid > 0
+                                    ? fmt::format("{} (instance {}, running, pid {} there, as nobody)", status.listen,
+                                                  status.instance, status.pid)
+                                    : fmt::format("{} (instance {}, NOT running: {}; the sandbox has no egress; {})",
+                                                  status.listen, status.instance, status.problem, restart));
+        info.extra.emplace_back("Host firewall", host.host_firewall()
+                                                     ? "nft table inet " + firewall_table(bridge_name(info.name))
+                                                     : "none: the Incus server is not this machine (the bridge ACL "
+                                                       "is the only enforcement point)");
+    } else {
+        info.extra.emplace_back(
+            "Egress proxy",
+            status.pid > 0 ? fmt::format("{} (running, pid {}, as nobody)", status.listen, status.pid)
+                           : fmt::format("{} (NOT running: the sandbox has no egress; {})", status.listen, restart));
+    }
+    if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
+    const auto scope =
+        info.network->dns.disabled ? "answers no name: network.dns.disabled" : "answers allowlisted names only";
+    if (recorded_resolver(instance) == BridgeResolver::Host) {
+        const int pid = m_egress->resolver_pid(info.name);
+        info.extra.emplace_back(
+            "Resolver",
+            pid > 0 ? fmt::format("{} ({}; agentctl's dnsmasq, pid {}, as nobody)", gateway->address_text(), scope, pid)
+                    : fmt::format("{} (NOT running: the sandbox has no DNS or DHCP; `agentctl start {}` "
+                                  "restarts it)",
+                                  gateway->address_text(), info.name));
+    } else {
+        info.extra.emplace_back("Resolver",
+                                fmt::format("{} ({}; the bridge's dnsmasq)", gateway->address_text(), scope));
+    }
+    const auto resolve = m_context.settings.find("incus.proxyResolveFile");
+    if (resolve != m_context.settings.end() && !resolve->second.empty()) {
+        info.extra.emplace_back("Proxy names",
+                                "resolved from " + resolve->second + " before DNS (incus.proxyResolveFile)");
+    }
+}
+
+void IncusProvider::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {
+    auto instance = require_instance(name);
+    const auto bridge = bridge_name(name);
+    const auto acl = acl_name(name);
+    auto site = site_of(name, instance);
+    if (site.subnet.prefix == 0) {
+        if (!m_api.preview()) throw Error(fmt::format("{} has no bridge address recorded; recreate it", name));
+        site.subnet = *parse_ipv4_net("10.0.0.1/28");
+    }
+    const auto placement = placement_of(instance);
+    auto& host = egress(placement);
+    std::optional<policy::NetworkPolicy> old;
+    try {
+        old = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
+    } catch (const std::exception&) {
+        old.reset();
+    }
+    const auto resolver = recorded_resolver(instance);
+    // agentctl's resolver takes the new allowlist by a restart (milliseconds).
+    auto restart_resolver = [&] {
+        if (resolver != BridgeResolver::Host) return;
+        m_context.reporter.step(fmt::format("restarting the resolver of {}", name));
+        host.start_resolver(name, plan_resolver(bridge, site.subnet, network), true);
+    };
+    if (network.enabled) {
+        auto rules = plan_acl(name, network, site.subnet, placement);
+        auto payload = acl_payload(name, rules);
+        if (m_api.acl(acl)) {
+            m_context.reporter.step(fmt::format("updating network ACL {} ({} rules)", acl, payload["egress"].size()));
+            m_api.put_acl(acl, payload);
+        } else {
+            m_context.reporter.step(fmt::format("creating network ACL {}", acl));
+            m_api.create_acl(payload);
+        }
+        Json bridge_patch{{"security.acls", acl},
+                          {"security.acls.default.egress.action", "reject"},
+                          {"security.acls.default.ingress.action", "reject"}};
+        if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = plan_dnsmasq(network);
+        m_api.patch_network_config(bridge, bridge_patch);
+        restart_resolver();
+        m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
+        if (host.host_firewall()) host.install_firewall(firewall_spec(bridge, site.subnet, placement, rules));
+        host.write_policy(name, network);
+        // The ACL admits established connections first: forget those to the
+        // IP destinations it no longer admits, so that they are cut now.
+        if (old && old->enabled && !m_api.preview()) {
+            const auto before = plan_acl(name, *old, site.subnet, placement, false).direct;
+            std::vector<std::string> removed;
+            for (const auto& destination : before) {
+                bool kept = false;
+                for (const auto& now : rules.direct) {
+                    kept = kept || (now.address == destination.address && now.ports == destination.ports);
+                }
+                if (!kept) removed.push_back(destination.address);
+            }
+            const auto guest = wait_for_address(name, 0);
+            if (!removed.empty() && !guest.empty()) {
+                auto problem = host.forget_connections({guest}, removed);
+                if (!problem.empty()) m_context.reporter.warning(fmt::format("{}: {}", name, problem));
+            }
+        }
+    } else {
+        m_context.reporter.step(fmt::format("detaching network ACL {}: egress is now unrestricted", acl));
+        Json bridge_patch{{"security.acls", ""}};
+        if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = "";
+        m_api.patch_network_config(bridge, bridge_patch);
+        m_api.delete_acl(acl);
+        host.write_policy(name, network);
+        restart_resolver();
+    }
+    // The recorded widenings follow the new policy.
+    SandboxSpec view;
+    view.network = network;
+    view.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
+    view.ports = parse_ports_record(config_value(instance, key::k_ports));
+    view.isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+    set_records(name, {{std::string(key::k_network), policy::to_policy_file(network).dump()},
+                       {std::string(key::k_acl), network.enabled ? acl : ""},
+                       {std::string(key::k_widenings), Json(widenings(view)).dump()},
+                       {std::string(key::k_confinement), ""}});
+    if (running(instance) && !m_api.preview()) verify_confinement(name, require_instance(name));
+}
+
+}  // namespace agentctl::provider::incus
