@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -63,9 +65,74 @@ void AccessLog::rotate() {
     m_size = 0;
 }
 
+// ---------------------------------------------------------------- LogLine
+
+LogLine::LogLine(std::string_view event) {
+    m_text.reserve(320);
+    m_text = "{\"time\":\"";
+    m_text += utc_timestamp();
+    m_text += '"';
+    add("event", event);
+}
+
+void LogLine::key(std::string_view name) {
+    m_text += ",\"";
+    m_text += name;  // keys are the proxy's own literals: nothing to escape
+    m_text += "\":";
+}
+
+LogLine& LogLine::add(std::string_view name, std::string_view value) {
+    key(name);
+    const bool plain = std::all_of(value.begin(), value.end(), [](char c) {
+        return static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f && c != '"' && c != '\\';
+    });
+    if (plain) {
+        m_text += '"';
+        m_text += value;
+        m_text += '"';
+    } else {
+        // The rare string that needs escaping takes nlohmann::json's rules.
+        m_text += nlohmann::json(std::string(value)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+    return *this;
+}
+
+LogLine& LogLine::add(std::string_view name, bool value) {
+    key(name);
+    m_text += value ? "true" : "false";
+    return *this;
+}
+
+LogLine& LogLine::add(std::string_view name, double value) {
+    key(name);
+    m_text += nlohmann::json(value).dump();  // the shortest text that reads back the same double
+    return *this;
+}
+
+LogLine& LogLine::add_signed(std::string_view name, std::int64_t value) {
+    key(name);
+    fmt::format_to(std::back_inserter(m_text), "{}", value);
+    return *this;
+}
+
+LogLine& LogLine::add_unsigned(std::string_view name, std::uint64_t value) {
+    key(name);
+    fmt::format_to(std::back_inserter(m_text), "{}", value);
+    return *this;
+}
+
+// ---------------------------------------------------------------- AccessLog
+
 void AccessLog::write(const nlohmann::json& entry) {
+    append(entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {});
+}
+
+void AccessLog::write(const LogLine& line) { append(line.m_text, "}"); }
+
+void AccessLog::append(std::string_view first, std::string_view last) {
     bool was_empty = m_pending.empty();
-    m_pending += entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    m_pending += first;
+    m_pending += last;
     m_pending += '\n';
     if (!m_deferred || m_pending.size() >= 64 * 1024) {
         flush();
@@ -109,12 +176,25 @@ void AccessLog::write_now(const char* data, std::size_t size) {
 std::string utc_timestamp() {
     auto now = std::chrono::system_clock::now();
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-    std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-    std::tm tm{};
-    ::gmtime_r(&seconds, &tm);
-    char buffer[32];
-    std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-    return fmt::format("{}.{:03}Z", buffer, ms % 1000);
+    auto seconds = static_cast<std::time_t>(ms / 1000);
+    // The date and time of day change once a second: the proxy writes many
+    // lines a second, so the formatted second is kept per thread.
+    thread_local std::time_t cached_second = -1;
+    thread_local char cached[32] = {};
+    if (seconds != cached_second) {
+        std::tm tm{};
+        ::gmtime_r(&seconds, &tm);
+        std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+        cached_second = seconds;
+    }
+    const auto millis = static_cast<int>(ms % 1000);
+    std::string out(cached);
+    out += '.';
+    out += static_cast<char>('0' + millis / 100);
+    out += static_cast<char>('0' + millis / 10 % 10);
+    out += static_cast<char>('0' + millis % 10);
+    out += 'Z';
+    return out;
 }
 
 std::string log_table_header() {

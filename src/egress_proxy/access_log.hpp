@@ -2,13 +2,51 @@
 // rotated file kept (`LOG.1`). Readers: print_network_log (egress_proxy.hpp).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include <nlohmann/json_fwd.hpp>
 
 namespace agentctl::egress_proxy {
+
+// One log line built in place, for the proxy's per-connection lines: a JSON
+// object whose fields appear in the order they are added, its strings escaped
+// as nlohmann::json escapes them (invalid UTF-8 replaced). It costs one string
+// instead of a JSON document per line; a reader sees the same object.
+class LogLine {
+public:
+    // Starts the object with "time" (now, utc_timestamp) and "event".
+    explicit LogLine(std::string_view event);
+
+    LogLine& add(std::string_view key, std::string_view value);
+    LogLine& add(std::string_view key, const char* value) { return add(key, std::string_view(value)); }
+    LogLine& add(std::string_view key, const std::string& value) { return add(key, std::string_view(value)); }
+    LogLine& add(std::string_view key, bool value);
+    LogLine& add(std::string_view key, double value);
+    template <std::integral T>
+    requires(!std::same_as<T, bool>) LogLine& add(std::string_view key, T value) {
+        if constexpr (std::is_signed_v<T>) {
+            return add_signed(key, value);
+        } else {
+            return add_unsigned(key, value);
+        }
+    }
+
+    // The object's text, closed (no newline).
+    [[nodiscard]] std::string text() const { return m_text + "}"; }
+
+private:
+    friend class AccessLog;
+    LogLine& add_signed(std::string_view key, std::int64_t value);
+    LogLine& add_unsigned(std::string_view key, std::uint64_t value);
+    void key(std::string_view name);
+
+    std::string m_text;
+};
 
 class AccessLog {
 public:
@@ -25,6 +63,7 @@ public:
     // Deferred (see defer_writes): the line is queued and reaches the file at
     // the next flush().
     void write(const nlohmann::json& entry);
+    void write(const LogLine& line);
 
     // Queues lines instead of writing each at once. `on_pending` is called when
     // the first line is queued after a flush (the proxy arms a short timer that
@@ -38,6 +77,8 @@ public:
 
 private:
     void rotate();
+    // Queues one line (`line` without its newline) and flushes as write() says.
+    void append(std::string_view first, std::string_view last);
     void write_now(const char* data, std::size_t size);
 
     std::string m_path;

@@ -154,6 +154,9 @@ int run_egress_proxy(const ProxyOptions& options) {
         boost::system::error_code ec;
         acceptor.open(endpoint.protocol(), ec);
         if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+        // Accepted sockets inherit TCP_NODELAY from the listener: one setsockopt
+        // here instead of one per connection.
+        if (!ec) acceptor.set_option(tcp::no_delay(true), ec);
         if (!ec) acceptor.bind(endpoint, ec);
         if (!ec) acceptor.listen(4096, ec);
         if (ec) {

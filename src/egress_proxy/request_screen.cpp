@@ -45,6 +45,7 @@ ScreenResult screen_request(std::string_view bytes, const policy::NetworkPolicy&
         return result;
     }
     const auto& head = parser.get();
+    result.head_bytes = consumed;
     result.method = std::string(head.method_string());
     auto target_view = head.target();
     auto parsed = parse_request_target(result.method, std::string_view(target_view.data(), target_view.size()));

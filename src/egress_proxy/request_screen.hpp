@@ -36,6 +36,7 @@ struct ScreenResult {
     };
     Stage stage = Stage::NeedMore;
     std::string method;
+    std::size_t head_bytes = 0;  // once the head is complete: its length in `bytes`, up to its blank line
     std::optional<RequestTarget> target;
     std::optional<Refusal> refusal;
     std::optional<policy::Decision> decision;

@@ -17,8 +17,6 @@
 #include <limits>
 #include <cstring>
 
-#include <nlohmann/json.hpp>
-
 #include "egress_proxy/request_screen.hpp"
 #include "egress_proxy/resolve_file.hpp"
 
@@ -76,6 +74,20 @@ std::string_view buffer_view(const beast::flat_buffer& buffer) {
 
 constexpr std::size_t k_read_chunk = 16 * 1024;
 
+// What the client is told when the upstream connection failed with `ec`.
+Refusal connect_refusal(const tcp::endpoint& endpoint, const boost::system::error_code& ec, bool timed_out,
+                        std::chrono::milliseconds timeout) {
+    if (timed_out) {
+        return {504, "connect-timeout",
+                endpoint_text(endpoint) + " did not accept the connection within " + std::to_string(timeout.count()) +
+                    " ms"};
+    }
+    if (ec == asio::error::connection_refused) {
+        return {502, "connection-refused", endpoint_text(endpoint) + " refused the connection"};
+    }
+    return {502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()};
+}
+
 void set_nodelay(tcp::socket& socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
@@ -100,7 +112,9 @@ Session::~Session() {
 }
 
 void Session::start() {
-    set_nodelay(m_client);
+#if !defined(__linux__)
+    set_nodelay(m_client);  // Linux: inherited from the listener (run_egress_proxy sets it there)
+#endif
     asio::co_spawn(
         m_context.io, [self = shared_from_this()]() { return self->serve(); }, asio::detached);
 }
@@ -210,6 +224,14 @@ asio::awaitable<void> Session::serve() {
             co_await send_refusal(*screen.refusal, "", 0);
             break;
         }
+        const RequestTarget& target = *screen.target;
+        if (target.kind == RequestKind::Connect) {
+            // A tunnel needs nothing of the head past screen_request: drop it and
+            // keep what followed it (e.g. a TLS ClientHello) for the destination.
+            m_buffer.consume(screen.head_bytes);
+            co_await handle_connect(target, snapshot, std::move(screen.decision));
+            co_return;
+        }
         // The head is complete and valid: let the streaming parser take it
         // (and leave any body or pipelined bytes in the buffer).
         auto parser = std::make_unique<RequestParser>();
@@ -220,12 +242,6 @@ asio::awaitable<void> Session::serve() {
             if (ec || n == 0) break;
         }
         if (!parser->is_header_done()) break;  // cannot happen: screen_request accepted this head
-        const RequestTarget& target = *screen.target;
-        if (target.kind == RequestKind::Connect) {
-            parser.reset();  // nothing of the request head stays allocated for the tunnel's lifetime
-            co_await handle_connect(target, snapshot, std::move(screen.decision));
-            co_return;
-        }
         bool again = co_await handle_forward(std::move(parser), target, snapshot, std::move(screen.decision));
         if (m_upgraded) co_return;  // the tunnel's relays own the connection now
         if (!again) break;
@@ -236,17 +252,17 @@ asio::awaitable<void> Session::serve() {
 
 void Session::log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                                    std::uint16_t port) {
-    nlohmann::json entry{
-        {"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id}, {"client", m_client_text}, {"method", method}};
-    if (!host.empty()) {
-        entry["host"] = host;
-        entry["port"] = port;
-    }
-    entry["decision"] = refusal.status == 403 ? "deny" : "error";
-    entry["status"] = refusal.status;
-    entry["reason"] = refusal.reason;
-    if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
+    LogLine entry("decision");
+    entry.add("id", m_id).add("client", m_client_text).add("method", method);
+    if (!host.empty()) entry.add("host", host).add("port", port);
+    add_refusal(entry, refusal);
     m_context.access_log.write(entry);
+}
+
+void Session::add_refusal(LogLine& entry, const Refusal& refusal) {
+    entry.add("decision", refusal.status == 403 ? "deny" : "error").add("status", refusal.status);
+    entry.add("reason", refusal.reason);
+    if (!refusal.detail.empty()) entry.add("detail", refusal.detail);
 }
 
 asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port) {
@@ -260,93 +276,46 @@ asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_
     clear_deadline();
 }
 
-asio::awaitable<bool> Session::refuse(nlohmann::json& entry, const Refusal& refusal, const RequestTarget& target) {
+asio::awaitable<bool> Session::refuse(LogLine& entry, const Refusal& refusal, const RequestTarget& target) {
     auto self = shared_from_this();
-    entry["decision"] = refusal.status == 403 ? "deny" : "error";
-    entry["status"] = refusal.status;
-    entry["reason"] = refusal.reason;
-    if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
+    add_refusal(entry, refusal);
     m_context.access_log.write(entry);
     co_await send_refusal(refusal, target.host, target.port);
     co_return false;
 }
 
-asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const RequestTarget& target,
-                                                  std::shared_ptr<const PolicySnapshot> snapshot,
-                                                  std::optional<policy::Decision> decision) {
+asio::awaitable<std::vector<policy::IpAddress>> Session::look_up(const RequestTarget& target, LogLine& entry) {
     auto self = shared_from_this();
-    auto started = Clock::now();
-    nlohmann::json entry{{"time", utc_timestamp()}, {"event", "decision"}, {"id", m_id},
-                         {"client", m_client_text}, {"method", method},    {"host", target.host},
-                         {"port", target.port}};
-    if (!snapshot->usable) {
-        entry["problem"] = snapshot->problem;
-        {
-            const Refusal refusal{403, "policy-unavailable",
-                                  "the proxy has no usable policy, so it refuses everything"};
-            co_return co_await refuse(entry, refusal, target);
-        }
-    }
-    const auto& own = snapshot->host_addresses;
-    // `decision`: pre_decide's verdict from screen_request, made with `snapshot`.
-    if (!decision) {
-        std::vector<policy::IpAddress> addresses;
-        auto dns_start = Clock::now();
-        if (auto mapped = m_context.resolve_map->lookup(target.host)) {
-            addresses = std::move(*mapped);
-            entry["resolved_by"] = "resolve-file";
-        } else {
-            tcp::resolver resolver(m_context.io);
-            boost::system::error_code ec;
-            set_deadline(m_context.limits.connect_timeout);
-            m_phase = Phase::Connecting;
-            const std::string service = std::to_string(target.port);  // no temporaries inside co_await (g++ 12)
-            auto results = co_await resolver.async_resolve(target.host, service, tcp::resolver::numeric_service,
-                                                           redirect_error(use_awaitable, ec));
-            clear_deadline();
-            if (!ec) {
-                for (const auto& result : results) {
-                    auto address = from_asio(result.endpoint().address());
-                    if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
-                        addresses.push_back(address);
-                    }
+    std::vector<policy::IpAddress> addresses;
+    auto dns_start = Clock::now();
+    if (auto mapped = m_context.resolve_map->lookup(target.host)) {
+        addresses = std::move(*mapped);
+        entry.add("resolved_by", "resolve-file");
+    } else {
+        tcp::resolver resolver(m_context.io);
+        boost::system::error_code ec;
+        set_deadline(m_context.limits.connect_timeout);
+        m_phase = Phase::Connecting;
+        const std::string service = std::to_string(target.port);  // no temporaries inside co_await (g++ 12)
+        auto results = co_await resolver.async_resolve(target.host, service, tcp::resolver::numeric_service,
+                                                       redirect_error(use_awaitable, ec));
+        clear_deadline();
+        if (!ec) {
+            for (const auto& result : results) {
+                auto address = from_asio(result.endpoint().address());
+                if (std::find(addresses.begin(), addresses.end(), address) == addresses.end()) {
+                    addresses.push_back(address);
                 }
             }
-            entry["resolved_by"] = "system";
         }
-        entry["dns_ms"] = round_ms(ms_since(dns_start));
-        if (!m_client.is_open()) co_return false;
-        if (addresses.empty()) {
-            {
-                const Refusal refusal{502, "name-not-resolved", "`" + target.host + "` has no address"};
-                co_return co_await refuse(entry, refusal, target);
-            }
-        }
-        decision = policy::decide(snapshot->policy, target.host, target.port, addresses, own);
+        entry.add("resolved_by", "system");
     }
-    if (decision->rule) {
-        entry["rule"] = decision->rule->entry();
-        entry["origin"] = decision->rule->origin;
-    }
-    if (!decision->allowed || !decision->address) {
-        {
-            const Refusal refusal{403, decision->reason, decision->detail};
-            co_return co_await refuse(entry, refusal, target);
-        }
-    }
-    auto endpoint = to_endpoint(*decision->address, target.port);
-    entry["address"] = decision->address->to_string();
-    entry["reason"] = decision->reason;
+    entry.add("dns_ms", round_ms(ms_since(dns_start)));
+    co_return addresses;
+}
 
-    // Plain HTTP: reuse the open upstream connection when it goes to the same place.
-    if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
-        entry["decision"] = "allow";
-        entry["reused"] = true;
-        m_context.access_log.write(entry);
-        co_return true;
-    }
-    close_upstream("new destination");
-
+asio::awaitable<std::optional<Refusal>> Session::connect_upstream(const tcp::endpoint& endpoint, LogLine& entry) {
+    auto self = shared_from_this();
     m_phase = Phase::Connecting;
     m_timed_out = false;
     auto connect_start = Clock::now();
@@ -355,29 +324,59 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     m_upstream.open(endpoint.protocol(), ec);
     if (!ec) co_await m_upstream.async_connect(endpoint, redirect_error(use_awaitable, ec));
     clear_deadline();
-    entry["connect_ms"] = round_ms(ms_since(connect_start));
+    entry.add("connect_ms", round_ms(ms_since(connect_start)));
+    std::optional<Refusal> failed;
     if (ec) {
         boost::system::error_code ignored;
         m_upstream.close(ignored);
+        failed = connect_refusal(endpoint, ec, m_timed_out, m_context.limits.connect_timeout);
+    }
+    co_return failed;  // a named value: no temporaries in co_return (g++ 12)
+}
+
+asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const RequestTarget& target,
+                                                  std::shared_ptr<const PolicySnapshot> snapshot,
+                                                  std::optional<policy::Decision> decision) {
+    auto self = shared_from_this();
+    auto started = Clock::now();
+    LogLine entry("decision");
+    entry.add("id", m_id).add("client", m_client_text).add("method", method);
+    entry.add("host", target.host).add("port", target.port);
+    if (!snapshot->usable) {
+        entry.add("problem", snapshot->problem);
+        const Refusal refusal{403, "policy-unavailable", "the proxy has no usable policy, so it refuses everything"};
+        co_return co_await refuse(entry, refusal, target);
+    }
+    // `decision`: pre_decide's verdict from screen_request, made with `snapshot`.
+    if (!decision) {
+        auto addresses = co_await look_up(target, entry);
         if (!m_client.is_open()) co_return false;
-        if (m_timed_out) {
-            {
-                const Refusal refusal{504, "connect-timeout",
-                                      endpoint_text(endpoint) + " did not accept the connection within " +
-                                          std::to_string(m_context.limits.connect_timeout.count()) + " ms"};
-                co_return co_await refuse(entry, refusal, target);
-            }
-        }
-        if (ec == asio::error::connection_refused) {
-            {
-                const Refusal refusal{502, "connection-refused", endpoint_text(endpoint) + " refused the connection"};
-                co_return co_await refuse(entry, refusal, target);
-            }
-        }
-        {
-            const Refusal refusal{502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()};
+        if (addresses.empty()) {
+            const Refusal refusal{502, "name-not-resolved", "`" + target.host + "` has no address"};
             co_return co_await refuse(entry, refusal, target);
         }
+        decision = policy::decide(snapshot->policy, target.host, target.port, addresses, snapshot->host_addresses);
+    }
+    if (decision->rule) entry.add("rule", decision->rule->entry()).add("origin", decision->rule->origin);
+    if (!decision->allowed || !decision->address) {
+        const Refusal refusal{403, decision->reason, decision->detail};  // no temporaries inside co_await (g++ 12)
+        co_return co_await refuse(entry, refusal, target);
+    }
+    auto endpoint = to_endpoint(*decision->address, target.port);
+    entry.add("address", decision->address->to_string());
+
+    // Plain HTTP: reuse the open upstream connection when it goes to the same place.
+    if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
+        entry.add("reason", decision->reason).add("decision", "allow").add("reused", true);
+        m_context.access_log.write(entry);
+        co_return true;
+    }
+    close_upstream("new destination");
+
+    const auto failed = co_await connect_upstream(endpoint, entry);
+    if (failed) {
+        if (!m_client.is_open()) co_return false;
+        co_return co_await refuse(entry, *failed, target);
     }
     if (m_context.policy != snapshot) {
         // The policy was reloaded while this request was being decided: the new one has the last word.
@@ -390,9 +389,8 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         }
     }
     set_nodelay(m_upstream);
-    entry["decision"] = "allow";
-    entry["status"] = 200;
-    entry["total_ms"] = round_ms(ms_since(started));
+    entry.add("reason", decision->reason).add("decision", "allow").add("status", 200);
+    entry.add("total_ms", round_ms(ms_since(started)));
     m_context.access_log.write(entry);
     m_up_host = target.host;
     m_up_port = target.port;
@@ -414,21 +412,13 @@ void Session::close_upstream(const char* why) {
 }
 
 void Session::log_upstream_closed() {
-    nlohmann::json entry{{"time", utc_timestamp()},
-                         {"event", "close"},
-                         {"id", m_id},
-                         {"client", m_client_text},
-                         {"host", m_up_host},
-                         {"port", m_up_port},
-                         {"address", m_up_endpoint ? m_up_endpoint->address().to_string() : std::string()},
-                         {"bytes_up", m_bytes_up},
-                         {"bytes_down", m_bytes_down},
-                         {"duration_ms", round_ms(ms_since(m_up_since))}};
-    if (m_timed_out) entry["timed_out"] = true;
-    if (!m_revoked.empty()) {
-        entry["closed_by"] = "policy-reload";
-        entry["reason"] = m_revoked;
-    }
+    LogLine entry("close");
+    entry.add("id", m_id).add("client", m_client_text).add("host", m_up_host).add("port", m_up_port);
+    entry.add("address", m_up_endpoint ? m_up_endpoint->address().to_string() : std::string());
+    entry.add("bytes_up", m_bytes_up).add("bytes_down", m_bytes_down);
+    entry.add("duration_ms", round_ms(ms_since(m_up_since)));
+    if (m_timed_out) entry.add("timed_out", true);
+    if (!m_revoked.empty()) entry.add("closed_by", "policy-reload").add("reason", m_revoked);
     m_context.access_log.write(entry);
 }
 

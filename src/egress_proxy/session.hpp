@@ -16,8 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json_fwd.hpp>
+#include <vector>
 
 #include "egress_proxy/proxy_context.hpp"
 #include "egress_proxy/request_target.hpp"
@@ -65,8 +64,15 @@ private:
     boost::asio::awaitable<bool> decide_and_connect(std::string_view method, const RequestTarget& target,
                                                     std::shared_ptr<const PolicySnapshot> snapshot,
                                                     std::optional<policy::Decision> decision);
+    // Resolves target.host (the resolve file first, then the system resolver);
+    // records how on `entry`. Empty: the name has no address.
+    boost::asio::awaitable<std::vector<policy::IpAddress>> look_up(const RequestTarget& target, LogLine& entry);
+    // Opens and connects m_upstream within the connect timeout; the refusal to
+    // answer when it fails.
+    boost::asio::awaitable<std::optional<Refusal>> connect_upstream(const tcp::endpoint& endpoint, LogLine& entry);
     // Logs the refusal on `entry` and answers the client; always yields false.
-    boost::asio::awaitable<bool> refuse(nlohmann::json& entry, const Refusal& refusal, const RequestTarget& target);
+    boost::asio::awaitable<bool> refuse(LogLine& entry, const Refusal& refusal, const RequestTarget& target);
+    static void add_refusal(LogLine& entry, const Refusal& refusal);
     boost::asio::awaitable<void> send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port);
     void log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                               std::uint16_t port);

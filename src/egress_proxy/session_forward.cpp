@@ -133,6 +133,10 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
     }
     bool head_request = request.method() == http::verb::head;
     parser.reset();
+    // Beast reads as much as the buffer's free capacity (at least 512 bytes): an
+    // empty buffer would take a response in 512-byte reads and pass its body on
+    // in as many writes.
+    if (m_up_buffer.capacity() < k_body_chunk) m_up_buffer.reserve(k_body_chunk);
 
     for (;;) {
         http::response_parser<http::buffer_body> response_parser;

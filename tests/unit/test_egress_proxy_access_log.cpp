@@ -170,3 +170,53 @@ TEST_CASE("deferred log lines reach the file at flush, whole, rotating between l
     CHECK(old.back()["id"].get<int>() + 1 == current.front()["id"].get<int>());
     fs::remove_all(dir);
 }
+
+TEST_CASE("a LogLine is the JSON object its fields make, escaped as nlohmann::json escapes them") {
+    using agentctl::egress_proxy::LogLine;
+    const std::string awkward = std::string("quote \" backslash \\ tab \t newline \n bell \x07 ") + "caf\xc3\xa9";
+    LogLine line("decision");
+    line.add("id", std::uint64_t{42}).add("port", std::uint16_t{443}).add("status", 403u).add("delta", -3);
+    line.add("host", "example.com").add("detail", awkward).add("reused", true).add("timed_out", false);
+    line.add("dns_ms", 0.125).add("whole_ms", 2.0);
+    auto text = line.text();
+    auto parsed = nlohmann::json::parse(text);
+    CHECK(parsed["event"] == "decision");
+    CHECK(parsed["time"].get<std::string>().size() == std::string("2026-01-02T03:04:05.678Z").size());
+    CHECK(parsed["id"] == 42);
+    CHECK(parsed["port"] == 443);
+    CHECK(parsed["status"] == 403);
+    CHECK(parsed["delta"] == -3);
+    CHECK(parsed["host"] == "example.com");
+    CHECK(parsed["detail"] == awkward);
+    CHECK(parsed["reused"] == true);
+    CHECK(parsed["timed_out"] == false);
+    CHECK(parsed["dns_ms"] == 0.125);
+    CHECK(parsed["whole_ms"] == 2.0);
+    // The escaped string is byte for byte what a JSON document would write.
+    CHECK(text.find(nlohmann::json(awkward).dump()) != std::string::npos);
+    // Fields keep the order they were added in, after time and event.
+    CHECK(text.find("\"event\":\"decision\",\"id\":42,\"port\":443,") != std::string::npos);
+
+    // Bytes that are not UTF-8 are replaced, never written raw into the log.
+    LogLine bad("decision");
+    bad.add("method", std::string("GE\xff\xfeT"));
+    auto replaced = nlohmann::json::parse(bad.text());
+    CHECK(replaced["method"] == "GE\xef\xbf\xbd\xef\xbf\xbdT");
+}
+
+TEST_CASE("LogLine and JSON entries go to the same log, one line each") {
+    auto dir = fresh_dir("logline");
+    auto path = dir / "egress-proxy.log";
+    {
+        AccessLog log(path.string(), 1 << 20);
+        agentctl::egress_proxy::LogLine line("close");
+        line.add("id", 7).add("bytes_up", std::uint64_t{10});
+        log.write(line);
+        log.write(decision(8));
+    }
+    auto lines = read_lines(path);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0]["event"] == "close");
+    CHECK(lines[0]["bytes_up"] == 10);
+    CHECK(lines[1]["id"] == 8);
+}

@@ -45,3 +45,17 @@ TEST_CASE("screen_request: bytes to the first decision step, as the proxy parses
     REQUIRE(oversized.stage == Stage::Rejected);
     CHECK(oversized.refusal->status == 431);
 }
+
+TEST_CASE("screen_request: head_bytes ends at the head's blank line, leaving what the client sent behind it") {
+    auto p = test_policy();
+    const std::string head = "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com\r\n\r\n";
+    const std::string hello = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03";  // the start of a TLS ClientHello
+    auto screened = screen_request(head + hello, p, {}, 8192);
+    REQUIRE(screened.stage == Stage::NeedsLookup);
+    CHECK(screened.head_bytes == head.size());
+
+    const std::string get = "GET http://192.0.3.3/ HTTP/1.1\r\nHost: 192.0.3.3\r\nContent-Length: 4\r\n\r\n";
+    auto forwarded = screen_request(get + "body", p, {}, 8192);
+    REQUIRE(forwarded.stage == Stage::Decided);
+    CHECK(forwarded.head_bytes == get.size());
+}
