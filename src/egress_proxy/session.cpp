@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "egress_proxy/asio_address.hpp"
 #include "egress_proxy/request_screen.hpp"
 #include "egress_proxy/resolve_file.hpp"
 
@@ -38,30 +39,6 @@ double ms_since(Clock::time_point start) {
 }
 
 double round_ms(double ms) { return static_cast<double>(static_cast<long long>(ms * 1000.0 + 0.5)) / 1000.0; }
-
-tcp::endpoint to_endpoint(const policy::IpAddress& address, std::uint16_t port) {
-    if (!address.v6) {
-        asio::ip::address_v4::bytes_type bytes{};
-        std::copy_n(address.bytes.begin(), 4, bytes.begin());
-        return {asio::ip::address_v4(bytes), port};
-    }
-    asio::ip::address_v6::bytes_type bytes{};
-    std::copy_n(address.bytes.begin(), 16, bytes.begin());
-    return {asio::ip::address_v6(bytes), port};
-}
-
-policy::IpAddress from_asio(const asio::ip::address& address) {
-    policy::IpAddress out;
-    if (address.is_v4()) {
-        auto bytes = address.to_v4().to_bytes();
-        std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
-    } else {
-        out.v6 = true;
-        auto bytes = address.to_v6().to_bytes();
-        std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
-    }
-    return out;
-}
 
 std::string endpoint_text(const tcp::endpoint& endpoint) {
     auto address = endpoint.address();

@@ -2,15 +2,8 @@
 // with its own verdict, rendered as a table or JSON.
 #include "policy/check.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,41 +13,6 @@
 
 namespace agentctl::policy {
 namespace {
-
-std::optional<IpAddress> from_sockaddr(const sockaddr* address) {
-    if (address == nullptr) return std::nullopt;
-    IpAddress out;
-    if (address->sa_family == AF_INET) {
-        const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
-        std::memcpy(out.bytes.data(), &v4->sin_addr, 4);
-        return out;
-    }
-    if (address->sa_family == AF_INET6) {
-        const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
-        out.v6 = true;
-        std::memcpy(out.bytes.data(), &v6->sin6_addr, 16);
-        return out;
-    }
-    return std::nullopt;
-}
-
-class SystemResolver : public Resolver {
-public:
-    std::vector<IpAddress> resolve(const std::string& host) override {
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* result = nullptr;
-        std::vector<IpAddress> out;
-        if (::getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return out;
-        for (auto* item = result; item != nullptr; item = item->ai_next) {
-            auto address = from_sockaddr(item->ai_addr);
-            if (address && std::find(out.begin(), out.end(), *address) == out.end()) out.push_back(*address);
-        }
-        ::freeaddrinfo(result);
-        return out;
-    }
-};
 
 [[noreturn]] void bad_destination(std::string_view text, std::string_view what) {
     throw Error(fmt::format("invalid destination \"{}\": {}", text, what),
@@ -71,20 +29,6 @@ std::uint16_t parse_port(std::string_view text, std::string_view whole) {
 }
 
 }  // namespace
-
-std::unique_ptr<Resolver> make_system_resolver() { return std::make_unique<SystemResolver>(); }
-
-std::vector<IpAddress> host_own_addresses() {
-    std::vector<IpAddress> out;
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) return out;
-    for (auto* item = list; item != nullptr; item = item->ifa_next) {
-        auto address = from_sockaddr(item->ifa_addr);
-        if (address && std::find(out.begin(), out.end(), *address) == out.end()) out.push_back(*address);
-    }
-    ::freeifaddrs(list);
-    return out;
-}
 
 Destination parse_destination(std::string_view text) {
     Destination out;

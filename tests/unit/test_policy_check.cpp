@@ -8,25 +8,12 @@
 
 #include "agentctl/error.hpp"
 #include "policy/check.hpp"
+#include "support/fake_resolver.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
 
 namespace {
-
-class MapResolver : public Resolver {
-public:
-    std::map<std::string, std::vector<std::string>> table;
-    std::vector<std::string> asked;
-    std::vector<IpAddress> resolve(const std::string& host) override {
-        asked.push_back(host);
-        std::vector<IpAddress> out;
-        if (auto it = table.find(host); it != table.end()) {
-            for (const auto& text : it->second) out.push_back(*parse_ip_literal(text));
-        }
-        return out;
-    }
-};
 
 NetworkPolicy policy_of(std::initializer_list<const char*> entries) {
     NetworkPolicy policy;
@@ -37,7 +24,7 @@ NetworkPolicy policy_of(std::initializer_list<const char*> entries) {
 }  // namespace
 
 TEST_CASE("an allowed destination names the rule, its origin and the address dialled", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     resolver.table["api.example.com"] = {"10.0.0.8", "93.184.216.34"};
     auto result = check_destination(policy_of({"*.example.com:443"}), "API.example.com", resolver, {});
     CHECK(result.allowed);
@@ -73,7 +60,7 @@ TEST_CASE("an allowed destination names the rule, its origin and the address dia
 }
 
 TEST_CASE("a refusal before any lookup does not resolve", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     auto result = check_destination(policy_of({"api.example.com:443"}), "evil.example.net:443", resolver, {});
     CHECK_FALSE(result.allowed);
     CHECK(result.reason == "not-allowlisted");
@@ -90,7 +77,7 @@ TEST_CASE("a refusal before any lookup does not resolve", "[check]") {
 }
 
 TEST_CASE("a bare IP destination is judged as that address", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     auto result = check_destination(policy_of({"93.184.216.34:443"}), "1572395042:443", resolver, {});
     CHECK(result.allowed);
     CHECK(resolver.asked.empty());
@@ -102,7 +89,7 @@ TEST_CASE("a bare IP destination is judged as that address", "[check]") {
 }
 
 TEST_CASE("a name that does not resolve, and a disabled policy", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     auto result = check_destination(policy_of({"gone.example.com"}), "gone.example.com", resolver, {});
     CHECK(result.reason == "no-address");
     CHECK(result.unresolved);
@@ -125,7 +112,7 @@ TEST_CASE("a name that does not resolve, and a disabled policy", "[check]") {
 }
 
 TEST_CASE("every rule naming the host is shown with its origin; IPv6 in brackets", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     resolver.table["api.example.com"] = {"93.184.216.34"};
     NetworkPolicy policy;
     policy.allow.push_back(parse_allow_entry("api.example.com:22", "allow file /p/hosts.txt:4"));
@@ -149,7 +136,7 @@ TEST_CASE("every rule naming the host is shown with its origin; IPv6 in brackets
 }
 
 TEST_CASE("this host's own addresses are refused", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     resolver.table["me.example.com"] = {"93.184.216.34"};
     auto own = std::vector<IpAddress>{*parse_ip_literal("93.184.216.34")};
     auto result = check_destination(policy_of({"me.example.com"}), "me.example.com", resolver, own);

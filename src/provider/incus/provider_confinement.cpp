@@ -1,7 +1,6 @@
 // The confinement proof of a running sandbox (the probe battery, with
 // listeners on the host that no probe may reach) and `logs --network`.
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "agentctl/host_network.hpp"
 #include "egress_proxy/egress_proxy.hpp"
 #include "provider/common/probes.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
@@ -67,19 +67,13 @@ private:
 // An IPv4 address of this host that is neither loopback nor on a sandbox
 // bridge: the "other host address" probes aim at it.
 std::string other_host_address() {
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) return {};
-    std::string found;
-    for (ifaddrs* it = list; it != nullptr && found.empty(); it = it->ifa_next) {
-        if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
-        const std::string_view iface = it->ifa_name;
-        if (iface == "lo" || iface.starts_with("agc-") || iface.starts_with("incusbr")) continue;
-        char text[INET_ADDRSTRLEN] = {};
-        const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
-        if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) found = text;
+    for (const auto& entry : policy::interface_addresses()) {
+        if (entry.address.v6) continue;
+        const std::string_view iface = entry.interface;
+        if (iface == "lo" || iface.starts_with(k_bridge_prefix) || iface.starts_with("incusbr")) continue;
+        return entry.address.to_string();
     }
-    ::freeifaddrs(list);
-    return found;
+    return {};
 }
 
 void escape(std::vector<common::ProbeResult>& results, const std::string& name, const std::string& detail) {

@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "policy/check.hpp"
+#include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 #include "provider/incus/cluster.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
