@@ -91,7 +91,7 @@ void Session::close() {
 
 policy::Decision Session::verdict(const PolicySnapshot& snapshot, const std::string& host, std::uint16_t port,
                                   const policy::IpAddress& address) const {
-    if (!snapshot.usable) return policy::Decision{false, "policy-unavailable", snapshot.problem, {}, {}};
+    if (!snapshot.usable) return policy::Decision{false, policy::Reason::PolicyUnavailable, snapshot.problem, {}, {}};
     auto decision = policy::pre_decide(snapshot.policy, host, port, snapshot.host_addresses);
     if (!decision) {
         const std::array<policy::IpAddress, 1> dialled{address};
@@ -105,7 +105,7 @@ bool Session::revalidate(const PolicySnapshot& snapshot) {
     if (!m_up_endpoint || !m_upstream.is_open() || !m_client.is_open()) return false;
     auto decision = verdict(snapshot, m_up_host, m_up_port, from_asio(m_up_endpoint->address()));
     if (decision.allowed) return false;
-    m_revoked = decision.reason;
+    m_revoked = policy::to_string(decision.reason);
     close();
     return true;
 }
@@ -178,7 +178,8 @@ asio::awaitable<void> Session::serve() {
         }
         if (ec) {
             if (m_timed_out && m_buffer.size() > 0)
-                log_rejected_request("", {408, "header-timeout", "the request head did not arrive in time"}, "", 0);
+                log_rejected_request("", {408, ProxyReason::HeaderTimeout, "the request head did not arrive in time"},
+                                     "", 0);
             break;
         }
         clear_deadline();
@@ -221,7 +222,7 @@ void Session::log_rejected_request(std::string_view method, const Refusal& refus
     }
     entry["decision"] = refusal.status == 403 ? "deny" : "error";
     entry["status"] = refusal.status;
-    entry["reason"] = refusal.reason;
+    entry["reason"] = to_string(refusal.reason);
     if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
     m_context.access_log.write(entry);
 }
@@ -241,7 +242,7 @@ asio::awaitable<bool> Session::refuse(nlohmann::json& entry, const Refusal& refu
     auto self = shared_from_this();
     entry["decision"] = refusal.status == 403 ? "deny" : "error";
     entry["status"] = refusal.status;
-    entry["reason"] = refusal.reason;
+    entry["reason"] = to_string(refusal.reason);
     if (!refusal.detail.empty()) entry["detail"] = refusal.detail;
     m_context.access_log.write(entry);
     co_await send_refusal(refusal, target.host, target.port);
@@ -259,7 +260,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     if (!snapshot->usable) {
         entry["problem"] = snapshot->problem;
         {
-            const Refusal refusal{403, "policy-unavailable",
+            const Refusal refusal{403, policy::Reason::PolicyUnavailable,
                                   "the proxy has no usable policy, so it refuses everything"};
             co_return co_await refuse(entry, refusal, target);
         }
@@ -295,7 +296,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         if (!m_client.is_open()) co_return false;
         if (addresses.empty()) {
             {
-                const Refusal refusal{502, "name-not-resolved", "`" + target.host + "` has no address"};
+                const Refusal refusal{502, ProxyReason::NameNotResolved, "`" + target.host + "` has no address"};
                 co_return co_await refuse(entry, refusal, target);
             }
         }
@@ -313,7 +314,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     }
     auto endpoint = to_endpoint(*decision->address, target.port);
     entry["address"] = decision->address->to_string();
-    entry["reason"] = decision->reason;
+    entry["reason"] = policy::to_string(decision->reason);
 
     // Plain HTTP: reuse the open upstream connection when it goes to the same place.
     if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
@@ -339,7 +340,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         if (!m_client.is_open()) co_return false;
         if (m_timed_out) {
             {
-                const Refusal refusal{504, "connect-timeout",
+                const Refusal refusal{504, ProxyReason::ConnectTimeout,
                                       endpoint_text(endpoint) + " did not accept the connection within " +
                                           std::to_string(m_context.limits.connect_timeout.count()) + " ms"};
                 co_return co_await refuse(entry, refusal, target);
@@ -347,12 +348,13 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         }
         if (ec == asio::error::connection_refused) {
             {
-                const Refusal refusal{502, "connection-refused", endpoint_text(endpoint) + " refused the connection"};
+                const Refusal refusal{502, ProxyReason::ConnectionRefused,
+                                      endpoint_text(endpoint) + " refused the connection"};
                 co_return co_await refuse(entry, refusal, target);
             }
         }
         {
-            const Refusal refusal{502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()};
+            const Refusal refusal{502, ProxyReason::ConnectFailed, endpoint_text(endpoint) + ": " + ec.message()};
             co_return co_await refuse(entry, refusal, target);
         }
     }

@@ -100,7 +100,7 @@ CheckResult check_destination(const NetworkPolicy& policy, std::string_view text
     }
     finish(decide(policy, destination.host, destination.port, addresses, host_own));
     // decide() says "no-address" only after pre_decide() let the name through.
-    result.unresolved = addresses.empty() && result.reason == "no-address";
+    result.unresolved = addresses.empty() && result.reason == Reason::NoAddress;
     return result;
 }
 
@@ -108,10 +108,10 @@ std::string render_check_table(const CheckResult& result) {
     const bool v6 = result.host.find(':') != std::string::npos;
     std::string text = fmt::format("Destination: {}:{}\n", v6 ? "[" + result.host + "]" : result.host, result.port);
     if (result.unresolved) {
-        text +=
-            fmt::format("Verdict:     allowed by the policy, but the name does not resolve now ({})\n", result.reason);
+        text += fmt::format("Verdict:     allowed by the policy, but the name does not resolve now ({})\n",
+                            to_string(result.reason));
     } else {
-        text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", result.reason);
+        text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", to_string(result.reason));
     }
     text += fmt::format("Why:         {}\n", result.detail);
     if (result.rule) {
@@ -131,7 +131,7 @@ std::string render_check_table(const CheckResult& result) {
         text += fmt::format("\n{:<{}}  {:<7}  REASON\n", "ADDRESS", width, "VERDICT");
         for (const auto& verdict : result.addresses) {
             text += fmt::format("{:<{}}  {:<7}  {}\n", verdict.address.to_string(), width,
-                                verdict.allowed ? "allowed" : "refused", verdict.reason);
+                                verdict.allowed ? "allowed" : "refused", to_string(verdict.reason));
         }
     } else if (result.resolved) {
         text += "\n(the name did not resolve)\n";
@@ -144,7 +144,7 @@ nlohmann::json check_to_json(const CheckResult& result) {
     for (const auto& verdict : result.addresses) {
         addresses.push_back({{"address", verdict.address.to_string()},
                              {"allowed", verdict.allowed},
-                             {"reason", verdict.reason},
+                             {"reason", to_string(verdict.reason)},
                              {"detail", verdict.detail}});
     }
     nlohmann::json rule = nullptr;
@@ -154,7 +154,7 @@ nlohmann::json check_to_json(const CheckResult& result) {
     return {{"host", result.host},
             {"port", result.port},
             {"allowed", result.allowed},
-            {"reason", result.reason},
+            {"reason", to_string(result.reason)},
             {"detail", result.detail},
             {"unresolved", result.unresolved},
             {"rule", rule},

@@ -18,7 +18,7 @@ namespace agentctl::policy {
 struct AddressVerdict {
     IpAddress address;
     bool allowed = false;
-    std::string reason;
+    Reason reason = Reason::NotAllowlisted;
     std::string detail;
 };
 
@@ -26,7 +26,7 @@ struct CheckResult {
     std::string host;  // as normalised
     std::uint16_t port = 0;
     bool allowed = false;
-    std::string reason;  // Decision::reason
+    Reason reason = Reason::NotAllowlisted;  // Decision::reason
     std::string detail;
     std::optional<AllowRule> rule;
     std::optional<IpAddress> address;       // the address that would be dialled
