@@ -90,15 +90,17 @@ void escape(std::vector<common::ProbeResult>& results, const std::string& name, 
 }  // namespace
 
 IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name, const Json& instance) {
-    if (m_api.preview()) return ProbeRun::unverified("not verified: preview");
+    if (m_api.preview()) return ProbeRun::unverified(ConfinementState::NotVerified, "preview");
     auto network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
-    if (!network.enabled) return ProbeRun::unverified("off: the sandbox has no network policy (--no-network-policy)");
+    if (!network.enabled)
+        return ProbeRun::unverified(ConfinementState::Off, "the sandbox has no network policy (--no-network-policy)");
     const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
-    if (!bridge_address) return ProbeRun::unverified("not verified: the bridge address is not recorded");
+    if (!bridge_address)
+        return ProbeRun::unverified(ConfinementState::NotVerified, "the bridge address is not recorded");
     const auto gateway = bridge_address->address_text();
     const bool vm = config_value(instance, key::k_isolation) == "vm";
     if (wait_for_address(name, vm ? 120 : 30).empty())
-        return ProbeRun::unverified("not verified: the sandbox got no IPv4 address on eth0");
+        return ProbeRun::unverified(ConfinementState::NotVerified, "the sandbox got no IPv4 address on eth0");
 
     const auto placement = placement_of(instance);
     ProbeTargets targets;
@@ -113,8 +115,8 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     if (local) {
         gateway_canary.emplace(gateway, 0);
         if (!gateway_canary->ok()) {
-            return ProbeRun::unverified(
-                fmt::format("not verified: cannot listen on {}: {}", gateway, gateway_canary->error()));
+            return ProbeRun::unverified(ConfinementState::NotVerified,
+                                        fmt::format("cannot listen on {}: {}", gateway, gateway_canary->error()));
         }
         targets.gateway_canary = gateway_canary->port();
     }
@@ -160,7 +162,7 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     return run;
 }
 
-std::string IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
+ConfinementStatus IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
     if (!run.not_verified.empty()) return run.not_verified;
     const auto& results = run.results;
     Json record = Json::array();
@@ -176,7 +178,7 @@ std::string IncusProvider::record_probes(const std::string& name, const ProbeRun
         std::string what;
         for (const auto* r : summary.escaped) what += fmt::format("\n  {}: {}", r->name, r->detail);
         const auto line = common::confinement_line(summary, std::chrono::system_clock::now());
-        set_records(name, {{std::string(key::k_confinement), line}});
+        set_records(name, {{std::string(key::k_confinement), to_string(line)}});
         throw Error(fmt::format("network confinement of {} FAILED; the sandbox was stopped. Probes that got out:{}",
                                 name, what),
                     "check the bridge's ACL (incus network show " + bridge_name(name) +
@@ -187,7 +189,7 @@ std::string IncusProvider::record_probes(const std::string& name, const ProbeRun
     return common::confinement_line(summary, std::chrono::system_clock::now());
 }
 
-std::string IncusProvider::check_confinement(const std::string& name, const Json& instance) {
+ConfinementStatus IncusProvider::check_confinement(const std::string& name, const Json& instance) {
     return record_probes(name, run_probe_battery(name, instance));
 }
 
@@ -195,11 +197,12 @@ void IncusProvider::verify_confinement(const std::string& name, const Json& inst
     m_context.reporter.step(fmt::format("checking network confinement of {}", name));
     const auto confinement =
         early.valid() ? record_probes(name, early.get()) : record_probes(name, run_probe_battery(name, instance));
-    set_records(name, {{std::string(key::k_confinement), confinement}});
-    if (confinement.starts_with("verified")) {
-        m_context.reporter.notice("network confinement " + confinement);
+    const auto line = to_string(confinement);
+    set_records(name, {{std::string(key::k_confinement), line}});
+    if (confinement.state == ConfinementState::Verified) {
+        m_context.reporter.notice("network confinement " + line);
     } else if (!m_api.preview()) {
-        m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
+        m_context.reporter.warning(fmt::format("{}: network confinement {}", name, line));
     }
 }
 
