@@ -102,13 +102,34 @@ struct NetworkPolicy {
 
 // ---------------------------------------------------------------- the decision
 
+// Why a destination is allowed or refused, for machines. Its wire text
+// (to_string) is what the proxy's log, its X-Agentctl-Reason header,
+// `policy check` and its JSON print.
+enum class Reason {
+    Allowlisted,        // "allowlisted": an allow rule names the host and port
+    AllowLan,           // "allow-lan": a LAN address, and the LAN is open
+    PolicyDisabled,     // "policy-disabled": --no-network-policy
+    NotAllowlisted,     // "not-allowlisted": no allow rule names the host
+    PortNotAllowed,     // "port-not-allowed": a rule names the host, not the port
+    BareIpNotListed,    // "bare-ip-not-listed": asked for by address, no rule names it
+    Loopback,           // "loopback"
+    Unspecified,        // "unspecified"
+    Multicast,          // "multicast"
+    Broadcast,          // "broadcast"
+    Reserved,           // "reserved"
+    HostAddress,        // "host-address": one of this machine's own addresses
+    Lan,                // "lan": a LAN address under deny-LAN
+    NoAddress,          // "no-address": the name resolved to nothing
+    InvalidHost,        // "invalid-host": not a valid host name
+    PolicyUnavailable,  // "policy-unavailable": the proxy has no valid policy (set by the proxy, not decide())
+};
+
+// The wire text above, e.g. "port-not-allowed".
+[[nodiscard]] std::string_view to_string(Reason reason);
+
 struct Decision {
     bool allowed = false;
-    // Machine-readable reason: "allowlisted", "allow-lan", "not-allowlisted",
-    // "port-not-allowed", "bare-ip-not-listed", "loopback", "unspecified",
-    // "multicast", "broadcast", "reserved", "host-address", "lan", "no-address",
-    // "invalid-host", "policy-disabled".
-    std::string reason;
+    Reason reason = Reason::NotAllowlisted;
     std::string detail;                // one sentence for a person
     std::optional<AllowRule> rule;     // the rule that matched, if any
     std::optional<IpAddress> address;  // when allowed: the exact address to dial

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "agentctl/capability.hpp"
+#include "agentctl/confinement.hpp"
 #include "agentctl/process.hpp"
 #include "agentctl/sandbox.hpp"
 
@@ -88,7 +89,7 @@ struct InstanceInfo {
     std::string isolation;           // vm | container
     std::string user;
     std::optional<policy::NetworkPolicy> network;  // nullopt: unknown
-    std::string confinement;                       // "verified", "not verified: <why>", "" when not known
+    ConfinementStatus confinement;                 // "verified (...)", "not verified: <why>", empty when not known
     std::vector<std::string> widenings;
     std::vector<std::pair<std::string, std::string>> extra;  // provider-specific key/values
 };

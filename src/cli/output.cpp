@@ -76,7 +76,7 @@ nlohmann::json instance_json(const InstanceInfo& info) {
                         {"ports", ports},
                         {"isolation", info.isolation},
                         {"user", info.user},
-                        {"confinement", info.confinement},
+                        {"confinement", to_string(info.confinement)},
                         {"widenings", info.widenings}};
     // Only a clustered backend places sandboxes: null elsewhere.
     j["location"] = info.location.empty() ? nlohmann::json() : nlohmann::json(info.location);
@@ -108,7 +108,7 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
     };
     // Right after Status: where it runs, in a cluster.
     if (!info.location.empty()) fields.insert(fields.begin() + 3, {"Location", info.location + " (cluster member)"});
-    if (!info.confinement.empty()) fields.emplace_back("Confinement", info.confinement);
+    if (!info.confinement.empty()) fields.emplace_back("Confinement", to_string(info.confinement));
     for (const auto& [key, value] : info.extra) fields.emplace_back(key, value);
     print_fields(out, fields);
 

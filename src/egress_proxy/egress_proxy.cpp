@@ -2,14 +2,11 @@
 // event loop that serves every connection on one thread.
 #include "egress_proxy/egress_proxy.hpp"
 
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <charconv>
-#include <cstring>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -18,7 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
+#include "agentctl/host_network.hpp"
 #include "core/files.hpp"
+#include "egress_proxy/asio_address.hpp"
 #include "egress_proxy/server.hpp"
 #include "provider/incus/naming.hpp"
 
@@ -65,38 +64,11 @@ void check_listen_address(const tcp::endpoint& endpoint, const std::string& list
     const auto& address = endpoint.address();
     if (address.is_loopback()) return;
     std::string owner;
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) == 0) {
-        for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
-            if (it->ifa_addr == nullptr || it->ifa_name == nullptr) continue;
-            asio::ip::address candidate;
-            if (it->ifa_addr->sa_family == AF_INET) {
-                sockaddr_in in4{};
-                std::memcpy(&in4, it->ifa_addr, sizeof in4);
-                asio::ip::address_v4::bytes_type bytes{};
-                std::memcpy(bytes.data(), &in4.sin_addr, 4);
-                candidate = asio::ip::address_v4(bytes);
-            } else if (it->ifa_addr->sa_family == AF_INET6) {
-                sockaddr_in6 in6{};
-                std::memcpy(&in6, it->ifa_addr, sizeof in6);
-                asio::ip::address_v6::bytes_type bytes{};
-                std::memcpy(bytes.data(), &in6.sin6_addr, 16);
-                candidate = asio::ip::address_v6(bytes, in6.sin6_scope_id);
-            } else {
-                continue;
-            }
-            if (candidate.is_v6() != address.is_v6()) continue;
-            bool same =
-                candidate.is_v6() ? candidate.to_v6().to_bytes() == address.to_v6().to_bytes() : candidate == address;
-            if (!same) continue;
-            std::string_view name(it->ifa_name);
-            if (name.substr(0, provider::incus::k_bridge_prefix.size()) == provider::incus::k_bridge_prefix) {
-                ::freeifaddrs(list);
-                return;
-            }
-            owner = name;
-        }
-        ::freeifaddrs(list);
+    const auto wanted = from_asio(address);
+    for (const auto& entry : policy::interface_addresses()) {
+        if (entry.address != wanted) continue;
+        if (entry.interface.starts_with(provider::incus::k_bridge_prefix)) return;
+        owner = entry.interface;
     }
     if (companion && !address.is_unspecified() && !owner.empty()) return;
     std::string where = address.is_unspecified() ? "every interface"

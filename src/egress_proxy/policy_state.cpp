@@ -1,15 +1,12 @@
 #include "egress_proxy/policy_state.hpp"
 
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 
-#include <algorithm>
-#include <cstring>
 #include <exception>
 
 #include <nlohmann/json.hpp>
 
+#include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 
 namespace agentctl::egress_proxy {
@@ -28,7 +25,7 @@ FileStamp stamp_of(const std::string& path) {
 
 std::shared_ptr<const PolicySnapshot> load_policy_snapshot(const std::string& path) {
     auto snapshot = std::make_shared<PolicySnapshot>();
-    snapshot->host_addresses = host_own_addresses();
+    snapshot->host_addresses = policy::host_own_addresses();
     try {
         auto text = core::read_file_if_exists(path);
         if (!text) {
@@ -46,31 +43,6 @@ std::shared_ptr<const PolicySnapshot> load_policy_snapshot(const std::string& pa
         snapshot->problem = "policy file " + path + ": " + e.what();
     }
     return snapshot;
-}
-
-std::vector<policy::IpAddress> host_own_addresses() {
-    std::vector<policy::IpAddress> out;
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) return out;
-    for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
-        if (it->ifa_addr == nullptr) continue;
-        policy::IpAddress address;
-        if (it->ifa_addr->sa_family == AF_INET) {
-            sockaddr_in in4{};
-            std::memcpy(&in4, it->ifa_addr, sizeof in4);
-            std::memcpy(address.bytes.data(), &in4.sin_addr, 4);
-        } else if (it->ifa_addr->sa_family == AF_INET6) {
-            sockaddr_in6 in6{};
-            std::memcpy(&in6, it->ifa_addr, sizeof in6);
-            address.v6 = true;
-            std::memcpy(address.bytes.data(), &in6.sin6_addr, 16);
-        } else {
-            continue;
-        }
-        if (std::find(out.begin(), out.end(), address) == out.end()) out.push_back(address);
-    }
-    ::freeifaddrs(list);
-    return out;
 }
 
 }  // namespace agentctl::egress_proxy

@@ -35,7 +35,4 @@ struct FileStamp {
 // snapshot with usable = false and the problem (file, and what is wrong).
 [[nodiscard]] std::shared_ptr<const PolicySnapshot> load_policy_snapshot(const std::string& path);
 
-// Every address configured on this machine's interfaces (getifaddrs), v4 and v6.
-[[nodiscard]] std::vector<policy::IpAddress> host_own_addresses();
-
 }  // namespace agentctl::egress_proxy

@@ -28,19 +28,19 @@ ScreenResult screen_request(std::string_view bytes, const policy::NetworkPolicy&
     }
     if (ec == http::error::header_limit) {
         result.stage = ScreenResult::Stage::Rejected;
-        result.refusal = Refusal{431, "header-too-large", "the request head is too large"};
+        result.refusal = Refusal{431, ProxyReason::HeaderTooLarge, "the request head is too large"};
         return result;
     }
     if (ec) {
         result.stage = ScreenResult::Stage::Rejected;
         result.refusal =
-            Refusal{400, "malformed-request", "the request could not be parsed as HTTP/1.1: " + ec.message()};
+            Refusal{400, ProxyReason::MalformedRequest, "the request could not be parsed as HTTP/1.1: " + ec.message()};
         return result;
     }
     if (!parser.is_header_done()) {
         if (bytes.size() > max_header_bytes) {
             result.stage = ScreenResult::Stage::Rejected;
-            result.refusal = Refusal{431, "header-too-large", "the request head is too large"};
+            result.refusal = Refusal{431, ProxyReason::HeaderTooLarge, "the request head is too large"};
         }
         return result;
     }

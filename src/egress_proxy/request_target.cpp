@@ -6,9 +6,7 @@
 namespace agentctl::egress_proxy {
 namespace {
 
-TargetError bad(std::string reason, std::string detail) {
-    return TargetError{400, std::move(reason), std::move(detail)};
-}
+TargetError bad(ProxyReason reason, std::string detail) { return TargetError{400, reason, std::move(detail)}; }
 
 bool host_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
@@ -31,22 +29,23 @@ std::variant<RequestTarget, TargetError> parse_authority(std::string_view author
     std::string_view host;
     std::string_view port_text;
     bool has_port = false;
-    if (authority.empty()) return bad("invalid-target", "the request names no host");
+    if (authority.empty()) return bad(ProxyReason::InvalidTarget, "the request names no host");
     if (authority.find('@') != std::string_view::npos) {
-        return bad("invalid-target", "user information in the request target is not accepted");
+        return bad(ProxyReason::InvalidTarget, "user information in the request target is not accepted");
     }
     if (authority.front() == '[') {
         auto close = authority.find(']');
-        if (close == std::string_view::npos) return bad("invalid-target", "an IPv6 address is missing its `]`");
+        if (close == std::string_view::npos)
+            return bad(ProxyReason::InvalidTarget, "an IPv6 address is missing its `]`");
         host = authority.substr(1, close - 1);
         auto rest = authority.substr(close + 1);
         if (!rest.empty()) {
-            if (rest.front() != ':') return bad("invalid-target", "unexpected text after the IPv6 address");
+            if (rest.front() != ':') return bad(ProxyReason::InvalidTarget, "unexpected text after the IPv6 address");
             port_text = rest.substr(1);
             has_port = true;
         }
         if (host.empty() || !std::all_of(host.begin(), host.end(), v6_char)) {
-            return bad("invalid-target", "the bracketed host is not an IPv6 address");
+            return bad(ProxyReason::InvalidTarget, "the bracketed host is not an IPv6 address");
         }
     } else {
         auto colon = authority.rfind(':');
@@ -57,22 +56,22 @@ std::variant<RequestTarget, TargetError> parse_authority(std::string_view author
         } else {
             host = authority;
         }
-        if (host.empty()) return bad("invalid-target", "the request names no host");
+        if (host.empty()) return bad(ProxyReason::InvalidTarget, "the request names no host");
         if (!std::all_of(host.begin(), host.end(), host_char)) {
-            return bad("invalid-target", "the host contains characters a host name cannot have");
+            return bad(ProxyReason::InvalidTarget, "the host contains characters a host name cannot have");
         }
-        if (host.size() > 253) return bad("invalid-target", "the host name is longer than 253 characters");
+        if (host.size() > 253) return bad(ProxyReason::InvalidTarget, "the host name is longer than 253 characters");
     }
     if (has_port) {
         unsigned value = 0;
         auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
         if (port_text.empty() || port_text.size() > 5 || ec != std::errc() ||
             ptr != port_text.data() + port_text.size() || value == 0 || value > 65535) {
-            return bad("invalid-port", "the port must be a number from 1 to 65535");
+            return bad(ProxyReason::InvalidPort, "the port must be a number from 1 to 65535");
         }
         out.port = static_cast<std::uint16_t>(value);
     } else if (port_required) {
-        return bad("invalid-target", "CONNECT needs `host:port`");
+        return bad(ProxyReason::InvalidTarget, "CONNECT needs `host:port`");
     } else {
         out.port = default_port;
     }
@@ -89,16 +88,16 @@ std::variant<RequestTarget, TargetError> parse_request_target(std::string_view m
         return result;
     }
     if (!target.empty() && target.front() == '/') {
-        return bad("not-a-proxy-request",
+        return bad(ProxyReason::NotAProxyRequest,
                    "this is a proxy: send an absolute URI (`GET http://host/path`) or use CONNECT host:port");
     }
     auto scheme_end = target.find("://");
     if (scheme_end == std::string_view::npos) {
-        return bad("invalid-target", "the request target is neither `host:port` nor an absolute http:// URI");
+        return bad(ProxyReason::InvalidTarget, "the request target is neither `host:port` nor an absolute http:// URI");
     }
     auto scheme = target.substr(0, scheme_end);
     if (!iequals(scheme, "http")) {
-        return bad("unsupported-scheme", "only http:// is forwarded; use CONNECT host:443 for https://");
+        return bad(ProxyReason::UnsupportedScheme, "only http:// is forwarded; use CONNECT host:443 for https://");
     }
     auto rest = target.substr(scheme_end + 3);
     auto path_start = rest.find_first_of("/?#");

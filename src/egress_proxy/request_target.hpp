@@ -7,6 +7,8 @@
 #include <string_view>
 #include <variant>
 
+#include "egress_proxy/refusal_reason.hpp"
+
 namespace agentctl::egress_proxy {
 
 enum class RequestKind {
@@ -23,9 +25,9 @@ struct RequestTarget {
 
 // A request the proxy will not serve, whatever the policy says.
 struct TargetError {
-    unsigned status = 400;  // HTTP status to answer with
-    std::string reason;     // machine-readable, for X-Agentctl-Reason and the log
-    std::string detail;     // one sentence for a person
+    unsigned status = 400;                            // HTTP status to answer with
+    ProxyReason reason = ProxyReason::InvalidTarget;  // for X-Agentctl-Reason and the log
+    std::string detail;                               // one sentence for a person
 };
 
 // Validates a request line's method and target. CONNECT needs authority form

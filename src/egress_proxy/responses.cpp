@@ -19,31 +19,47 @@ std::string_view status_text(unsigned status) {
     }
 }
 
-// What a person can do about a refusal, by reason.
-std::string advice(std::string_view reason, std::string_view destination, std::string_view sandbox) {
-    if (reason == "not-allowlisted" || reason == "port-not-allowed" || reason == "bare-ip-not-listed") {
-        return fmt::format(
-            "This sandbox may only reach destinations on its allowlist. If it should reach this one,\n"
-            "a person on the host can allow it with:\n\n    agentctl policy add {} {}\n",
-            sandbox, destination);
+// What a person can do about a refusal the policy made.
+std::string advice(policy::Reason reason, std::string_view destination, std::string_view sandbox) {
+    using policy::Reason;
+    switch (reason) {
+        case Reason::NotAllowlisted:
+        case Reason::PortNotAllowed:
+        case Reason::BareIpNotListed:
+            return fmt::format(
+                "This sandbox may only reach destinations on its allowlist. If it should reach this one,\n"
+                "a person on the host can allow it with:\n\n    agentctl policy add {} {}\n",
+                sandbox, destination);
+        case Reason::Lan:
+            return fmt::format(
+                "Addresses on the local network are refused unless the sandbox was created with --allow-lan.\n"
+                "Allowing a name does not open a LAN address it resolves to.\n");
+        case Reason::Loopback:
+        case Reason::HostAddress:
+        case Reason::Unspecified:
+        case Reason::Multicast:
+        case Reason::Broadcast:
+        case Reason::Reserved: return "This kind of destination is always refused, whatever the allowlist says.\n";
+        case Reason::PolicyUnavailable:
+            return "The proxy could not read a valid network policy, so it refuses everything until the\n"
+                   "policy file is fixed (see the proxy's log).\n";
+        case Reason::Allowlisted:
+        case Reason::AllowLan:
+        case Reason::PolicyDisabled:
+        case Reason::NoAddress:
+        case Reason::InvalidHost: break;
     }
-    if (reason == "lan") {
-        return fmt::format(
-            "Addresses on the local network are refused unless the sandbox was created with --allow-lan.\n"
-            "Allowing a name does not open a LAN address it resolves to.\n");
-    }
-    if (reason == "loopback" || reason == "host-address" || reason == "unspecified" || reason == "multicast" ||
-        reason == "broadcast" || reason == "reserved") {
-        return "This kind of destination is always refused, whatever the allowlist says.\n";
-    }
-    if (reason == "policy-unavailable") {
-        return "The proxy could not read a valid network policy, so it refuses everything until the\n"
-               "policy file is fixed (see the proxy's log).\n";
-    }
-    if (reason == "name-not-resolved") return "The host name does not resolve; check its spelling.\n";
-    if (reason == "connection-refused") return "The destination refused the connection.\n";
-    if (reason == "connect-timeout") return "The destination did not answer in time.\n";
     return {};
+}
+
+// ... and one the proxy made itself.
+std::string advice(ProxyReason reason) {
+    switch (reason) {
+        case ProxyReason::NameNotResolved: return "The host name does not resolve; check its spelling.\n";
+        case ProxyReason::ConnectionRefused: return "The destination refused the connection.\n";
+        case ProxyReason::ConnectTimeout: return "The destination did not answer in time.\n";
+        default: return {};
+    }
 }
 
 }  // namespace
@@ -58,14 +74,17 @@ std::string refusal_response(const Refusal& refusal, std::string_view host, std:
     std::string destination = host.empty() ? std::string() : destination_text(host, port);
     std::string body;
     if (refusal.status == 403) {
-        body = fmt::format("agentctl egress proxy: connection to {} refused ({}).\n", destination, refusal.reason);
+        body = fmt::format("agentctl egress proxy: connection to {} refused ({}).\n", destination,
+                           to_string(refusal.reason));
     } else if (destination.empty()) {
-        body = fmt::format("agentctl egress proxy: request rejected ({}).\n", refusal.reason);
+        body = fmt::format("agentctl egress proxy: request rejected ({}).\n", to_string(refusal.reason));
     } else {
-        body = fmt::format("agentctl egress proxy: could not reach {} ({}).\n", destination, refusal.reason);
+        body = fmt::format("agentctl egress proxy: could not reach {} ({}).\n", destination, to_string(refusal.reason));
     }
     if (!refusal.detail.empty()) body += refusal.detail + "\n";
-    std::string more = advice(refusal.reason, destination, sandbox.empty() ? "<sandbox>" : sandbox);
+    const auto* decided = refusal.reason.policy_reason();
+    std::string more = decided != nullptr ? advice(*decided, destination, sandbox.empty() ? "<sandbox>" : sandbox)
+                                          : advice(*refusal.reason.proxy_reason());
     if (!more.empty()) body += "\n" + more;
     return fmt::format(
         "HTTP/1.1 {} {}\r\n"
@@ -75,7 +94,7 @@ std::string refusal_response(const Refusal& refusal, std::string_view host, std:
         "Connection: close\r\n"
         "Proxy-Connection: close\r\n"
         "\r\n{}",
-        refusal.status, status_text(refusal.status), body.size(), refusal.reason, body);
+        refusal.status, status_text(refusal.status), body.size(), to_string(refusal.reason), body);
 }
 
 }  // namespace agentctl::egress_proxy

@@ -6,11 +6,13 @@
 #include <string>
 #include <string_view>
 
+#include "egress_proxy/refusal_reason.hpp"
+
 namespace agentctl::egress_proxy {
 
 struct Refusal {
     unsigned status = 403;  // 400, 403, 431, 502, 504, ...
-    std::string reason;     // e.g. not-allowlisted, name-not-resolved, connect-timeout
+    RefusalReason reason;   // e.g. not-allowlisted, name-not-resolved, connect-timeout
     std::string detail;     // one sentence
 };
 

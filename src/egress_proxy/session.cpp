@@ -17,6 +17,7 @@
 #include <limits>
 #include <cstring>
 
+#include "egress_proxy/asio_address.hpp"
 #include "egress_proxy/request_screen.hpp"
 #include "egress_proxy/resolve_file.hpp"
 
@@ -37,30 +38,6 @@ double ms_since(Clock::time_point start) {
 
 double round_ms(double ms) { return static_cast<double>(static_cast<long long>(ms * 1000.0 + 0.5)) / 1000.0; }
 
-tcp::endpoint to_endpoint(const policy::IpAddress& address, std::uint16_t port) {
-    if (!address.v6) {
-        asio::ip::address_v4::bytes_type bytes{};
-        std::copy_n(address.bytes.begin(), 4, bytes.begin());
-        return {asio::ip::address_v4(bytes), port};
-    }
-    asio::ip::address_v6::bytes_type bytes{};
-    std::copy_n(address.bytes.begin(), 16, bytes.begin());
-    return {asio::ip::address_v6(bytes), port};
-}
-
-policy::IpAddress from_asio(const asio::ip::address& address) {
-    policy::IpAddress out;
-    if (address.is_v4()) {
-        auto bytes = address.to_v4().to_bytes();
-        std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
-    } else {
-        out.v6 = true;
-        auto bytes = address.to_v6().to_bytes();
-        std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
-    }
-    return out;
-}
-
 std::string endpoint_text(const tcp::endpoint& endpoint) {
     auto address = endpoint.address();
     if (address.is_v6()) return "[" + address.to_string() + "]:" + std::to_string(endpoint.port());
@@ -78,14 +55,14 @@ constexpr std::size_t k_read_chunk = 16 * 1024;
 Refusal connect_refusal(const tcp::endpoint& endpoint, const boost::system::error_code& ec, bool timed_out,
                         std::chrono::milliseconds timeout) {
     if (timed_out) {
-        return {504, "connect-timeout",
+        return {504, ProxyReason::ConnectTimeout,
                 endpoint_text(endpoint) + " did not accept the connection within " + std::to_string(timeout.count()) +
                     " ms"};
     }
     if (ec == asio::error::connection_refused) {
-        return {502, "connection-refused", endpoint_text(endpoint) + " refused the connection"};
+        return {502, ProxyReason::ConnectionRefused, endpoint_text(endpoint) + " refused the connection"};
     }
-    return {502, "connect-failed", endpoint_text(endpoint) + ": " + ec.message()};
+    return {502, ProxyReason::ConnectFailed, endpoint_text(endpoint) + ": " + ec.message()};
 }
 
 void set_nodelay(tcp::socket& socket) {
@@ -128,7 +105,7 @@ void Session::close() {
 
 policy::Decision Session::verdict(const PolicySnapshot& snapshot, const std::string& host, std::uint16_t port,
                                   const policy::IpAddress& address) const {
-    if (!snapshot.usable) return policy::Decision{false, "policy-unavailable", snapshot.problem, {}, {}};
+    if (!snapshot.usable) return policy::Decision{false, policy::Reason::PolicyUnavailable, snapshot.problem, {}, {}};
     auto decision = policy::pre_decide(snapshot.policy, host, port, snapshot.host_addresses);
     if (!decision) {
         const std::array<policy::IpAddress, 1> dialled{address};
@@ -142,7 +119,7 @@ bool Session::revalidate(const PolicySnapshot& snapshot) {
     if (!m_up_endpoint || !m_upstream.is_open() || !m_client.is_open()) return false;
     auto decision = verdict(snapshot, m_up_host, m_up_port, from_asio(m_up_endpoint->address()));
     if (decision.allowed) return false;
-    m_revoked = decision.reason;
+    m_revoked = policy::to_string(decision.reason);
     close();
     return true;
 }
@@ -215,7 +192,8 @@ asio::awaitable<void> Session::serve() {
         }
         if (ec) {
             if (m_timed_out && m_buffer.size() > 0)
-                log_rejected_request("", {408, "header-timeout", "the request head did not arrive in time"}, "", 0);
+                log_rejected_request("", {408, ProxyReason::HeaderTimeout, "the request head did not arrive in time"},
+                                     "", 0);
             break;
         }
         clear_deadline();
@@ -261,7 +239,7 @@ void Session::log_rejected_request(std::string_view method, const Refusal& refus
 
 void Session::add_refusal(LogLine& entry, const Refusal& refusal) {
     entry.add("decision", refusal.status == 403 ? "deny" : "error").add("status", refusal.status);
-    entry.add("reason", refusal.reason);
+    entry.add("reason", to_string(refusal.reason));
     if (!refusal.detail.empty()) entry.add("detail", refusal.detail);
 }
 
@@ -344,7 +322,8 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     entry.add("host", target.host).add("port", target.port);
     if (!snapshot->usable) {
         entry.add("problem", snapshot->problem);
-        const Refusal refusal{403, "policy-unavailable", "the proxy has no usable policy, so it refuses everything"};
+        const Refusal refusal{403, policy::Reason::PolicyUnavailable,
+                              "the proxy has no usable policy, so it refuses everything"};
         co_return co_await refuse(entry, refusal, target);
     }
     // `decision`: pre_decide's verdict from screen_request, made with `snapshot`.
@@ -352,7 +331,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         auto addresses = co_await look_up(target, entry);
         if (!m_client.is_open()) co_return false;
         if (addresses.empty()) {
-            const Refusal refusal{502, "name-not-resolved", "`" + target.host + "` has no address"};
+            const Refusal refusal{502, ProxyReason::NameNotResolved, "`" + target.host + "` has no address"};
             co_return co_await refuse(entry, refusal, target);
         }
         decision = policy::decide(snapshot->policy, target.host, target.port, addresses, snapshot->host_addresses);
@@ -367,7 +346,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
 
     // Plain HTTP: reuse the open upstream connection when it goes to the same place.
     if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
-        entry.add("reason", decision->reason).add("decision", "allow").add("reused", true);
+        entry.add("reason", policy::to_string(decision->reason)).add("decision", "allow").add("reused", true);
         m_context.access_log.write(entry);
         co_return true;
     }
@@ -389,7 +368,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         }
     }
     set_nodelay(m_upstream);
-    entry.add("reason", decision->reason).add("decision", "allow").add("status", 200);
+    entry.add("reason", policy::to_string(decision->reason)).add("decision", "allow").add("status", 200);
     entry.add("total_ms", round_ms(ms_since(started)));
     m_context.access_log.write(entry);
     m_up_host = target.host;

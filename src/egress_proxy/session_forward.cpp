@@ -149,7 +149,7 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
             bool answered_nothing = m_client.is_open();
             close_upstream("no response");
             if (answered_nothing && !m_timed_out) {
-                const Refusal refusal{502, "bad-upstream-response",
+                const Refusal refusal{502, ProxyReason::BadUpstreamResponse,
                                       "the destination did not send an HTTP response: " + ec.message()};
                 co_await send_refusal(refusal, target.host, target.port);
             }

@@ -106,6 +106,17 @@ std::vector<AllowRule> host_rules(std::span<const std::string_view> hosts, std::
     return rules;
 }
 
+// The preset of that name; throws agentctl::Error naming the known ones.
+const Preset& known_preset(std::string_view name) {
+    const Preset* preset = find_preset(name);
+    if (preset == nullptr) {
+        throw Error(fmt::format("unknown allow preset \"{}\"", name),
+                    fmt::format("known presets: {}; `agentctl profile presets` shows what each allows",
+                                known_names(k_presets)));
+    }
+    return *preset;
+}
+
 }  // namespace
 
 std::span<const Preset> presets() { return k_presets; }
@@ -118,18 +129,12 @@ const Preset* find_preset(std::string_view name) {
 }
 
 std::vector<AllowRule> expand_preset(std::string_view name) {
-    const Preset* preset = find_preset(name);
-    if (preset == nullptr) {
-        throw Error(fmt::format("unknown allow preset \"{}\"", name),
-                    fmt::format("known presets: {}; `agentctl profile presets` shows what each allows",
-                                known_names(k_presets)));
-    }
-    return host_rules(preset->hosts, preset->ports, fmt::format("preset {}", preset->name));
+    const Preset& preset = known_preset(name);
+    return host_rules(preset.hosts, preset.ports, fmt::format("preset {}", preset.name));
 }
 
-std::vector<AllowRule> expand_presets(std::span<const std::string> comma_lists) {
-    std::vector<std::string> seen;
-    std::vector<AllowRule> rules;
+std::vector<std::string> preset_names(std::span<const std::string> comma_lists) {
+    std::vector<std::string> names;
     for (const auto& list : comma_lists) {
         std::string_view rest = list;
         while (true) {
@@ -139,14 +144,22 @@ std::vector<AllowRule> expand_presets(std::span<const std::string> comma_lists) 
                 throw Error(fmt::format("--allow-preset \"{}\": empty preset name", list),
                             "write --allow-preset apt,pypi");
             }
-            if (std::find(seen.begin(), seen.end(), name) == seen.end()) {
-                seen.push_back(name);
-                auto expanded = expand_preset(name);
-                rules.insert(rules.end(), expanded.begin(), expanded.end());
+            if (std::find(names.begin(), names.end(), name) == names.end()) {
+                (void)known_preset(name);
+                names.push_back(std::move(name));
             }
             if (comma == std::string_view::npos) break;
             rest.remove_prefix(comma + 1);
         }
+    }
+    return names;
+}
+
+std::vector<AllowRule> expand_presets(std::span<const std::string> comma_lists) {
+    std::vector<AllowRule> rules;
+    for (const auto& name : preset_names(comma_lists)) {
+        auto expanded = expand_preset(name);
+        rules.insert(rules.end(), expanded.begin(), expanded.end());
     }
     return rules;
 }

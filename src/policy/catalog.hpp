@@ -26,6 +26,10 @@ struct Preset {
 // agentctl::Error naming the unknown preset (and listing the known ones).
 [[nodiscard]] std::vector<AllowRule> expand_preset(std::string_view name);
 
+// `--allow-preset a,b` (repeatable): the names in order, duplicates dropped.
+// Throws agentctl::Error for an empty or unknown name.
+[[nodiscard]] std::vector<std::string> preset_names(std::span<const std::string> comma_lists);
+
 // `--allow-preset a,b` (repeatable): every name expanded, duplicates dropped.
 [[nodiscard]] std::vector<AllowRule> expand_presets(std::span<const std::string> comma_lists);
 

@@ -2,15 +2,8 @@
 // with its own verdict, rendered as a table or JSON.
 #include "policy/check.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <charconv>
-#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,41 +13,6 @@
 
 namespace agentctl::policy {
 namespace {
-
-std::optional<IpAddress> from_sockaddr(const sockaddr* address) {
-    if (address == nullptr) return std::nullopt;
-    IpAddress out;
-    if (address->sa_family == AF_INET) {
-        const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
-        std::memcpy(out.bytes.data(), &v4->sin_addr, 4);
-        return out;
-    }
-    if (address->sa_family == AF_INET6) {
-        const auto* v6 = reinterpret_cast<const sockaddr_in6*>(address);
-        out.v6 = true;
-        std::memcpy(out.bytes.data(), &v6->sin6_addr, 16);
-        return out;
-    }
-    return std::nullopt;
-}
-
-class SystemResolver : public Resolver {
-public:
-    std::vector<IpAddress> resolve(const std::string& host) override {
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* result = nullptr;
-        std::vector<IpAddress> out;
-        if (::getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return out;
-        for (auto* item = result; item != nullptr; item = item->ai_next) {
-            auto address = from_sockaddr(item->ai_addr);
-            if (address && std::find(out.begin(), out.end(), *address) == out.end()) out.push_back(*address);
-        }
-        ::freeaddrinfo(result);
-        return out;
-    }
-};
 
 [[noreturn]] void bad_destination(std::string_view text, std::string_view what) {
     throw Error(fmt::format("invalid destination \"{}\": {}", text, what),
@@ -71,20 +29,6 @@ std::uint16_t parse_port(std::string_view text, std::string_view whole) {
 }
 
 }  // namespace
-
-std::unique_ptr<Resolver> make_system_resolver() { return std::make_unique<SystemResolver>(); }
-
-std::vector<IpAddress> host_own_addresses() {
-    std::vector<IpAddress> out;
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) return out;
-    for (auto* item = list; item != nullptr; item = item->ifa_next) {
-        auto address = from_sockaddr(item->ifa_addr);
-        if (address && std::find(out.begin(), out.end(), *address) == out.end()) out.push_back(*address);
-    }
-    ::freeifaddrs(list);
-    return out;
-}
 
 Destination parse_destination(std::string_view text) {
     Destination out;
@@ -156,7 +100,7 @@ CheckResult check_destination(const NetworkPolicy& policy, std::string_view text
     }
     finish(decide(policy, destination.host, destination.port, addresses, host_own));
     // decide() says "no-address" only after pre_decide() let the name through.
-    result.unresolved = addresses.empty() && result.reason == "no-address";
+    result.unresolved = addresses.empty() && result.reason == Reason::NoAddress;
     return result;
 }
 
@@ -164,10 +108,10 @@ std::string render_check_table(const CheckResult& result) {
     const bool v6 = result.host.find(':') != std::string::npos;
     std::string text = fmt::format("Destination: {}:{}\n", v6 ? "[" + result.host + "]" : result.host, result.port);
     if (result.unresolved) {
-        text +=
-            fmt::format("Verdict:     allowed by the policy, but the name does not resolve now ({})\n", result.reason);
+        text += fmt::format("Verdict:     allowed by the policy, but the name does not resolve now ({})\n",
+                            to_string(result.reason));
     } else {
-        text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", result.reason);
+        text += fmt::format("Verdict:     {} ({})\n", result.allowed ? "allowed" : "refused", to_string(result.reason));
     }
     text += fmt::format("Why:         {}\n", result.detail);
     if (result.rule) {
@@ -187,7 +131,7 @@ std::string render_check_table(const CheckResult& result) {
         text += fmt::format("\n{:<{}}  {:<7}  REASON\n", "ADDRESS", width, "VERDICT");
         for (const auto& verdict : result.addresses) {
             text += fmt::format("{:<{}}  {:<7}  {}\n", verdict.address.to_string(), width,
-                                verdict.allowed ? "allowed" : "refused", verdict.reason);
+                                verdict.allowed ? "allowed" : "refused", to_string(verdict.reason));
         }
     } else if (result.resolved) {
         text += "\n(the name did not resolve)\n";
@@ -200,7 +144,7 @@ nlohmann::json check_to_json(const CheckResult& result) {
     for (const auto& verdict : result.addresses) {
         addresses.push_back({{"address", verdict.address.to_string()},
                              {"allowed", verdict.allowed},
-                             {"reason", verdict.reason},
+                             {"reason", to_string(verdict.reason)},
                              {"detail", verdict.detail}});
     }
     nlohmann::json rule = nullptr;
@@ -210,7 +154,7 @@ nlohmann::json check_to_json(const CheckResult& result) {
     return {{"host", result.host},
             {"port", result.port},
             {"allowed", result.allowed},
-            {"reason", result.reason},
+            {"reason", to_string(result.reason)},
             {"detail", result.detail},
             {"unresolved", result.unresolved},
             {"rule", rule},

@@ -3,7 +3,6 @@
 // decide() themselves.
 #pragma once
 
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,28 +10,15 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "agentctl/host_network.hpp"
 #include "agentctl/policy.hpp"
 
 namespace agentctl::policy {
 
-// Looks host names up. The real one uses getaddrinfo; tests use a map.
-class Resolver {
-public:
-    virtual ~Resolver() = default;
-    // Every address of `host`, in the resolver's order; empty when the name
-    // does not resolve. Never throws for a lookup failure.
-    [[nodiscard]] virtual std::vector<IpAddress> resolve(const std::string& host) = 0;
-};
-
-[[nodiscard]] std::unique_ptr<Resolver> make_system_resolver();
-
-// This machine's own addresses (getifaddrs), which decide() always refuses.
-[[nodiscard]] std::vector<IpAddress> host_own_addresses();
-
 struct AddressVerdict {
     IpAddress address;
     bool allowed = false;
-    std::string reason;
+    Reason reason = Reason::NotAllowlisted;
     std::string detail;
 };
 
@@ -40,7 +26,7 @@ struct CheckResult {
     std::string host;  // as normalised
     std::uint16_t port = 0;
     bool allowed = false;
-    std::string reason;  // Decision::reason
+    Reason reason = Reason::NotAllowlisted;  // Decision::reason
     std::string detail;
     std::optional<AllowRule> rule;
     std::optional<IpAddress> address;       // the address that would be dialled

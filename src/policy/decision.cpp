@@ -10,10 +10,10 @@
 namespace agentctl::policy {
 namespace {
 
-Decision refusal(std::string reason, std::string detail) {
+Decision refusal(Reason reason, std::string detail) {
     Decision decision;
     decision.allowed = false;
-    decision.reason = std::move(reason);
+    decision.reason = reason;
     decision.detail = std::move(detail);
     return decision;
 }
@@ -60,26 +60,28 @@ std::optional<Decision> always_refused(const IpAddress& address, std::span<const
     auto text = address.to_string();
     switch (address_class) {
         case AddressClass::Loopback:
-            return refusal("loopback", fmt::format("{} is a loopback address; it would reach the host itself", text));
+            return refusal(Reason::Loopback,
+                           fmt::format("{} is a loopback address; it would reach the host itself", text));
         case AddressClass::Unspecified:
-            return refusal("unspecified", fmt::format("{} is an unspecified (0.0.0.0/8 or ::) address", text));
-        case AddressClass::Multicast: return refusal("multicast", fmt::format("{} is a multicast address", text));
-        case AddressClass::Broadcast: return refusal("broadcast", fmt::format("{} is the broadcast address", text));
+            return refusal(Reason::Unspecified, fmt::format("{} is an unspecified (0.0.0.0/8 or ::) address", text));
+        case AddressClass::Multicast: return refusal(Reason::Multicast, fmt::format("{} is a multicast address", text));
+        case AddressClass::Broadcast:
+            return refusal(Reason::Broadcast, fmt::format("{} is the broadcast address", text));
         case AddressClass::Reserved:
-            return refusal("reserved", fmt::format("{} is in a reserved, never-routable range", text));
+            return refusal(Reason::Reserved, fmt::format("{} is in a reserved, never-routable range", text));
         case AddressClass::Public:
         case AddressClass::Lan: break;
     }
     if (is_own_address(address, own)) {
-        return refusal("host-address", fmt::format("{} is one of this machine's own addresses", text));
+        return refusal(Reason::HostAddress, fmt::format("{} is one of this machine's own addresses", text));
     }
     return std::nullopt;
 }
 
-Decision allowed(std::string reason, std::string detail, const AllowRule* rule, const IpAddress& address) {
+Decision allowed(Reason reason, std::string detail, const AllowRule* rule, const IpAddress& address) {
     Decision decision;
     decision.allowed = true;
-    decision.reason = std::move(reason);
+    decision.reason = reason;
     decision.detail = std::move(detail);
     if (rule != nullptr) decision.rule = *rule;
     decision.address = address;
@@ -93,8 +95,8 @@ std::string rule_text(const AllowRule& rule) {
 Decision port_refusal(const AllowRule& rule, std::string_view what, std::uint16_t port) {
     std::string ports;
     for (auto p : rule.ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
-    auto decision = refusal("port-not-allowed", fmt::format("{} is allowed only on port {} by {}, not on port {}", what,
-                                                            ports, rule_text(rule), port));
+    auto decision = refusal(Reason::PortNotAllowed, fmt::format("{} is allowed only on port {} by {}, not on port {}",
+                                                                what, ports, rule_text(rule), port));
     decision.rule = rule;
     return decision;
 }
@@ -106,34 +108,35 @@ Decision vet(const NetworkPolicy& policy, const IpAddress& address, std::uint16_
     if (auto refused = always_refused(address, own)) return *refused;
     auto text = address.to_string();
     if (!policy.enabled) {
-        return allowed("policy-disabled",
+        return allowed(Reason::PolicyDisabled,
                        "the network policy is disabled (--no-network-policy): egress is unrestricted", nullptr,
                        address);
     }
     if (classify(address) == AddressClass::Lan) {
         if (policy.allow_lan) {
             if (match.port_ok) {
-                return allowed("allowlisted",
+                return allowed(Reason::Allowlisted,
                                fmt::format("{} port {} is allowed by {}", what, port, rule_text(*match.rule)),
                                match.rule, address);
             }
-            return allowed("allow-lan", fmt::format("{} is a LAN address and the LAN is open (--allow-lan)", text),
+            return allowed(Reason::AllowLan, fmt::format("{} is a LAN address and the LAN is open (--allow-lan)", text),
                            nullptr, address);
         }
         if (policy.deny_lan) {
-            return refusal("lan", fmt::format("{} is a LAN address and deny-LAN is on", text));
+            return refusal(Reason::Lan, fmt::format("{} is a LAN address and deny-LAN is on", text));
         }
     }
     if (match.port_ok) {
-        return allowed("allowlisted", fmt::format("{} port {} is allowed by {}", what, port, rule_text(*match.rule)),
-                       match.rule, address);
+        return allowed(Reason::Allowlisted,
+                       fmt::format("{} port {} is allowed by {}", what, port, rule_text(*match.rule)), match.rule,
+                       address);
     }
     if (match.rule != nullptr) return port_refusal(*match.rule, what, port);
     if (bare_ip) {
-        return refusal("bare-ip-not-listed",
+        return refusal(Reason::BareIpNotListed,
                        fmt::format("{} was asked for by address and no allow rule names that address", text));
     }
-    return refusal("not-allowlisted", fmt::format("no allow rule names {}", what));
+    return refusal(Reason::NotAllowlisted, fmt::format("no allow rule names {}", what));
 }
 
 std::string_view strip_brackets(std::string_view host) {
@@ -142,6 +145,28 @@ std::string_view strip_brackets(std::string_view host) {
 }
 
 }  // namespace
+
+std::string_view to_string(Reason reason) {
+    switch (reason) {
+        case Reason::Allowlisted: return "allowlisted";
+        case Reason::AllowLan: return "allow-lan";
+        case Reason::PolicyDisabled: return "policy-disabled";
+        case Reason::NotAllowlisted: return "not-allowlisted";
+        case Reason::PortNotAllowed: return "port-not-allowed";
+        case Reason::BareIpNotListed: return "bare-ip-not-listed";
+        case Reason::Loopback: return "loopback";
+        case Reason::Unspecified: return "unspecified";
+        case Reason::Multicast: return "multicast";
+        case Reason::Broadcast: return "broadcast";
+        case Reason::Reserved: return "reserved";
+        case Reason::HostAddress: return "host-address";
+        case Reason::Lan: return "lan";
+        case Reason::NoAddress: return "no-address";
+        case Reason::InvalidHost: return "invalid-host";
+        case Reason::PolicyUnavailable: return "policy-unavailable";
+    }
+    return "unknown";
+}
 
 bool rule_names_host(const AllowRule& rule, std::string_view raw_host) {
     std::string host = normalise_host(strip_brackets(raw_host));
@@ -155,7 +180,7 @@ bool rule_names_host(const AllowRule& rule, std::string_view raw_host) {
 
 std::optional<Decision> pre_decide(const NetworkPolicy& policy, std::string_view raw_host, std::uint16_t port,
                                    std::span<const IpAddress> host_own_addresses) {
-    if (port == 0) return refusal("port-not-allowed", "port 0 is not a destination port");
+    if (port == 0) return refusal(Reason::PortNotAllowed, "port 0 is not a destination port");
     std::string host = normalise_host(strip_brackets(raw_host));
     if (auto ip = parse_ip_literal(host)) {
         auto match = find_rule(policy, port, [&](const AllowRule& rule) {
@@ -167,13 +192,13 @@ std::optional<Decision> pre_decide(const NetworkPolicy& policy, std::string_view
         return vet(policy, *ip, port, match, text, true, host_own_addresses);
     }
     if (auto problem = hostname_problem(host); !problem.empty()) {
-        return refusal("invalid-host", fmt::format("\"{}\" is not a valid host name: {}", raw_host, problem));
+        return refusal(Reason::InvalidHost, fmt::format("\"{}\" is not a valid host name: {}", raw_host, problem));
     }
     if (!policy.enabled) return std::nullopt;
     auto match = find_rule(policy, port, [&](const AllowRule& rule) { return name_matches(rule, host); });
     if (match.port_ok || policy.allow_lan) return std::nullopt;  // under allow-LAN a name may still reach the LAN
     if (match.rule != nullptr) return port_refusal(*match.rule, host, port);
-    return refusal("not-allowlisted", fmt::format("no allow rule names {}", host));
+    return refusal(Reason::NotAllowlisted, fmt::format("no allow rule names {}", host));
 }
 
 Decision decide(const NetworkPolicy& policy, std::string_view raw_host, std::uint16_t port,
@@ -181,7 +206,7 @@ Decision decide(const NetworkPolicy& policy, std::string_view raw_host, std::uin
     if (auto early = pre_decide(policy, raw_host, port, host_own_addresses)) return *early;
     std::string host = normalise_host(strip_brackets(raw_host));
     auto match = find_rule(policy, port, [&](const AllowRule& rule) { return name_matches(rule, host); });
-    if (resolved.empty()) return refusal("no-address", fmt::format("{} did not resolve to any address", host));
+    if (resolved.empty()) return refusal(Reason::NoAddress, fmt::format("{} did not resolve to any address", host));
     std::optional<Decision> first_refusal;
     for (const auto& address : resolved) {
         auto decision = vet(policy, address, port, match, host, false, host_own_addresses);

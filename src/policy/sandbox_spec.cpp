@@ -64,14 +64,7 @@ ProfileSpec flags_layer(const SpecInputs& in, Problems& problems) {
             cli.allow_files.push_back(path);
         });
     }
-    problems.run([&] {
-        for (const auto& rule : expand_presets(in.allow_presets)) {
-            auto name = rule.origin.substr(7);  // "preset NAME"
-            if (std::find(cli.allow_presets.begin(), cli.allow_presets.end(), name) == cli.allow_presets.end()) {
-                cli.allow_presets.push_back(name);
-            }
-        }
-    });
+    problems.run([&] { cli.allow_presets = preset_names(in.allow_presets); });
     for (const auto& text : in.ports) {
         problems.run([&] {
             auto forward = parse_port_flag(text);

@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         lan_address.bytes = {10, 0, 0, 1};
         IpAddress resolved[] = {lan_address, public_address};
         auto decision = decide(policy, input, 443, resolved);
-        require(!decision.reason.empty());
+        require(!policy::to_string(decision.reason).empty());
         require(decision.allowed == decision.address.has_value());
         if (early) require(early->reason == decision.reason);
     }

@@ -2,6 +2,7 @@
 
 #include "egress_proxy/request_screen.hpp"
 
+using agentctl::egress_proxy::ProxyReason;
 using agentctl::egress_proxy::screen_request;
 using Stage = agentctl::egress_proxy::ScreenResult::Stage;
 namespace policy = agentctl::policy;
@@ -31,7 +32,7 @@ TEST_CASE("screen_request: bytes to the first decision step, as the proxy parses
     auto loopback = screen_request("GET http://0x7f.1/ HTTP/1.1\r\nHost: x\r\n\r\n", p, {}, 8192);
     REQUIRE(loopback.stage == Stage::Decided);
     CHECK_FALSE(loopback.decision->allowed);
-    CHECK(loopback.decision->reason == "loopback");
+    CHECK(loopback.decision->reason == policy::Reason::Loopback);
 
     CHECK(screen_request("CONNECT example.com:443 HTTP/1.1\r\nHost: exa", p, {}, 8192).stage == Stage::NeedMore);
     auto origin = screen_request("GET / HTTP/1.1\r\n\r\n", p, {}, 8192);
@@ -39,7 +40,7 @@ TEST_CASE("screen_request: bytes to the first decision step, as the proxy parses
     CHECK(origin.refusal->status == 400);
     auto garbage = screen_request("\x16\x03\x01 hello\r\n\r\n", p, {}, 8192);
     REQUIRE(garbage.stage == Stage::Rejected);
-    CHECK(garbage.refusal->reason == "malformed-request");
+    CHECK(garbage.refusal->reason == ProxyReason::MalformedRequest);
     std::string big = "GET http://example.com/ HTTP/1.1\r\nX: " + std::string(10000, 'a') + "\r\n\r\n";
     auto oversized = screen_request(big, p, {}, 8192);
     REQUIRE(oversized.stage == Stage::Rejected);

@@ -3,6 +3,7 @@
 #include "egress_proxy/request_target.hpp"
 
 using agentctl::egress_proxy::parse_request_target;
+using agentctl::egress_proxy::ProxyReason;
 using agentctl::egress_proxy::RequestKind;
 using agentctl::egress_proxy::RequestTarget;
 using agentctl::egress_proxy::TargetError;
@@ -37,17 +38,17 @@ TEST_CASE("CONNECT takes host:port in authority form") {
 }
 
 TEST_CASE("CONNECT refuses targets without a usable port") {
-    CHECK(err("CONNECT", "example.com").reason == "invalid-target");
-    CHECK(err("CONNECT", "example.com:0").reason == "invalid-port");
-    CHECK(err("CONNECT", "example.com:65536").reason == "invalid-port");
-    CHECK(err("CONNECT", "example.com:+80").reason == "invalid-port");
-    CHECK(err("CONNECT", "example.com:80x").reason == "invalid-port");
-    CHECK(err("CONNECT", ":443").reason == "invalid-target");
-    CHECK(err("CONNECT", "[2001:db8::1]").reason == "invalid-target");
-    CHECK(err("CONNECT", "[zz]:443").reason == "invalid-target");
-    CHECK(err("CONNECT", "user@example.com:443").reason == "invalid-target");
-    CHECK(err("CONNECT", "exa mple.com:443").reason == "invalid-target");
-    CHECK(err("CONNECT", "exa%2fmple.com:443").reason == "invalid-target");
+    CHECK(err("CONNECT", "example.com").reason == ProxyReason::InvalidTarget);
+    CHECK(err("CONNECT", "example.com:0").reason == ProxyReason::InvalidPort);
+    CHECK(err("CONNECT", "example.com:65536").reason == ProxyReason::InvalidPort);
+    CHECK(err("CONNECT", "example.com:+80").reason == ProxyReason::InvalidPort);
+    CHECK(err("CONNECT", "example.com:80x").reason == ProxyReason::InvalidPort);
+    CHECK(err("CONNECT", ":443").reason == ProxyReason::InvalidTarget);
+    CHECK(err("CONNECT", "[2001:db8::1]").reason == ProxyReason::InvalidTarget);
+    CHECK(err("CONNECT", "[zz]:443").reason == ProxyReason::InvalidTarget);
+    CHECK(err("CONNECT", "user@example.com:443").reason == ProxyReason::InvalidTarget);
+    CHECK(err("CONNECT", "exa mple.com:443").reason == ProxyReason::InvalidTarget);
+    CHECK(err("CONNECT", "exa%2fmple.com:443").reason == ProxyReason::InvalidTarget);
 }
 
 TEST_CASE("absolute http URIs are forwarded in origin form") {
@@ -65,11 +66,11 @@ TEST_CASE("absolute http URIs are forwarded in origin form") {
 TEST_CASE("origin-form, https and other schemes are refused with 400") {
     auto origin = err("GET", "/index.html");
     CHECK(origin.status == 400);
-    CHECK(origin.reason == "not-a-proxy-request");
-    CHECK(err("GET", "https://example.com/").reason == "unsupported-scheme");
-    CHECK(err("GET", "ftp://example.com/").reason == "unsupported-scheme");
-    CHECK(err("GET", "example.com").reason == "invalid-target");
-    CHECK(err("GET", "http:///path").reason == "invalid-target");
-    CHECK(err("GET", "http://user:pw@example.com/").reason == "invalid-target");
-    CHECK(err("GET", "*").reason == "invalid-target");
+    CHECK(origin.reason == ProxyReason::NotAProxyRequest);
+    CHECK(err("GET", "https://example.com/").reason == ProxyReason::UnsupportedScheme);
+    CHECK(err("GET", "ftp://example.com/").reason == ProxyReason::UnsupportedScheme);
+    CHECK(err("GET", "example.com").reason == ProxyReason::InvalidTarget);
+    CHECK(err("GET", "http:///path").reason == ProxyReason::InvalidTarget);
+    CHECK(err("GET", "http://user:pw@example.com/").reason == ProxyReason::InvalidTarget);
+    CHECK(err("GET", "*").reason == ProxyReason::InvalidTarget);
 }

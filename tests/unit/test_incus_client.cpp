@@ -160,6 +160,49 @@ TEST_CASE("an error envelope becomes NotFound or Error with Incus's text", "[cli
     }
 }
 
+TEST_CASE("an Incus refusal carries its code, and whether waiting can cure it", "[client]") {
+    const auto path =
+        (std::filesystem::temp_directory_path() / ("agc-client-r-" + std::to_string(::getpid()))).string();
+    {
+        OneShotServer server(path, R"({"type":"error","error_code":400,"error":"The network is currently in use"})");
+        auto client = make_client(make_unix_transport(path, 5));
+        try {
+            client->query("DELETE", "/1.0/networks/agc-x");
+            FAIL("no error");
+        } catch (const IncusError& e) {
+            CHECK(e.status() == 400);
+            CHECK(e.refusal() == IncusRefusal::InUse);
+            CHECK(e.transient());
+        }
+    }
+    {
+        OneShotServer server(path, R"({"type":"error","error_code":400,"error":"Instance is running"})");
+        auto client = make_client(make_unix_transport(path, 5));
+        try {
+            client->query("DELETE", "/1.0/instances/x");
+            FAIL("no error");
+        } catch (const IncusError& e) {
+            CHECK(e.status() == 400);
+            CHECK_FALSE(e.transient());
+        }
+    }
+    {
+        OneShotServer server(path, k_error_404);
+        auto client = make_client(make_unix_transport(path, 5));
+        try {
+            client->query("GET", "/1.0/instances/nope");
+            FAIL("no error");
+        } catch (const NotFound& e) {
+            CHECK(e.status() == 404);
+            CHECK_FALSE(e.transient());
+        }
+    }
+    CHECK(classify_refusal("Failed deleting instance \"c\": Instance is busy running a \"create\" operation") ==
+          IncusRefusal::Busy);
+    CHECK(classify_refusal("Cannot delete an ACL that is in use") == IncusRefusal::InUse);
+    CHECK(classify_refusal("Instance not found") == IncusRefusal::Other);
+}
+
 TEST_CASE("no daemon: the error names the socket and how to start one", "[client]") {
     auto client = make_client(make_unix_transport("/nonexistent/agentctl/unix.socket", 2));
     try {

@@ -126,7 +126,8 @@ TEST_CASE("the probe battery: a refused connection holds, an accepted one escape
     CHECK(find_probe(results, "proxy-denied-name")->verdict == common::ProbeVerdict::Inconclusive);
     const auto summary = common::summarise(results);
     CHECK(summary.escaped.size() >= 1);
-    CHECK_THAT(common::confinement_line(summary, std::chrono::system_clock::now()), Catch::StartsWith("FAILED ("));
+    CHECK_THAT(to_string(common::confinement_line(summary, std::chrono::system_clock::now())),
+               Catch::StartsWith("FAILED ("));
 }
 
 TEST_CASE("the probe battery reads a proxy's 403 as held and a 200 as an escape", "[guest]") {
@@ -172,9 +173,10 @@ TEST_CASE("probe lines parse into typed results; a missing verdict word is incon
     const auto when = std::chrono::system_clock::from_time_t(1764504000);  // 2025-11-30T12:00:00Z
     std::vector<common::ProbeResult> all_held{{"a", common::ProbeVerdict::Held, "x"},
                                               {"b", common::ProbeVerdict::Held, "y"}};
-    CHECK(common::confinement_line(common::summarise(all_held), when) == "verified (2/2 probes, 2025-11-30T12:00:00Z)");
-    CHECK_THAT(common::confinement_line(summary, when), Catch::StartsWith("FAILED (1/3 probes, "));
-    CHECK_THAT(common::confinement_line(common::summarise({}), when), Catch::Contains("printed no result"));
+    CHECK(to_string(common::confinement_line(common::summarise(all_held), when)) ==
+          "verified (2/2 probes, 2025-11-30T12:00:00Z)");
+    CHECK_THAT(to_string(common::confinement_line(summary, when)), Catch::StartsWith("FAILED (1/3 probes, "));
+    CHECK_THAT(to_string(common::confinement_line(common::summarise({}), when)), Catch::Contains("printed no result"));
 }
 
 TEST_CASE("proxy settings: environment for every process, files for the tools that ignore it", "[guest]") {

@@ -160,6 +160,6 @@ TEST_CASE("probes point at the proxy where it runs; host probes are skipped when
     const auto summary = provider::common::summarise(results);
     CHECK(summary.total == 1);
     CHECK(summary.skipped.size() == 1);
-    CHECK_THAT(provider::common::confinement_line(summary, std::chrono::system_clock::time_point{}),
+    CHECK_THAT(to_string(provider::common::confinement_line(summary, std::chrono::system_clock::time_point{})),
                Catch::StartsWith("verified (1/1 probes, 1 skipped: host-port, 1970-01-01T00:00:00Z)"));
 }

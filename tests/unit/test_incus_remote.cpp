@@ -13,12 +13,12 @@
 #include <sstream>
 
 #include "agentctl/error.hpp"
-#include "policy/check.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/egress_host.hpp"
 #include "provider/incus/incus_provider.hpp"
 #include "provider/incus/remote.hpp"
 #include "provider/incus/server.hpp"
+#include "support/fake_resolver.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -58,16 +58,6 @@ std::string error_of(const std::function<void()>& action) {
     }
     return "(no error)";
 }
-
-class MapResolver final : public policy::Resolver {
-public:
-    std::vector<policy::IpAddress> resolve(const std::string& host) override {
-        std::vector<policy::IpAddress> out;
-        for (const auto& text : names[host]) out.push_back(*policy::parse_ip_literal(text));
-        return out;
-    }
-    std::map<std::string, std::vector<std::string>> names;
-};
 
 class RecordingReporter final : public Reporter {
 public:
@@ -186,11 +176,11 @@ TEST_CASE("https addresses: host, port 8443 by default, IPv6 in brackets, nothin
 }
 
 TEST_CASE("is this machine: loopback or this host's own addresses, every address of the name", "[remote]") {
-    MapResolver resolver;
-    resolver.names["localhost"] = {"127.0.0.1", "::1"};
-    resolver.names["me"] = {"192.0.2.10"};
-    resolver.names["far"] = {"198.51.100.7"};
-    resolver.names["split"] = {"192.0.2.10", "198.51.100.7"};
+    test::FakeResolver resolver;
+    resolver.table["localhost"] = {"127.0.0.1", "::1"};
+    resolver.table["me"] = {"192.0.2.10"};
+    resolver.table["far"] = {"198.51.100.7"};
+    resolver.table["split"] = {"192.0.2.10", "198.51.100.7"};
     const std::vector<policy::IpAddress> own{*policy::parse_ip_literal("192.0.2.10")};
     CHECK(is_this_machine("127.0.0.1", resolver, own));
     CHECK(is_this_machine("::1", resolver, own));

@@ -241,7 +241,8 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     // status shows Confinement while the hostagent agentctl started runs
     auto info = provider->status("demo");
     CHECK(info.status == "Running");
-    CHECK(info.confinement.rfind("verified: ", 0) == 0);
+    CHECK(info.confinement.state == ConfinementState::Verified);
+    CHECK(to_string(info.confinement).rfind("verified: ", 0) == 0);
     REQUIRE(info.network);
     CHECK(info.network->allow.at(0).host == "example.com");
     CHECK(info.mounts.size() == 1);
@@ -295,7 +296,7 @@ TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not veri
     provider->start("demo", {});
     CHECK(world.reporter.text().find("notice: network confinement not verified: the guest has none of curl, bash with "
                                      "timeout, or python3") != std::string::npos);
-    CHECK(provider->status("demo").confinement.rfind("not verified: ", 0) == 0);
+    CHECK(to_string(provider->status("demo").confinement).rfind("not verified: ", 0) == 0);
 }
 
 TEST_CASE("exec passes the exit code through, --root runs under sudo -n", "[lima][fake]") {
@@ -343,7 +344,7 @@ TEST_CASE("create --no-network-policy means a plain limactl start, recorded at c
     CHECK(world.last_profile().empty());
     CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
     CHECK(world.reporter.text().find("warning: sandbox \"demo\" has no network policy") != std::string::npos);
-    CHECK(provider->status("demo").confinement == "off (created with --no-network-policy)");
+    CHECK(to_string(provider->status("demo").confinement) == "off (created with --no-network-policy)");
 }
 
 TEST_CASE("on a host that is not macOS a confined start is refused before anything runs", "[lima][fake]") {

@@ -201,8 +201,8 @@ TEST_CASE("refused: a running instance agentctl did not start", "[lima][fake][re
     CHECK(msg.find("it is already running, but not under agentctl (hostagent pid ") != std::string::npos);
     // and status says so instead of claiming confinement
     auto provider = world.provider();
-    CHECK(provider->status("demo").confinement.rfind("none: the running hostagent was not started by agentctl", 0) ==
-          0);
+    CHECK(to_string(provider->status("demo").confinement)
+              .rfind("none: the running hostagent was not started by agentctl", 0) == 0);
 }
 
 TEST_CASE("refused: network.dns.disabled but override.yaml switches the host resolver back on",

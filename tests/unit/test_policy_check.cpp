@@ -8,25 +8,12 @@
 
 #include "agentctl/error.hpp"
 #include "policy/check.hpp"
+#include "support/fake_resolver.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
 
 namespace {
-
-class MapResolver : public Resolver {
-public:
-    std::map<std::string, std::vector<std::string>> table;
-    std::vector<std::string> asked;
-    std::vector<IpAddress> resolve(const std::string& host) override {
-        asked.push_back(host);
-        std::vector<IpAddress> out;
-        if (auto it = table.find(host); it != table.end()) {
-            for (const auto& text : it->second) out.push_back(*parse_ip_literal(text));
-        }
-        return out;
-    }
-};
 
 NetworkPolicy policy_of(std::initializer_list<const char*> entries) {
     NetworkPolicy policy;
@@ -37,17 +24,17 @@ NetworkPolicy policy_of(std::initializer_list<const char*> entries) {
 }  // namespace
 
 TEST_CASE("an allowed destination names the rule, its origin and the address dialled", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     resolver.table["api.example.com"] = {"10.0.0.8", "93.184.216.34"};
     auto result = check_destination(policy_of({"*.example.com:443"}), "API.example.com", resolver, {});
     CHECK(result.allowed);
-    CHECK(result.reason == "allowlisted");
+    CHECK(result.reason == Reason::Allowlisted);
     CHECK(result.port == 443);
     CHECK(result.resolved);
     CHECK(resolver.asked == std::vector<std::string>{"api.example.com"});
     REQUIRE(result.addresses.size() == 2);
     CHECK_FALSE(result.addresses[0].allowed);
-    CHECK(result.addresses[0].reason == "lan");
+    CHECK(result.addresses[0].reason == Reason::Lan);
     CHECK(result.addresses[1].allowed);
     CHECK(render_check_table(result) ==
           "Destination: API.example.com:443\n"
@@ -73,38 +60,38 @@ TEST_CASE("an allowed destination names the rule, its origin and the address dia
 }
 
 TEST_CASE("a refusal before any lookup does not resolve", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     auto result = check_destination(policy_of({"api.example.com:443"}), "evil.example.net:443", resolver, {});
     CHECK_FALSE(result.allowed);
-    CHECK(result.reason == "not-allowlisted");
+    CHECK(result.reason == Reason::NotAllowlisted);
     CHECK(resolver.asked.empty());
     CHECK(check_exit_code(result) == exit_code::k_policy_refused);
     CHECK(render_check_table(result) ==
           "Destination: evil.example.net:443\nVerdict:     refused (not-allowlisted)\nWhy:         no allow rule names "
           "evil.example.net\n");
     auto port = check_destination(policy_of({"api.example.com:443"}), "http://api.example.com", resolver, {});
-    CHECK(port.reason == "port-not-allowed");
+    CHECK(port.reason == Reason::PortNotAllowed);
     CHECK(port.port == 80);
     REQUIRE(port.rule.has_value());
     CHECK(port.rule->entry() == "api.example.com:443");
 }
 
 TEST_CASE("a bare IP destination is judged as that address", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     auto result = check_destination(policy_of({"93.184.216.34:443"}), "1572395042:443", resolver, {});
     CHECK(result.allowed);
     CHECK(resolver.asked.empty());
     REQUIRE(result.addresses.size() == 1);
     CHECK(result.addresses[0].address.to_string() == "93.184.216.34");
     auto loop = check_destination(policy_of({}), "[::ffff:127.0.0.1]:22", resolver, {});
-    CHECK(loop.reason == "loopback");
+    CHECK(loop.reason == Reason::Loopback);
     CHECK(loop.port == 22);
 }
 
 TEST_CASE("a name that does not resolve, and a disabled policy", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     auto result = check_destination(policy_of({"gone.example.com"}), "gone.example.com", resolver, {});
-    CHECK(result.reason == "no-address");
+    CHECK(result.reason == Reason::NoAddress);
     CHECK(result.unresolved);
     CHECK(check_exit_code(result) == exit_code::k_policy_unresolved);
     CHECK(render_check_table(result).starts_with(
@@ -121,11 +108,11 @@ TEST_CASE("a name that does not resolve, and a disabled policy", "[check]") {
     resolver.table["any.example"] = {"93.184.216.34"};
     auto open = check_destination(disabled, "any.example:25", resolver, {});
     CHECK(open.allowed);
-    CHECK(open.reason == "policy-disabled");
+    CHECK(open.reason == Reason::PolicyDisabled);
 }
 
 TEST_CASE("every rule naming the host is shown with its origin; IPv6 in brackets", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     resolver.table["api.example.com"] = {"93.184.216.34"};
     NetworkPolicy policy;
     policy.allow.push_back(parse_allow_entry("api.example.com:22", "allow file /p/hosts.txt:4"));
@@ -149,11 +136,11 @@ TEST_CASE("every rule naming the host is shown with its origin; IPv6 in brackets
 }
 
 TEST_CASE("this host's own addresses are refused", "[check]") {
-    MapResolver resolver;
+    test::FakeResolver resolver;
     resolver.table["me.example.com"] = {"93.184.216.34"};
     auto own = std::vector<IpAddress>{*parse_ip_literal("93.184.216.34")};
     auto result = check_destination(policy_of({"me.example.com"}), "me.example.com", resolver, own);
-    CHECK(result.reason == "host-address");
+    CHECK(result.reason == Reason::HostAddress);
 }
 
 TEST_CASE("destinations are parsed strictly", "[check]") {
@@ -188,5 +175,5 @@ TEST_CASE("the system resolver and interface list are real", "[check][system]") 
     policy.allow.push_back(parse_allow_entry("localhost", "--allow"));
     auto result = check_destination(policy, "localhost:22", *resolver, own);
     CHECK_FALSE(result.allowed);
-    CHECK(result.reason == "loopback");
+    CHECK(result.reason == Reason::Loopback);
 }

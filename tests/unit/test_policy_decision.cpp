@@ -2,6 +2,9 @@
 // allow-LAN, bare IPs in every spelling, and a disabled policy.
 #include <catch2/catch.hpp>
 
+#include <string_view>
+#include <utility>
+
 #include "agentctl/policy.hpp"
 
 using namespace agentctl::policy;
@@ -37,7 +40,7 @@ TEST_CASE("an exact name rule allows that name on its ports", "[decide]") {
     CHECK_FALSE(pre_decide(policy, "API.Example.com.", 443).has_value());
     auto d = decide_one(policy, "api.example.com", 443, {"93.184.216.34"});
     CHECK(d.allowed);
-    CHECK(d.reason == "allowlisted");
+    CHECK(d.reason == Reason::Allowlisted);
     CHECK(d.detail == "api.example.com port 443 is allowed by api.example.com:443 (from --allow)");
     REQUIRE(d.rule.has_value());
     CHECK(d.rule->entry() == "api.example.com:443");
@@ -47,33 +50,33 @@ TEST_CASE("an exact name rule allows that name on its ports", "[decide]") {
     auto port = pre_decide(policy, "api.example.com", 80);
     REQUIRE(port.has_value());
     CHECK_FALSE(port->allowed);
-    CHECK(port->reason == "port-not-allowed");
+    CHECK(port->reason == Reason::PortNotAllowed);
     CHECK(port->detail ==
           "api.example.com is allowed only on port 443 by api.example.com:443 (from --allow), not on port 80");
 
     auto other = pre_decide(policy, "example.com", 443);
     REQUIRE(other.has_value());
-    CHECK(other->reason == "not-allowlisted");
+    CHECK(other->reason == Reason::NotAllowlisted);
     CHECK(other->detail == "no allow rule names example.com");
-    CHECK(pre_decide(policy, "evilapi.example.com", 443)->reason == "not-allowlisted");
-    CHECK(pre_decide(policy, "x.api.example.com", 443)->reason == "not-allowlisted");
+    CHECK(pre_decide(policy, "evilapi.example.com", 443)->reason == Reason::NotAllowlisted);
+    CHECK(pre_decide(policy, "x.api.example.com", 443)->reason == Reason::NotAllowlisted);
 }
 
 TEST_CASE("a rule without ports allows any port", "[decide]") {
     auto policy = policy_with({"example.com"});
     CHECK(decide_one(policy, "example.com", 22, {"93.184.216.34"}).allowed);
     CHECK(decide_one(policy, "example.com", 65535, {"93.184.216.34"}).allowed);
-    CHECK(pre_decide(policy, "example.com", 0)->reason == "port-not-allowed");
+    CHECK(pre_decide(policy, "example.com", 0)->reason == Reason::PortNotAllowed);
 }
 
 TEST_CASE("a wildcard covers every subdomain but not the apex", "[decide]") {
     auto policy = policy_with({"*.example.com:443"});
     CHECK(decide_one(policy, "a.example.com", 443, {"93.184.216.34"}).allowed);
     CHECK(decide_one(policy, "a.b.example.com", 443, {"93.184.216.34"}).allowed);
-    CHECK(pre_decide(policy, "example.com", 443)->reason == "not-allowlisted");
-    CHECK(pre_decide(policy, "badexample.com", 443)->reason == "not-allowlisted");
-    CHECK(pre_decide(policy, "a.example.com.evil.net", 443)->reason == "not-allowlisted");
-    CHECK(pre_decide(policy, "a.example.com", 80)->reason == "port-not-allowed");
+    CHECK(pre_decide(policy, "example.com", 443)->reason == Reason::NotAllowlisted);
+    CHECK(pre_decide(policy, "badexample.com", 443)->reason == Reason::NotAllowlisted);
+    CHECK(pre_decide(policy, "a.example.com.evil.net", 443)->reason == Reason::NotAllowlisted);
+    CHECK(pre_decide(policy, "a.example.com", 80)->reason == Reason::PortNotAllowed);
 }
 
 TEST_CASE("an exact rule with the port wins over a wildcard without it", "[decide]") {
@@ -92,38 +95,39 @@ TEST_CASE("every resolved address is vetted and the first that passes is dialled
 
     auto all_bad = decide_one(policy, "example.com", 443, {"127.0.0.1", "10.1.2.3"});
     CHECK_FALSE(all_bad.allowed);
-    CHECK(all_bad.reason == "loopback");
+    CHECK(all_bad.reason == Reason::Loopback);
     CHECK(all_bad.detail ==
           "127.0.0.1 is a loopback address; it would reach the host itself (and none of the other 1 addresses passed)");
     CHECK_FALSE(all_bad.address.has_value());
 
     auto none = decide_one(policy, "example.com", 443, {});
-    CHECK(none.reason == "no-address");
+    CHECK(none.reason == Reason::NoAddress);
     CHECK(none.detail == "example.com did not resolve to any address");
 }
 
 TEST_CASE("always-refused classes are refused even when a rule matches", "[decide]") {
     auto policy = policy_with({"example.com"});
-    CHECK(decide_one(policy, "example.com", 443, {"127.0.0.1"}).reason == "loopback");
-    CHECK(decide_one(policy, "example.com", 443, {"::1"}).reason == "loopback");
-    CHECK(decide_one(policy, "example.com", 443, {"::ffff:127.0.0.1"}).reason == "loopback");
-    CHECK(decide_one(policy, "example.com", 443, {"64:ff9b::7f00:1"}).reason == "loopback");
-    CHECK(decide_one(policy, "example.com", 443, {"0.0.0.0"}).reason == "unspecified");
-    CHECK(decide_one(policy, "example.com", 443, {"::"}).reason == "unspecified");
-    CHECK(decide_one(policy, "example.com", 443, {"224.0.0.251"}).reason == "multicast");
-    CHECK(decide_one(policy, "example.com", 443, {"ff02::fb"}).reason == "multicast");
-    CHECK(decide_one(policy, "example.com", 443, {"255.255.255.255"}).reason == "broadcast");
-    CHECK(decide_one(policy, "example.com", 443, {"240.1.2.3"}).reason == "reserved");
-    CHECK(decide_one(policy, "example.com", 443, {"2001:db8::1"}).reason == "reserved");
+    CHECK(decide_one(policy, "example.com", 443, {"127.0.0.1"}).reason == Reason::Loopback);
+    CHECK(decide_one(policy, "example.com", 443, {"::1"}).reason == Reason::Loopback);
+    CHECK(decide_one(policy, "example.com", 443, {"::ffff:127.0.0.1"}).reason == Reason::Loopback);
+    CHECK(decide_one(policy, "example.com", 443, {"64:ff9b::7f00:1"}).reason == Reason::Loopback);
+    CHECK(decide_one(policy, "example.com", 443, {"0.0.0.0"}).reason == Reason::Unspecified);
+    CHECK(decide_one(policy, "example.com", 443, {"::"}).reason == Reason::Unspecified);
+    CHECK(decide_one(policy, "example.com", 443, {"224.0.0.251"}).reason == Reason::Multicast);
+    CHECK(decide_one(policy, "example.com", 443, {"ff02::fb"}).reason == Reason::Multicast);
+    CHECK(decide_one(policy, "example.com", 443, {"255.255.255.255"}).reason == Reason::Broadcast);
+    CHECK(decide_one(policy, "example.com", 443, {"240.1.2.3"}).reason == Reason::Reserved);
+    CHECK(decide_one(policy, "example.com", 443, {"2001:db8::1"}).reason == Reason::Reserved);
     auto own = decide_one(policy, "example.com", 443, {"203.0.114.9"}, {"203.0.114.9"});
-    CHECK(own.reason == "host-address");
+    CHECK(own.reason == Reason::HostAddress);
     CHECK(own.detail == "203.0.114.9 is one of this machine's own addresses");
-    CHECK(decide_one(policy, "example.com", 443, {"::ffff:203.0.114.9"}, {"203.0.114.9"}).reason == "host-address");
+    CHECK(decide_one(policy, "example.com", 443, {"::ffff:203.0.114.9"}, {"203.0.114.9"}).reason ==
+          Reason::HostAddress);
     // the always-refused set holds under allow-LAN too
     policy.allow_lan = true;
     policy.deny_lan = false;
-    CHECK(decide_one(policy, "example.com", 443, {"127.0.0.1"}).reason == "loopback");
-    CHECK(decide_one(policy, "example.com", 443, {"10.0.0.1"}, {"10.0.0.1"}).reason == "host-address");
+    CHECK(decide_one(policy, "example.com", 443, {"127.0.0.1"}).reason == Reason::Loopback);
+    CHECK(decide_one(policy, "example.com", 443, {"10.0.0.1"}, {"10.0.0.1"}).reason == Reason::HostAddress);
 }
 
 TEST_CASE("deny-LAN refuses LAN addresses even when a rule matches", "[decide][lan]") {
@@ -133,11 +137,11 @@ TEST_CASE("deny-LAN refuses LAN addresses even when a rule matches", "[decide][l
         INFO(lan);
         auto d = decide_one(policy, "nas.example.com", 443, {lan});
         CHECK_FALSE(d.allowed);
-        CHECK(d.reason == "lan");
+        CHECK(d.reason == Reason::Lan);
     }
     CHECK(decide_one(policy, "nas.example.com", 443, {"10.0.0.5"}).detail ==
           "10.0.0.5 is a LAN address and deny-LAN is on");
-    CHECK(pre_decide(policy, "10.0.0.5", 443)->reason == "lan");
+    CHECK(pre_decide(policy, "10.0.0.5", 443)->reason == Reason::Lan);
 }
 
 TEST_CASE("allow-LAN opens every LAN address on any port, whether or not a rule names it", "[decide][lan]") {
@@ -147,20 +151,20 @@ TEST_CASE("allow-LAN opens every LAN address on any port, whether or not a rule 
     auto by_ip = pre_decide(policy, "192.168.1.20", 9100);
     REQUIRE(by_ip.has_value());
     CHECK(by_ip->allowed);
-    CHECK(by_ip->reason == "allow-lan");
+    CHECK(by_ip->reason == Reason::AllowLan);
     CHECK(by_ip->address->to_string() == "192.168.1.20");
     CHECK(pre_decide(policy, "[fd00::7]", 22)->allowed);
     // a name no rule lists must be resolved: it may reach the LAN, nothing else
     CHECK_FALSE(pre_decide(policy, "printer.lan", 631).has_value());
     auto lan_name = decide_one(policy, "printer.lan", 631, {"93.184.216.34", "192.168.1.20"});
     CHECK(lan_name.allowed);
-    CHECK(lan_name.reason == "allow-lan");
+    CHECK(lan_name.reason == Reason::AllowLan);
     CHECK(lan_name.address->to_string() == "192.168.1.20");
     auto public_name = decide_one(policy, "printer.lan", 631, {"93.184.216.34"});
     CHECK_FALSE(public_name.allowed);
-    CHECK(public_name.reason == "not-allowlisted");
+    CHECK(public_name.reason == Reason::NotAllowlisted);
     // public addresses still need a rule
-    CHECK(pre_decide(policy, "93.184.216.34", 443)->reason == "bare-ip-not-listed");
+    CHECK(pre_decide(policy, "93.184.216.34", 443)->reason == Reason::BareIpNotListed);
 }
 
 TEST_CASE("deny-LAN off without allow-LAN: LAN hosts only through a rule", "[decide][lan]") {
@@ -168,8 +172,8 @@ TEST_CASE("deny-LAN off without allow-LAN: LAN hosts only through a rule", "[dec
     policy.deny_lan = false;
     CHECK(decide_one(policy, "nas.example.com", 443, {"10.0.0.9"}).allowed);
     CHECK(pre_decide(policy, "10.0.0.5", 22)->allowed);
-    CHECK(pre_decide(policy, "10.0.0.5", 23)->reason == "port-not-allowed");
-    CHECK(pre_decide(policy, "10.0.0.6", 22)->reason == "bare-ip-not-listed");
+    CHECK(pre_decide(policy, "10.0.0.5", 23)->reason == Reason::PortNotAllowed);
+    CHECK(pre_decide(policy, "10.0.0.6", 22)->reason == Reason::BareIpNotListed);
 }
 
 TEST_CASE("a bare IP in any spelling is allowed only if that IP is a rule", "[decide][ip]") {
@@ -181,12 +185,12 @@ TEST_CASE("a bare IP in any spelling is allowed only if that IP is a rule", "[de
         auto d = pre_decide(policy, spelling, 443);
         REQUIRE(d.has_value());
         CHECK(d->allowed);
-        CHECK(d->reason == "allowlisted");
+        CHECK(d->reason == Reason::Allowlisted);
     }
     CHECK(pre_decide(policy, "[2606:4700:0:0::1111]", 443)->allowed);
-    CHECK(pre_decide(policy, "93.184.216.34", 80)->reason == "port-not-allowed");
+    CHECK(pre_decide(policy, "93.184.216.34", 80)->reason == Reason::PortNotAllowed);
     auto other = pre_decide(policy, "93.184.216.35", 443);
-    CHECK(other->reason == "bare-ip-not-listed");
+    CHECK(other->reason == Reason::BareIpNotListed);
     CHECK(other->detail == "93.184.216.35 was asked for by address and no allow rule names that address");
     // every spelling of loopback is loopback, never a host name
     for (const char* loopback :
@@ -194,10 +198,10 @@ TEST_CASE("a bare IP in any spelling is allowed only if that IP is a rule", "[de
         INFO(loopback);
         auto d = pre_decide(policy, loopback, 443);
         REQUIRE(d.has_value());
-        CHECK(d->reason == "loopback");
+        CHECK(d->reason == Reason::Loopback);
     }
     // a name rule does not allow the addresses it happens to resolve to
-    CHECK(pre_decide(policy, "1.1.1.1", 443)->reason == "bare-ip-not-listed");
+    CHECK(pre_decide(policy, "1.1.1.1", 443)->reason == Reason::BareIpNotListed);
 }
 
 TEST_CASE("malformed host names are refused before any lookup", "[decide]") {
@@ -207,7 +211,7 @@ TEST_CASE("malformed host names are refused before any lookup", "[decide]") {
         INFO(bad);
         auto d = pre_decide(policy, bad, 443);
         REQUIRE(d.has_value());
-        CHECK(d->reason == "invalid-host");
+        CHECK(d->reason == Reason::InvalidHost);
     }
     CHECK(pre_decide(policy, "1.2.3.999", 443)->detail ==
           "\"1.2.3.999\" is not a valid host name: it looks like an IP address but is not a valid one");
@@ -219,9 +223,31 @@ TEST_CASE("a disabled policy allows everything but the always-refused set", "[de
     CHECK_FALSE(pre_decide(policy, "anything.example", 1234).has_value());
     auto d = decide_one(policy, "anything.example", 1234, {"93.184.216.34"});
     CHECK(d.allowed);
-    CHECK(d.reason == "policy-disabled");
+    CHECK(d.reason == Reason::PolicyDisabled);
     CHECK(d.detail == "the network policy is disabled (--no-network-policy): egress is unrestricted");
-    CHECK(pre_decide(policy, "10.0.0.1", 22)->reason == "policy-disabled");
-    CHECK(pre_decide(policy, "127.0.0.1", 22)->reason == "loopback");
-    CHECK(decide_one(policy, "x.example", 80, {"198.51.99.1"}, {"198.51.99.1"}).reason == "host-address");
+    CHECK(pre_decide(policy, "10.0.0.1", 22)->reason == Reason::PolicyDisabled);
+    CHECK(pre_decide(policy, "127.0.0.1", 22)->reason == Reason::Loopback);
+    CHECK(decide_one(policy, "x.example", 80, {"198.51.99.1"}, {"198.51.99.1"}).reason == Reason::HostAddress);
+}
+
+TEST_CASE("each decision reason has one wire text, the one logs and `policy check` print") {
+    const std::pair<Reason, std::string_view> table[] = {
+        {Reason::Allowlisted, "allowlisted"},
+        {Reason::AllowLan, "allow-lan"},
+        {Reason::PolicyDisabled, "policy-disabled"},
+        {Reason::NotAllowlisted, "not-allowlisted"},
+        {Reason::PortNotAllowed, "port-not-allowed"},
+        {Reason::BareIpNotListed, "bare-ip-not-listed"},
+        {Reason::Loopback, "loopback"},
+        {Reason::Unspecified, "unspecified"},
+        {Reason::Multicast, "multicast"},
+        {Reason::Broadcast, "broadcast"},
+        {Reason::Reserved, "reserved"},
+        {Reason::HostAddress, "host-address"},
+        {Reason::Lan, "lan"},
+        {Reason::NoAddress, "no-address"},
+        {Reason::InvalidHost, "invalid-host"},
+        {Reason::PolicyUnavailable, "policy-unavailable"},
+    };
+    for (const auto& [reason, text] : table) CHECK(to_string(reason) == text);
 }

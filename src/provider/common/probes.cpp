@@ -53,7 +53,7 @@ BatterySummary summarise(const std::vector<ProbeResult>& results) {
     return summary;
 }
 
-std::string confinement_line(const BatterySummary& summary, std::chrono::system_clock::time_point when) {
+ConfinementStatus confinement_line(const BatterySummary& summary, std::chrono::system_clock::time_point when) {
     const std::time_t t = std::chrono::system_clock::to_time_t(when);
     std::tm tm{};
     ::gmtime_r(&t, &tm);
@@ -63,7 +63,8 @@ std::string confinement_line(const BatterySummary& summary, std::chrono::system_
     for (const auto* r : summary.skipped) skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", r->name);
     if (!skipped.empty()) skipped = fmt::format(", {} skipped: {}", summary.skipped.size(), skipped);
     if (summary.total > 0 && summary.held == summary.total) {
-        return fmt::format("verified ({}/{} probes{}, {})", summary.held, summary.total, skipped, stamp);
+        return {ConfinementState::Verified,
+                fmt::format("({}/{} probes{}, {})", summary.held, summary.total, skipped, stamp)};
     }
     std::string why;
     for (const auto* r : summary.escaped)
@@ -72,8 +73,8 @@ std::string confinement_line(const BatterySummary& summary, std::chrono::system_
         why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", r->name, r->detail);
     }
     if (summary.total == 0) why = "the probe battery printed no result";
-    return fmt::format("{} ({}/{} probes{}, {}): {}", summary.escaped.empty() ? "not verified" : "FAILED", summary.held,
-                       summary.total, skipped, stamp, why);
+    return {summary.escaped.empty() ? ConfinementState::NotVerified : ConfinementState::Failed,
+            fmt::format("({}/{} probes{}, {}): {}", summary.held, summary.total, skipped, stamp, why)};
 }
 
 }  // namespace agentctl::provider::common

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "agentctl/confinement.hpp"
+
 namespace agentctl::provider::common {
 
 // What one connection attempt did.
@@ -55,8 +57,10 @@ struct BatterySummary {
 // probe with no line counts as inconclusive ("printed no result").
 [[nodiscard]] BatterySummary summarise(const std::vector<ProbeResult>& results);
 
-// "verified (6/6 probes, 2026-11-30T12:00:00Z)" or "not verified (4/6 probes, ...): NAME: detail; ...";
-// skipped probes are named after the count: "verified (6/6 probes, 1 skipped: host-port, ...)".
-[[nodiscard]] std::string confinement_line(const BatterySummary& summary, std::chrono::system_clock::time_point when);
+// "verified (6/6 probes, 2026-11-30T12:00:00Z)", "not verified (4/6 probes, ...): NAME: detail; ..." or
+// "FAILED (...): ..." once rendered; skipped probes are named after the count: "verified (6/6 probes, 1
+// skipped: host-port, ...)".
+[[nodiscard]] ConfinementStatus confinement_line(const BatterySummary& summary,
+                                                 std::chrono::system_clock::time_point when);
 
 }  // namespace agentctl::provider::common

@@ -44,7 +44,8 @@ public:
             const int code = response.error_code != 0 ? response.error_code : raw.status;
             auto message = fmt::format("Incus refused {} {}: {}", method, path, response.error);
             if (code == 404) throw NotFound(message, hint_for_incus_error(response.error, code));
-            throw Error(message, hint_for_incus_error(response.error, code));
+            throw IncusError(message, hint_for_incus_error(response.error, code), code,
+                             classify_refusal(response.error));
         }
         return response;
     }
@@ -57,9 +58,10 @@ public:
         if (status == "Success") return op;
         if (status == "Running" || status == "Pending") return op;
         const auto err = op.value("err", std::string());
-        throw Error(fmt::format("Incus operation \"{}\" failed: {}", op.value("description", std::string("?")),
-                                err.empty() ? status : err),
-                    hint_for_incus_error(err, op.value("status_code", 0)));
+        const int code = op.value("status_code", 0);
+        throw IncusError(fmt::format("Incus operation \"{}\" failed: {}", op.value("description", std::string("?")),
+                                     err.empty() ? status : err),
+                         hint_for_incus_error(err, code), code, classify_refusal(err));
     }
 
     std::string get_raw(std::string_view path) override {
@@ -71,7 +73,8 @@ public:
                 text = parse_envelope(raw.body, raw.status).error;
             } catch (const Error&) {
             }
-            throw Error(fmt::format("Incus refused GET {}: {}", path, text), hint_for_incus_error(text, raw.status));
+            throw IncusError(fmt::format("Incus refused GET {}: {}", path, text),
+                             hint_for_incus_error(text, raw.status), raw.status, classify_refusal(text));
         }
         return std::move(raw.body);
     }
@@ -84,7 +87,8 @@ public:
             text = parse_envelope(raw.body, raw.status).error;
         } catch (const Error&) {
         }
-        throw Error(fmt::format("Incus refused POST {}: {}", path, text), hint_for_incus_error(text, raw.status));
+        throw IncusError(fmt::format("Incus refused POST {}: {}", path, text), hint_for_incus_error(text, raw.status),
+                         raw.status, classify_refusal(text));
     }
 
     [[nodiscard]] bool preview() const override { return false; }
@@ -251,6 +255,12 @@ Response parse_envelope(std::string_view body, int http_status) {
     response.operation = document.value("operation", std::string());
     if (auto it = document.find("metadata"); it != document.end()) response.metadata = std::move(*it);
     return response;
+}
+
+IncusRefusal classify_refusal(std::string_view incus_error) {
+    if (contains(incus_error, "is busy")) return IncusRefusal::Busy;
+    if (contains(incus_error, "in use")) return IncusRefusal::InUse;
+    return IncusRefusal::Other;
 }
 
 std::string hint_for_incus_error(std::string_view error, int code) {

@@ -158,11 +158,40 @@ public:
     [[nodiscard]] virtual Transport* transport() { return nullptr; }
 };
 
-// Thrown by Client::query for a 404, so that delete can tolerate absent pieces.
-// It is an agentctl::Error, so an uncaught one still reads well.
-class NotFound : public Error {
+// What a refusal from Incus means to a caller that could try again. Incus
+// gives these cases no code of their own (they arrive as 400, like "Instance
+// is running", which waiting does not cure), so Incus's own error text decides,
+// read here once:
+//   Busy:  another operation holds the instance ("Instance is busy running a
+//          \"create\" operation", Incus's instance operation lock);
+//   InUse: the object is still used by another ("The network is currently in
+//          use", networkDelete; likewise a network ACL).
+enum class IncusRefusal { Other, Busy, InUse };
+[[nodiscard]] IncusRefusal classify_refusal(std::string_view incus_error);
+
+// An error envelope or a failed operation from the daemon, with Incus's code
+// (the envelope's error_code, else the HTTP status; a failed operation's
+// status_code). It is an agentctl::Error, so an uncaught one still reads well.
+class IncusError : public Error {
 public:
-    using Error::Error;
+    IncusError(std::string message, std::string hint, int status, IncusRefusal refusal = IncusRefusal::Other)
+        : Error(std::move(message), std::move(hint)), m_status(status), m_refusal(refusal) {}
+
+    [[nodiscard]] int status() const noexcept { return m_status; }
+    [[nodiscard]] IncusRefusal refusal() const noexcept { return m_refusal; }
+    // Worth asking again shortly: the instance is busy or the object still in use.
+    [[nodiscard]] bool transient() const noexcept { return m_refusal != IncusRefusal::Other; }
+
+private:
+    int m_status = 0;
+    IncusRefusal m_refusal = IncusRefusal::Other;
+};
+
+// Thrown by Client::query for a 404, so that delete can tolerate absent pieces.
+class NotFound : public IncusError {
+public:
+    explicit NotFound(std::string message, std::string hint = {})
+        : IncusError(std::move(message), std::move(hint), 404) {}
 };
 
 // The real client over a transport. `project` is appended as ?project=P when set.

@@ -1,7 +1,6 @@
 // The confinement proof of a running sandbox (the probe battery, with
 // listeners on the host that no probe may reach) and `logs --network`.
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "agentctl/host_network.hpp"
 #include "egress_proxy/egress_proxy.hpp"
 #include "provider/common/probes.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
@@ -67,19 +67,13 @@ private:
 // An IPv4 address of this host that is neither loopback nor on a sandbox
 // bridge: the "other host address" probes aim at it.
 std::string other_host_address() {
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) != 0) return {};
-    std::string found;
-    for (ifaddrs* it = list; it != nullptr && found.empty(); it = it->ifa_next) {
-        if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
-        const std::string_view iface = it->ifa_name;
-        if (iface == "lo" || iface.starts_with("agc-") || iface.starts_with("incusbr")) continue;
-        char text[INET_ADDRSTRLEN] = {};
-        const auto* in = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
-        if (::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text) != nullptr) found = text;
+    for (const auto& entry : policy::interface_addresses()) {
+        if (entry.address.v6) continue;
+        const std::string_view iface = entry.interface;
+        if (iface == "lo" || iface.starts_with(k_bridge_prefix) || iface.starts_with("incusbr")) continue;
+        return entry.address.to_string();
     }
-    ::freeifaddrs(list);
-    return found;
+    return {};
 }
 
 void escape(std::vector<common::ProbeResult>& results, const std::string& name, const std::string& detail) {
@@ -96,15 +90,17 @@ void escape(std::vector<common::ProbeResult>& results, const std::string& name, 
 }  // namespace
 
 IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name, const Json& instance) {
-    if (m_api.preview()) return ProbeRun::unverified("not verified: preview");
+    if (m_api.preview()) return ProbeRun::unverified(ConfinementState::NotVerified, "preview");
     auto network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
-    if (!network.enabled) return ProbeRun::unverified("off: the sandbox has no network policy (--no-network-policy)");
+    if (!network.enabled)
+        return ProbeRun::unverified(ConfinementState::Off, "the sandbox has no network policy (--no-network-policy)");
     const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
-    if (!bridge_address) return ProbeRun::unverified("not verified: the bridge address is not recorded");
+    if (!bridge_address)
+        return ProbeRun::unverified(ConfinementState::NotVerified, "the bridge address is not recorded");
     const auto gateway = bridge_address->address_text();
     const bool vm = config_value(instance, key::k_isolation) == "vm";
     if (wait_for_address(name, vm ? 120 : 30).empty())
-        return ProbeRun::unverified("not verified: the sandbox got no IPv4 address on eth0");
+        return ProbeRun::unverified(ConfinementState::NotVerified, "the sandbox got no IPv4 address on eth0");
 
     const auto placement = placement_of(instance);
     ProbeTargets targets;
@@ -119,8 +115,8 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     if (local) {
         gateway_canary.emplace(gateway, 0);
         if (!gateway_canary->ok()) {
-            return ProbeRun::unverified(
-                fmt::format("not verified: cannot listen on {}: {}", gateway, gateway_canary->error()));
+            return ProbeRun::unverified(ConfinementState::NotVerified,
+                                        fmt::format("cannot listen on {}: {}", gateway, gateway_canary->error()));
         }
         targets.gateway_canary = gateway_canary->port();
     }
@@ -166,7 +162,7 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     return run;
 }
 
-std::string IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
+ConfinementStatus IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
     if (!run.not_verified.empty()) return run.not_verified;
     const auto& results = run.results;
     Json record = Json::array();
@@ -182,7 +178,7 @@ std::string IncusProvider::record_probes(const std::string& name, const ProbeRun
         std::string what;
         for (const auto* r : summary.escaped) what += fmt::format("\n  {}: {}", r->name, r->detail);
         const auto line = common::confinement_line(summary, std::chrono::system_clock::now());
-        set_records(name, {{std::string(key::k_confinement), line}});
+        set_records(name, {{std::string(key::k_confinement), to_string(line)}});
         throw Error(fmt::format("network confinement of {} FAILED; the sandbox was stopped. Probes that got out:{}",
                                 name, what),
                     "check the bridge's ACL (incus network show " + bridge_name(name) +
@@ -193,7 +189,7 @@ std::string IncusProvider::record_probes(const std::string& name, const ProbeRun
     return common::confinement_line(summary, std::chrono::system_clock::now());
 }
 
-std::string IncusProvider::check_confinement(const std::string& name, const Json& instance) {
+ConfinementStatus IncusProvider::check_confinement(const std::string& name, const Json& instance) {
     return record_probes(name, run_probe_battery(name, instance));
 }
 
@@ -201,11 +197,12 @@ void IncusProvider::verify_confinement(const std::string& name, const Json& inst
     m_context.reporter.step(fmt::format("checking network confinement of {}", name));
     const auto confinement =
         early.valid() ? record_probes(name, early.get()) : record_probes(name, run_probe_battery(name, instance));
-    set_records(name, {{std::string(key::k_confinement), confinement}});
-    if (confinement.starts_with("verified")) {
-        m_context.reporter.notice("network confinement " + confinement);
+    const auto line = to_string(confinement);
+    set_records(name, {{std::string(key::k_confinement), line}});
+    if (confinement.state == ConfinementState::Verified) {
+        m_context.reporter.notice("network confinement " + line);
     } else if (!m_api.preview()) {
-        m_context.reporter.warning(fmt::format("{}: network confinement {}", name, confinement));
+        m_context.reporter.warning(fmt::format("{}: network confinement {}", name, line));
     }
 }
 

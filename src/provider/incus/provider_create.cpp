@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "policy/check.hpp"
+#include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 #include "provider/incus/cluster.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
@@ -366,13 +366,8 @@ void IncusProvider::remove(const std::string& name, bool force) {
             }
             remove_once(name, force);
             return;
-        } catch (const NotFound&) {
-            throw;
-        } catch (const Error& e) {
-            const std::string_view text = e.what();
-            const bool transient =
-                text.find("is busy") != std::string_view::npos || text.find("in use") != std::string_view::npos;
-            if (!transient || std::chrono::steady_clock::now() >= deadline) throw;
+        } catch (const IncusError& e) {
+            if (!e.transient() || std::chrono::steady_clock::now() >= deadline) throw;
             std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
     }

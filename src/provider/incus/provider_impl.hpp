@@ -75,14 +75,14 @@ public:
 private:
     // One run of the confinement probe battery (provider_confinement.cpp).
     struct ProbeRun {
-        std::string not_verified;  // set: no probe ran, and this is why (the line for status)
+        ConfinementStatus not_verified;  // set: no probe ran, and this is why (the line for status)
         std::vector<common::ProbeResult> results;
         std::chrono::milliseconds elapsed{0};
         ProxyPlacement placement = ProxyPlacement::Host;  // where the sandbox's proxy runs
 
-        static ProbeRun unverified(std::string why) {
+        static ProbeRun unverified(ConfinementState state, std::string why) {
             ProbeRun run;
-            run.not_verified = std::move(why);
+            run.not_verified = {state, std::move(why)};
             return run;
         }
     };
@@ -157,8 +157,8 @@ private:
     ProbeRun run_probe_battery(const std::string& name, const Json& instance);
     // Records a run; stops the sandbox and throws when a probe escaped.
     // Returns the confinement line.
-    std::string record_probes(const std::string& name, const ProbeRun& run);
-    std::string check_confinement(const std::string& name, const Json& instance);
+    ConfinementStatus record_probes(const std::string& name, const ProbeRun& run);
+    ConfinementStatus check_confinement(const std::string& name, const Json& instance);
     // Records the confinement line and reports it; stops the sandbox and
     // throws when a probe escaped. `early`: a battery already under way.
     void verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early = {});

@@ -322,7 +322,7 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
             info.network.reset();
         }
     }
-    info.confinement = config_value(instance, key::k_confinement);
+    info.confinement = parse_confinement(config_value(instance, key::k_confinement));
     auto widened = Json::parse(config_value(instance, key::k_widenings), nullptr, false);
     if (widened.is_array()) {
         for (const auto& w : widened) {

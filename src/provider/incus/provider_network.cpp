@@ -8,7 +8,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
-#include "policy/check.hpp"
+#include "agentctl/host_network.hpp"
 #include "provider/incus/naming.hpp"
 #include "provider/incus/provider_impl.hpp"
 #include "provider/incus/proxy_instance.hpp"

@@ -5,8 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "policy/check.hpp"
-
 namespace agentctl::provider::incus {
 
 bool is_this_machine(const std::string& host, policy::Resolver& resolver,

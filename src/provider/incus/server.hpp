@@ -12,13 +12,10 @@
 #include <span>
 #include <string>
 
+#include "agentctl/host_network.hpp"
 #include "agentctl/policy.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/remote.hpp"
-
-namespace agentctl::policy {
-class Resolver;
-}
 
 namespace agentctl::provider::incus {
 

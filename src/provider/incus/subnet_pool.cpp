@@ -1,7 +1,6 @@
 #include "provider/incus/subnet_pool.hpp"
 
 #include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 
 #include <charconv>
@@ -10,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 
 namespace agentctl::provider::incus {
@@ -112,15 +112,12 @@ std::vector<Ipv4Net> parse_proc_net_route(std::string_view content) {
 std::vector<Ipv4Net> host_ipv4_networks() {
     std::vector<Ipv4Net> nets;
     if (auto routes = core::read_file_if_exists("/proc/net/route")) nets = parse_proc_net_route(*routes);
-    ifaddrs* list = nullptr;
-    if (::getifaddrs(&list) == 0) {
-        for (auto* it = list; it != nullptr; it = it->ifa_next) {
-            if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET || it->ifa_netmask == nullptr) continue;
-            const auto* addr = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
-            const auto* mask = reinterpret_cast<const sockaddr_in*>(it->ifa_netmask);
-            nets.push_back({ntohl(addr->sin_addr.s_addr), prefix_from_mask(ntohl(mask->sin_addr.s_addr))});
-        }
-        ::freeifaddrs(list);
+    for (const auto& entry : policy::interface_addresses()) {
+        if (entry.address.v6 || !entry.prefix_length) continue;
+        const auto& b = entry.address.bytes;
+        const std::uint32_t address = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) |
+                                      (std::uint32_t{b[2]} << 8) | std::uint32_t{b[3]};
+        nets.push_back({address, *entry.prefix_length});
     }
     return nets;
 }

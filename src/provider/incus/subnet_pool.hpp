@@ -44,7 +44,7 @@ inline constexpr int k_default_subnet_prefix = 28;
 [[nodiscard]] std::vector<Ipv4Net> parse_proc_net_route(std::string_view content);
 
 // The host's IPv4 networks in use: /proc/net/route plus every interface
-// address with its netmask (getifaddrs).
+// address with its netmask (policy::interface_addresses).
 [[nodiscard]] std::vector<Ipv4Net> host_ipv4_networks();
 
 }  // namespace agentctl::provider::incus

@@ -171,7 +171,7 @@ void LimaBackend::stop(const std::string& name, const StopRequest& request) {
     if (inst && inst->status != "Stopped") run_limactl(limactl_stop(name, request.force), "stop " + name);
     stop_proxy(proxy_paths(name).pid_file);
     state.hostagent_pid = 0;
-    state.confinement.clear();
+    state.confinement = {};
     save_state(m_ctx.state_dir, state);
 }
 
@@ -261,15 +261,15 @@ InstanceInfo LimaBackend::status(const std::string& name) {
     }
     const bool running = inst && inst->status == "Running";
     if (state.unrestricted) {
-        info.confinement = "off (created with --no-network-policy)";
+        info.confinement = {ConfinementState::Off, "(created with --no-network-policy)"};
         info.widenings.push_back("no network policy: egress is unrestricted");
     } else if (running && state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
         info.confinement = state.confinement;
     } else if (running) {
-        info.confinement =
-            "none: the running hostagent was not started by agentctl (a plain `limactl start`?); "
-            "egress is unrestricted until `agentctl stop " +
-            name + "` and `agentctl start " + name + "`";
+        info.confinement = {ConfinementState::None,
+                            "the running hostagent was not started by agentctl (a plain `limactl start`?); "
+                            "egress is unrestricted until `agentctl stop " +
+                                name + "` and `agentctl start " + name + "`"};
     }
     for (const auto& m : state.mounts) {
         if (m.writable) info.widenings.push_back("writable mount: " + m.host_path + " -> " + m.guest_path);

@@ -90,7 +90,7 @@ void LimaBackend::boot_unrestricted(LimaState& state) {
     if (m_ctx.preview) return;
     auto inst = inspect(state.name);
     state.hostagent_pid = inst ? inst->host_agent_pid : 0;
-    state.confinement.clear();
+    state.confinement = {};
     save_state(m_ctx.state_dir, state);
 }
 
@@ -151,15 +151,16 @@ std::string LimaBackend::boot_confined(LimaState& state) {
         }
         stop_proxy(paths.pid_file);
         state.hostagent_pid = 0;
-        state.confinement.clear();
+        state.confinement = {};
         save_state(m_ctx.state_dir, state);
         throw Error("network confinement failed: " + confinement.reason + "; the instance was stopped",
                     std::string("do not start it with limactl; ") + k_troubleshooting);
     }
-    state.confinement = confinement.verdict == Verdict::Verified ? "verified: " + confinement.reason
-                                                                 : "not verified: " + confinement.reason;
+    state.confinement = {
+        confinement.verdict == Verdict::Verified ? ConfinementState::Verified : ConfinementState::NotVerified,
+        confinement.reason};
     save_state(m_ctx.state_dir, state);
-    return "network confinement " + state.confinement;
+    return "network confinement " + to_string(state.confinement);
 }
 
 void LimaBackend::start(const std::string& name, const StartRequest& request) {
@@ -196,7 +197,8 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
         if (state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
             m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
             common::report_mounts(m_ctx.reporter, state.mounts);
-            if (!state.confinement.empty()) m_ctx.reporter.notice("network confinement " + state.confinement);
+            if (!state.confinement.empty())
+                m_ctx.reporter.notice("network confinement " + to_string(state.confinement));
             return;
         }
         throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,

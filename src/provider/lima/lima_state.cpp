@@ -61,7 +61,7 @@ std::string state_to_json(const LimaState& s) {
         {"sshPort", s.ssh_port},
         {"proxyPort", s.proxy_port},
         {"hostagentPid", s.hostagent_pid},
-        {"confinement", s.confinement},
+        {"confinement", to_string(s.confinement)},
         {"mounts", mounts},
         {"ports", ports},
     };
@@ -85,7 +85,7 @@ LimaState state_from_json(const std::string& text, const std::string& path) {
     s.ssh_port = read_port(doc, "sshPort", path);
     s.proxy_port = read_port(doc, "proxyPort", path);
     s.hostagent_pid = read<int>(doc, "hostagentPid", path, 0);
-    s.confinement = read<std::string>(doc, "confinement", path, "");
+    s.confinement = parse_confinement(read<std::string>(doc, "confinement", path, ""));
     if (auto it = doc.find("mounts"); it != doc.end() && it->is_array()) {
         for (std::size_t i = 0; i < it->size(); ++i) {
             const json& m = (*it)[i];

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "agentctl/confinement.hpp"
 #include "agentctl/sandbox.hpp"
 
 namespace agentctl::provider::lima {
@@ -23,11 +24,11 @@ struct LimaState {
     bool dns_disabled = false;  // profile network.dns.disabled: host resolver off
     std::string agent;          // --agent requested ("" = none)
     bool agent_installed = false;
-    std::uint16_t ssh_port = 0;    // pinned ssh.localPort (49152-65535)
-    std::uint16_t proxy_port = 0;  // pinned egress proxy port (49152-65535)
-    int hostagent_pid = 0;         // the hostagent agentctl started; 0 when stopped
-    std::string confinement;       // "verified", "not verified: ...", "" when unknown
-    std::vector<Mount> mounts;     // the sticky mount set agentctl applied
+    std::uint16_t ssh_port = 0;     // pinned ssh.localPort (49152-65535)
+    std::uint16_t proxy_port = 0;   // pinned egress proxy port (49152-65535)
+    int hostagent_pid = 0;          // the hostagent agentctl started; 0 when stopped
+    ConfinementStatus confinement;  // "verified: ...", "not verified: ...", empty when unknown
+    std::vector<Mount> mounts;      // the sticky mount set agentctl applied
     std::vector<PortForward> ports;
 };
 

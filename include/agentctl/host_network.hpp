@@ -1,0 +1,51 @@
+// This machine's view of the network, the one seam every module goes through:
+// host names looked up (Resolver) and the addresses on this machine's
+// interfaces. `policy check`, the egress proxy, the Incus provider's ACLs and
+// remote detection, and the bridge subnet choice all read these. The real
+// implementation is src/policy/host_network.cpp; tests use
+// tests/support/fake_resolver.hpp.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agentctl/policy.hpp"
+
+struct sockaddr;
+
+namespace agentctl::policy {
+
+// Looks host names up.
+class Resolver {
+public:
+    virtual ~Resolver() = default;
+    // Every address of `host`, in the resolver's order, each once; empty when
+    // the name does not resolve. Never throws for a lookup failure.
+    [[nodiscard]] virtual std::vector<IpAddress> resolve(const std::string& host) = 0;
+};
+
+// getaddrinfo (AF_UNSPEC, SOCK_STREAM).
+[[nodiscard]] std::unique_ptr<Resolver> make_system_resolver();
+
+// One address configured on one of this machine's interfaces.
+struct InterfaceAddress {
+    std::string interface;  // "lo", "eth0", "agc-..."
+    IpAddress address;
+    std::optional<int> prefix_length;  // leading one bits of the netmask; none when it has no netmask
+};
+
+// Every IPv4 and IPv6 address on this machine's interfaces (getifaddrs), in
+// the order the kernel lists them. Empty when they cannot be listed.
+[[nodiscard]] std::vector<InterfaceAddress> interface_addresses();
+
+// The distinct addresses of interface_addresses(): this machine's own
+// addresses, which decide() always refuses.
+[[nodiscard]] std::vector<IpAddress> host_own_addresses();
+
+// The address in a sockaddr_in or sockaddr_in6; nullopt for a null pointer or
+// any other family.
+[[nodiscard]] std::optional<IpAddress> from_sockaddr(const sockaddr* address);
+
+}  // namespace agentctl::policy
