@@ -158,6 +158,38 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     return "network confinement " + state.confinement;
 }
 
+bool LimaBackend::already_running(const std::string& name, const LimaState& state, const LimaInstance& instance) {
+    if (instance.status != "Running") return false;
+    if (state.hostagent_pid != 0 && instance.host_agent_pid == state.hostagent_pid) {
+        m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
+        common::report_mounts(m_ctx.reporter, state.mounts);
+        if (!state.confinement.empty()) m_ctx.reporter.notice("network confinement " + state.confinement);
+        return true;
+    }
+    throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
+                                        fmt::format("it is already running, but not under agentctl (hostagent pid "
+                                                    "{}), so its egress is not confined",
+                                                    instance.host_agent_pid)}}),
+                std::string("stop it with `limactl stop ") + name + "`, then `agentctl start " + name + "`; " +
+                    k_troubleshooting);
+}
+
+void LimaBackend::refuse_unsafe_start(const std::string& name, const LimaState& state) {
+    auto registrations = autostart_registrations(m_home, "/", name, file_exists);
+    if (!registrations.empty()) {
+        throw Error(render_refusals(name, {{RefusalKind::Autostart,
+                                            fmt::format("it is registered to start with launchd (limactl autostart): "
+                                                        "{}",
+                                                        registrations.front())}}),
+                    std::string("run `limactl autostart disable ") + name + "`; " + k_troubleshooting);
+    }
+    if (!state.unrestricted && !loopback_port_free(state.ssh_port)) {
+        throw Error(fmt::format("the pinned SSH port 127.0.0.1:{} of \"{}\" is in use by another program",
+                                state.ssh_port, name),
+                    "stop that program, or delete and re-create the sandbox to pin another port");
+    }
+}
+
 void LimaBackend::start(const std::string& name, const StartRequest& request) {
     auto state = require_state(name);
     if (!state.unrestricted && !m_ctx.platform.is_macos()) {
@@ -188,33 +220,8 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
         throw Error(fmt::format("Lima has no instance \"{}\" any more", name),
                     "remove agentctl's record of it with `agentctl delete " + name + "`");
     }
-    if (inst->status == "Running") {
-        if (state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
-            m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
-            common::report_mounts(m_ctx.reporter, state.mounts);
-            if (!state.confinement.empty()) m_ctx.reporter.notice("network confinement " + state.confinement);
-            return;
-        }
-        throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
-                                            fmt::format("it is already running, but not under agentctl (hostagent pid "
-                                                        "{}), so its egress is not confined",
-                                                        inst->host_agent_pid)}}),
-                    std::string("stop it with `limactl stop ") + name + "`, then `agentctl start " + name + "`; " +
-                        k_troubleshooting);
-    }
-    auto registrations = autostart_registrations(m_home, "/", name, file_exists);
-    if (!registrations.empty()) {
-        throw Error(render_refusals(name, {{RefusalKind::Autostart,
-                                            fmt::format("it is registered to start with launchd (limactl autostart): "
-                                                        "{}",
-                                                        registrations.front())}}),
-                    std::string("run `limactl autostart disable ") + name + "`; " + k_troubleshooting);
-    }
-    if (!state.unrestricted && !loopback_port_free(state.ssh_port)) {
-        throw Error(fmt::format("the pinned SSH port 127.0.0.1:{} of \"{}\" is in use by another program",
-                                state.ssh_port, name),
-                    "stop that program, or delete and re-create the sandbox to pin another port");
-    }
+    if (already_running(name, state, *inst)) return;
+    refuse_unsafe_start(name, state);
 
     if (!expression.empty()) run_limactl(limactl_edit(name, expression), "configure " + name);
     if (mounts) {
