@@ -14,7 +14,6 @@
 #include "cli/reporter.hpp"
 #include "cli/suggest.hpp"
 #include "cli/version.hpp"
-#include "core/config.hpp"
 
 namespace agentctl::cli {
 namespace {
@@ -105,13 +104,16 @@ int run(int argc, char** argv) {
     for (const auto& entry : providers()) names.emplace_back(entry.name);
     app.add_option("--provider", globals.provider, "Backend to use: " + provider_names(", ") + " (default: config)")
         ->check(CLI::IsMember(names));
-    app.add_option("--remote", globals.remote,
-                   "Incus: the incus client's remote to use (incus remote list) instead of the local daemon "
-                   "(default: config incus.remote)")
-        ->check([](const std::string& value) {
-            const auto problem = core::find_config_key("incus.remote")->validate(value);
-            return problem.empty() ? std::string() : "--remote " + problem;
-        });
+    if (const auto* remotes = remote_provider()) {
+        app.add_option("--remote", globals.remote,
+                       fmt::format("{}: the {} client's remote to use ({} remote list) instead of the local daemon "
+                                   "(default: config {})",
+                                   remotes->title, remotes->name, remotes->name, remotes->remote_setting))
+            ->check([setting = find_config_key(remotes->remote_setting)](const std::string& value) {
+                const auto problem = setting->validate(value);
+                return problem.empty() ? std::string() : "--remote " + problem;
+            });
+    }
     app.add_option("--output,-o,--format", globals.output, "Output format: table or json")
         ->check(CLI::IsMember({"table", "json"}));
     app.add_option("--profile-dir", globals.profile_dir, "Organisation profile directory (overrides profileDir)")

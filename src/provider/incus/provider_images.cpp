@@ -123,8 +123,7 @@ void IncusProvider::build_from_nothing(const std::string& output, const std::vec
 }
 
 void IncusProvider::image_pull(const std::string& ref) {
-    auto it = m_context.settings.find("incus.imageRemote");
-    std::string remote = it == m_context.settings.end() || it->second.empty() ? "images" : it->second;
+    std::string remote = setting(m_context, config_key::k_image_remote);
     // `images` is the name the incus client gives the community image server.
     if (remote == "images") remote = "https://images.linuxcontainers.org";
     if (remote.find("://") == std::string::npos) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "policy/check.hpp"
+#include "provider/incus/settings.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -40,7 +41,7 @@ std::string Server::describe() const {
 
 Server locate_server(const std::map<std::string, std::string>& settings, const IncusConfigDirs& dirs) {
     Server server;
-    auto it = settings.find("incus.remote");
+    auto it = settings.find(std::string(config_key::k_remote));
     if (it != settings.end()) server.remote = it->second;
     if (server.remote.empty()) {
         server.socket = find_socket();
