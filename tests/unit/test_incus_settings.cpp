@@ -1,5 +1,6 @@
 // The Incus provider's configuration keys: one table of names, defaults and
-// validators.
+// validators, and one rule for incus.imageRemote shared by `config set` and
+// `image pull`.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
@@ -30,4 +31,23 @@ TEST_CASE("every Incus setting is named incus.* and its default passes its own v
     REQUIRE(pool);
     CHECK(pick_subnet(*pool, std::stoi(std::string(key(config_key::k_subnet_prefix).default_value)), {}).to_string() ==
           "10.213.0.0/28");
+}
+
+TEST_CASE("incus.imageRemote: config set and image pull accept the same values", "[settings]") {
+    const auto& remote = key(config_key::k_image_remote);
+    for (const char* good : {"images", "https://images.linuxcontainers.org", "https://images.example.org/streams"}) {
+        INFO(good);
+        CHECK(remote.validate(good).empty());
+        CHECK_NOTHROW(image_server_url(good));
+    }
+    CHECK(image_server_url("images") == "https://images.linuxcontainers.org");
+    CHECK(image_server_url("https://images.example.org") == "https://images.example.org");
+    for (const char* bad : {"ubuntu", "images.example.org", "https://", "://host", "https://a b"}) {
+        INFO(bad);
+        CHECK_FALSE(remote.validate(bad).empty());
+        CHECK_THROWS_AS(image_server_url(bad), agentctl::Error);
+    }
+    CHECK_THROWS_WITH(image_server_url("ubuntu"),
+                      "setting incus.imageRemote: must be `images` or the URL of a simplestreams server, such as "
+                      "https://images.linuxcontainers.org (got 'ubuntu')");
 }

@@ -13,6 +13,7 @@ namespace agentctl::provider::incus {
 namespace {
 
 constexpr std::string_view k_default_pool = "10.213.0.0/16";
+constexpr std::string_view k_community_images = "https://images.linuxcontainers.org";
 
 std::string validate_cidr(std::string_view value) {
     auto slash = value.find('/');
@@ -81,11 +82,15 @@ std::string validate_proxy_placement(std::string_view value) {
                : fmt::format("must be auto, host or instance (got '{}')", value);
 }
 
-std::string validate_remote(std::string_view value) {
-    if (value.empty() || value.find_first_of(" \t\n/") != std::string_view::npos) {
-        return fmt::format("must be an Incus remote name such as 'images' (got '{}')", value);
-    }
-    return {};
+// `images`, or a simplestreams server's URL (SCHEME://HOST...).
+std::string validate_image_remote(std::string_view value) {
+    if (value == "images") return {};
+    const auto scheme_end = value.find("://");
+    const bool url = scheme_end != std::string_view::npos && scheme_end > 0 && scheme_end + 3 < value.size() &&
+                     value.find_first_of(" \t\n") == std::string_view::npos;
+    if (url) return {};
+    return fmt::format("must be `images` or the URL of a simplestreams server, such as {} (got '{}')",
+                       k_community_images, value);
 }
 
 constexpr std::array k_settings{
@@ -110,8 +115,9 @@ constexpr std::array k_settings{
               "where each Incus sandbox's egress proxy runs: auto (the host when the Incus server is this machine), "
               "host, or instance (a small companion container on the sandbox's bridge)",
               "auto", KeyPolicy::UserMayOverride, &validate_proxy_placement},
-    ConfigKey{config_key::k_image_remote, "the Incus remote that `image pull` copies from", "images",
-              KeyPolicy::OrgLocks, &validate_remote},
+    ConfigKey{config_key::k_image_remote,
+              "the simplestreams server `image pull` copies from: images (the community server) or its URL", "images",
+              KeyPolicy::OrgLocks, &validate_image_remote},
 };
 
 }  // namespace
@@ -124,6 +130,15 @@ std::string setting(const ProviderContext& context, std::string_view key) {
     auto spec = std::find_if(k_settings.begin(), k_settings.end(), [&](const auto& k) { return k.name == key; });
     if (spec == k_settings.end()) throw Error(fmt::format("internal error: {} is not an Incus setting", key));
     return std::string(spec->default_value);
+}
+
+std::string image_server_url(std::string_view image_remote) {
+    if (auto problem = validate_image_remote(image_remote); !problem.empty()) {
+        throw Error(fmt::format("setting {}: {}", config_key::k_image_remote, problem),
+                    fmt::format("set the simplestreams server's URL: agentctl config set {}=https://HOST",
+                                config_key::k_image_remote));
+    }
+    return image_remote == "images" ? std::string(k_community_images) : std::string(image_remote);
 }
 
 }  // namespace agentctl::provider::incus

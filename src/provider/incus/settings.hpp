@@ -33,4 +33,11 @@ inline constexpr std::string_view k_image_remote = "incus.imageRemote";
 // table's default when it is unset or empty.
 [[nodiscard]] std::string setting(const ProviderContext& context, std::string_view key);
 
+// The simplestreams server an incus.imageRemote value names: `images` (the
+// name the incus client gives the community image server) is
+// https://images.linuxcontainers.org; any other value must be the server's
+// URL. Throws agentctl::Error for a value that is neither; the config key's
+// validator applies the same rule.
+[[nodiscard]] std::string image_server_url(std::string_view image_remote);
+
 }  // namespace agentctl::provider::incus
