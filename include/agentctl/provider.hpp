@@ -23,6 +23,7 @@
 
 #include "agentctl/capability.hpp"
 #include "agentctl/confinement.hpp"
+#include "agentctl/config_key.hpp"
 #include "agentctl/process.hpp"
 #include "agentctl/sandbox.hpp"
 
@@ -178,14 +179,23 @@ public:
     virtual void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) = 0;
 };
 
-// One entry of the provider registry.
+// One entry of the provider registry: everything agentctl knows about a
+// provider outside the provider itself.
 struct ProviderEntry {
-    std::string_view name;
-    std::string_view description;
+    std::string_view name;         // --provider NAME, `provider: NAME` in the configuration
+    std::string_view title;        // the backend as a sentence names it ("Incus")
+    std::string_view description;  // one line for `capabilities` and the manual
     CapabilityMatrix (*capabilities)(const HostPlatform& platform);
     std::unique_ptr<Provider> (*create)(ProviderContext& context);
     // How the provider enforces a network policy, as a phrase for `policy check`.
     std::string_view egress = {};
+    // The provider's configuration keys (`incus.*`), with their validators and
+    // defaults; null: it has none. They reach the provider in
+    // ProviderContext::settings.
+    std::span<const ConfigKey> (*settings)() = nullptr;
+    // The setting the global `--remote NAME` stands for ("incus.remote");
+    // empty: the backend has no remotes, and --remote is refused.
+    std::string_view remote_setting = {};
 };
 
 // Every compiled-in provider, in display order.
@@ -193,5 +203,15 @@ struct ProviderEntry {
 [[nodiscard]] const ProviderEntry* find_provider(std::string_view name);
 // The registry's names in display order, joined by `separator` (e.g. "incus|lima|hyperv").
 [[nodiscard]] std::string provider_names(std::string_view separator);
+// The provider whose remotes `--remote` names (the one with a remote_setting);
+// nullptr when none has remotes.
+[[nodiscard]] const ProviderEntry* remote_provider();
+
+// Every configuration key, in display order: `provider` (one of the names
+// above), core's generic keys (core/config.hpp), then each provider's
+// settings. The one table `agentctl config` loads, lists and completes.
+[[nodiscard]] std::span<const ConfigKey> config_keys();
+// The key of that name in config_keys(), or nullptr.
+[[nodiscard]] const ConfigKey* find_config_key(std::string_view name);
 
 }  // namespace agentctl

@@ -1,6 +1,7 @@
 #include "cli/app.hpp"
 
 #include <iostream>
+#include <optional>
 #include <string_view>
 
 #include <CLI/CLI.hpp>
@@ -14,7 +15,6 @@
 #include "cli/reporter.hpp"
 #include "cli/suggest.hpp"
 #include "cli/version.hpp"
-#include "core/config.hpp"
 
 namespace agentctl::cli {
 namespace {
@@ -91,13 +91,8 @@ int report_unknown(const CLI::App& app) {
     return exit_code::k_error;
 }
 
-}  // namespace
-
-int run(int argc, char** argv) {
-    GlobalOptions globals;
-    Action action;
-    CLI::App app{"agentctl runs AI coding agents inside virtual machines, with default-deny network egress.",
-                 "agentctl"};
+// The options every command takes, in the order --help lists them.
+void add_global_options(CLI::App& app, GlobalOptions& globals) {
     app.set_version_flag("--version", std::string("agentctl ") + k_version);
     app.require_subcommand(0, 1);
     app.fallthrough();
@@ -105,13 +100,16 @@ int run(int argc, char** argv) {
     for (const auto& entry : providers()) names.emplace_back(entry.name);
     app.add_option("--provider", globals.provider, "Backend to use: " + provider_names(", ") + " (default: config)")
         ->check(CLI::IsMember(names));
-    app.add_option("--remote", globals.remote,
-                   "Incus: the incus client's remote to use (incus remote list) instead of the local daemon "
-                   "(default: config incus.remote)")
-        ->check([](const std::string& value) {
-            const auto problem = core::find_config_key("incus.remote")->validate(value);
-            return problem.empty() ? std::string() : "--remote " + problem;
-        });
+    if (const auto* remotes = remote_provider()) {
+        app.add_option("--remote", globals.remote,
+                       fmt::format("{}: the {} client's remote to use ({} remote list) instead of the local daemon "
+                                   "(default: config {})",
+                                   remotes->title, remotes->name, remotes->name, remotes->remote_setting))
+            ->check([setting = find_config_key(remotes->remote_setting)](const std::string& value) {
+                const auto problem = setting->validate(value);
+                return problem.empty() ? std::string() : "--remote " + problem;
+            });
+    }
     app.add_option("--output,-o,--format", globals.output, "Output format: table or json")
         ->check(CLI::IsMember({"table", "json"}));
     app.add_option("--profile-dir", globals.profile_dir, "Organisation profile directory (overrides profileDir)")
@@ -130,18 +128,11 @@ int run(int argc, char** argv) {
         "  agentctl status demo\n"
         "  agentctl delete -f demo\n"
         "\nRun `agentctl help COMMAND` (or `agentctl COMMAND --help`) for a command's flags and examples.");
+}
 
-    Session session(globals);
-    CommandEnv env{session, action};
-    // The hidden egress-proxy verb is agentctl re-run by itself as a sandbox's
-    // proxy, where start-up time is the time until the sandbox has network. It
-    // comes first on that command line, so only its entry is built; every
-    // other command line gets the whole table.
-    const bool proxy_only = argc > 1 && std::string_view(argv[1]) == k_egress_proxy_verb;
-    for (const auto& entry : commands()) {
-        if (!proxy_only || entry.name == k_egress_proxy_verb) entry.add(app, env);
-    }
-
+// Parses the command line; an exit code when that already ended the run
+// (--help, --version, or a parse error, reported here).
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -161,13 +152,11 @@ int run(int argc, char** argv) {
         print_error(e.what(), e.hint());
         return e.code();
     }
+    return std::nullopt;
+}
 
-    setup_logging(globals);
-    if (!action) {
-        // `agentctl` alone: the overview, as incus, gh and docker print.
-        std::cout << app.help();
-        return exit_code::k_ok;
-    }
+// Runs the chosen command, with the one catch that prints what went wrong.
+int run_action(const Action& action, Session& session) {
     try {
         const int code = action();
         session.finish();
@@ -181,6 +170,36 @@ int run(int argc, char** argv) {
         print_error(fmt::format("internal error: {}", e.what()), "please report this with the command you ran");
         return exit_code::k_error;
     }
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+    GlobalOptions globals;
+    Action action;
+    CLI::App app{"agentctl runs AI coding agents inside virtual machines, with default-deny network egress.",
+                 "agentctl"};
+    add_global_options(app, globals);
+
+    Session session(globals);
+    CommandEnv env{session, action};
+    // The hidden egress-proxy verb is agentctl re-run by itself as a sandbox's
+    // proxy, where start-up time is the time until the sandbox has network. It
+    // comes first on that command line, so only its entry is built; every
+    // other command line gets the whole table.
+    const bool proxy_only = argc > 1 && std::string_view(argv[1]) == k_egress_proxy_verb;
+    for (const auto& entry : commands()) {
+        if (!proxy_only || entry.name == k_egress_proxy_verb) entry.add(app, env);
+    }
+    if (auto ended = parse_command_line(app, argc, argv)) return *ended;
+
+    setup_logging(globals);
+    if (!action) {
+        // `agentctl` alone: the overview, as incus, gh and docker print.
+        std::cout << app.help();
+        return exit_code::k_ok;
+    }
+    return run_action(action, session);
 }
 
 }  // namespace agentctl::cli

@@ -22,7 +22,7 @@ void add_config(CLI::App& app, CommandEnv& env) {
     auto* group = app.add_subcommand("config", "Read and change agentctl's configuration");
     group->require_subcommand(1);
     std::string keys;
-    for (const auto& key : core::config_keys()) keys += fmt::format("\n  {:<18} {}", key.name, key.description);
+    for (const auto& key : config_keys()) keys += fmt::format("\n  {:<18} {}", key.name, key.description);
     group->footer("\nKeys:" + keys);
 
     auto assignment = std::make_shared<std::string>();
@@ -51,7 +51,7 @@ void add_config(CLI::App& app, CommandEnv& env) {
         env.action = [&env, key] {
             auto& config = env.session.config();
             if (!key->empty()) {
-                if (core::find_config_key(*key) == nullptr) {
+                if (config.find_key(*key) == nullptr) {
                     throw Error(fmt::format("unknown configuration key '{}'", *key),
                                 "run `agentctl config get` to list the keys");
                 }
@@ -69,7 +69,7 @@ void add_config(CLI::App& app, CommandEnv& env) {
             }
             nlohmann::json all = nlohmann::json::object();
             std::vector<std::vector<std::string>> rows;
-            for (const auto& spec : core::config_keys()) {
+            for (const auto& spec : config.keys()) {
                 auto value = config.get(spec.name);
                 all[std::string(spec.name)] = {{"value", value ? nlohmann::json(value->value) : nullptr},
                                                {"source", value ? value->source : "unset"}};

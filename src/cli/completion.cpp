@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.hpp"
-#include "core/config.hpp"
+#include "agentctl/provider.hpp"
 #include "policy/catalog.hpp"
 
 namespace agentctl::cli {
@@ -83,7 +83,7 @@ std::vector<std::string> static_words(const std::string& type, const CLI::App& r
     } else if (type == vt::k_preset) {
         for (const auto& preset : policy::presets()) words.emplace_back(preset.name);
     } else if (type == vt::k_config_key || type == vt::k_assignment) {
-        for (const auto& key : core::config_keys()) words.emplace_back(key.name);
+        for (const auto& key : config_keys()) words.emplace_back(key.name);
     } else if (type == vt::k_command) {
         for (const auto* sub : visible_subcommands(&root)) words.push_back(sub->get_name());
     } else if (type.size() > 2 && type.front() == '{') {

@@ -67,7 +67,7 @@ Reporter& Session::reporter() {
 }
 
 core::Config& Session::config() {
-    if (!m_state->config) m_state->config = core::Config::load(core::config_paths_from_environment());
+    if (!m_state->config) m_state->config = core::Config::load(core::config_paths_from_environment(), config_keys());
     return *m_state->config;
 }
 
@@ -154,15 +154,16 @@ Provider& Session::provider() {
     if (m_state->provider) return *m_state->provider;
     const auto& entry = provider_entry();
     std::map<std::string, std::string> settings;
-    for (const auto& key : core::config_keys()) {
+    for (const auto& key : config().keys()) {
         if (auto value = config().get(key.name)) settings[std::string(key.name)] = value->value;
     }
     if (!m_globals.remote.empty()) {
-        if (entry.name != "incus") {
-            throw Error(fmt::format("--remote names an Incus remote, but the provider is {}", entry.name),
-                        "drop --remote, or use --provider incus");
+        if (entry.remote_setting.empty()) {
+            const auto* remotes = remote_provider();  // --remote exists only when one provider has remotes
+            throw Error(fmt::format("--remote names an {} remote, but the provider is {}", remotes->title, entry.name),
+                        fmt::format("drop --remote, or use --provider {}", remotes->name));
         }
-        settings["incus.remote"] = m_globals.remote;  // the option wins over the configuration
+        settings[std::string(entry.remote_setting)] = m_globals.remote;  // the option wins over the configuration
     }
     std::ostream& preview_out = collecting() ? static_cast<std::ostream&>(m_state->json_preview) : out();
     m_state->context = std::make_unique<ProviderContext>(ProviderContext{

@@ -14,17 +14,6 @@
 namespace agentctl::core {
 namespace {
 
-std::string validate_provider(std::string_view value) {
-    if (value == "incus" || value == "lima" || value == "hyperv") return {};
-    return fmt::format("provider must be one of incus, lima, hyperv (got '{}')", value);
-}
-
-std::string validate_path(std::string_view value) {
-    if (value.empty()) return "must not be empty";
-    if (value.front() != '/' && value.front() != '~') return fmt::format("must be an absolute path (got '{}')", value);
-    return {};
-}
-
 std::string validate_profile_name(std::string_view value) {
     const bool ok = !value.empty() && std::all_of(value.begin(), value.end(), [](unsigned char c) {
         return std::isalnum(c) || c == '-' || c == '_' || c == '.';
@@ -33,113 +22,22 @@ std::string validate_profile_name(std::string_view value) {
     return fmt::format("must be a profile name of letters, digits, '-', '_' and '.' (got '{}')", value);
 }
 
-std::string validate_cidr(std::string_view value) {
-    auto slash = value.find('/');
-    if (slash == std::string_view::npos)
-        return fmt::format("must be an IPv4 CIDR such as 10.213.0.0/16 (got '{}')", value);
-    int octets = 0;
-    int current = -1;
-    for (char c : value.substr(0, slash)) {
-        if (c == '.') {
-            if (current < 0 || current > 255) return fmt::format("'{}' is not an IPv4 network", value);
-            ++octets;
-            current = -1;
-        } else if (c >= '0' && c <= '9') {
-            current = (current < 0 ? 0 : current * 10) + (c - '0');
-            if (current > 255) return fmt::format("'{}' is not an IPv4 network", value);
-        } else {
-            return fmt::format("'{}' is not an IPv4 network", value);
-        }
-    }
-    auto prefix = value.substr(slash + 1);
-    int bits = prefix.empty() ? -1 : 0;
-    for (char c : prefix) bits = (c >= '0' && c <= '9' && bits >= 0) ? bits * 10 + (c - '0') : -1;
-    if (octets != 3 || current < 0 || bits < 8 || bits > 24) {
-        return fmt::format("must be an IPv4 CIDR with a prefix from /8 to /24 (got '{}')", value);
-    }
-    return {};
-}
-
-std::string validate_remote(std::string_view value) {
-    if (value.empty() || value.find_first_of(" \t\n/") != std::string_view::npos) {
-        return fmt::format("must be an Incus remote name such as 'images' (got '{}')", value);
-    }
-    return {};
-}
-
-// A remote of the incus client's config.yml, as `incus remote add NAME` takes
-// it: `NAME:` prefixes instance names, so no ':' (nor '/', spaces or a leading '-').
-std::string validate_remote_name(std::string_view value) {
-    const bool ok = !value.empty() && value.size() <= 255 && value.front() != '-' &&
-                    value.find_first_of(": \t\n/\\") == std::string_view::npos;
-    if (ok) return {};
-    return fmt::format("must be the name of a remote of the incus client, as `incus remote list` shows it (got '{}')",
-                       value);
-}
-
-std::string validate_prefix(std::string_view value) {
-    int bits = value.empty() || value.size() > 2 ? -1 : 0;
-    for (char c : value) bits = (bits >= 0 && c >= '0' && c <= '9') ? bits * 10 + (c - '0') : -1;
-    if (bits >= 16 && bits <= 29) return {};
-    return fmt::format("must be a prefix length from 16 to 29 (got '{}')", value);
-}
-
-std::string validate_image(std::string_view value) {
-    const bool ok =
-        !value.empty() && value.size() <= 255 && std::all_of(value.begin(), value.end(), [](unsigned char c) {
-            return std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/' || c == ':';
-        });
-    return ok ? std::string()
-              : fmt::format("must be an image alias or fingerprint such as agentctl-debian-12 (got '{}')", value);
-}
-
-std::string validate_pool_name(std::string_view value) {
-    const bool ok = !value.empty() && std::all_of(value.begin(), value.end(), [](unsigned char c) {
-        return std::isalnum(c) || c == '-' || c == '_' || c == '.';
-    });
-    return ok ? std::string() : fmt::format("must be an Incus storage pool name (got '{}')", value);
-}
-
-std::string validate_proxy_placement(std::string_view value) {
-    return value == "auto" || value == "host" || value == "instance"
-               ? std::string()
-               : fmt::format("must be auto, host or instance (got '{}')", value);
-}
-
 constexpr std::array k_keys{
-    ConfigKey{"provider", "the backend used when --provider is not given (incus, lima, hyperv)", "",
-              KeyPolicy::UserMayOverride, &validate_provider},
     ConfigKey{"profileDir", "the organisation's profile directory", "/etc/agentctl/profiles", KeyPolicy::OrgLocks,
               &validate_path},
     ConfigKey{"defaultProfile", "the profile used when create is given no --profile", "default",
               KeyPolicy::UserMayOverride, &validate_profile_name},
     ConfigKey{"baseProfile", "a profile applied first to every sandbox, as a floor (organisation only)", "",
               KeyPolicy::OrgOnly, &validate_profile_name},
-    ConfigKey{"incus.subnetPool", "the IPv4 range sandbox bridges take their subnets from", "10.213.0.0/16",
-              KeyPolicy::UserMayOverride, &validate_cidr},
-    ConfigKey{"incus.subnetPrefix", "the prefix length of each sandbox bridge's subnet", "28",
-              KeyPolicy::UserMayOverride, &validate_prefix},
-    ConfigKey{"incus.storagePool", "the Incus storage pool sandboxes' root disks live in", "default",
-              KeyPolicy::UserMayOverride, &validate_pool_name},
-    ConfigKey{"incus.image", "the image a sandbox starts from when create is given no --image (build it: image build)",
-              "agentctl-debian-12", KeyPolicy::UserMayOverride, &validate_image},
-    ConfigKey{"incus.proxyResolveFile",
-              "an /etc/hosts-format file each Incus sandbox's egress proxy consults before DNS (addresses are "
-              "still vetted by the policy)",
-              "", KeyPolicy::UserMayOverride, &validate_path},
-    ConfigKey{"incus.remote",
-              "the incus client's remote (incus remote list) whose server holds the sandboxes, over HTTPS; unset: "
-              "the local daemon's unix socket (--remote overrides it)",
-              "", KeyPolicy::UserMayOverride, &validate_remote_name},
-    ConfigKey{"incus.proxyPlacement",
-              "where each Incus sandbox's egress proxy runs: auto (the host when the Incus server is this machine), "
-              "host, or instance (a small companion container on the sandbox's bridge)",
-              "auto", KeyPolicy::UserMayOverride, &validate_proxy_placement},
-    ConfigKey{"incus.imageRemote", "the Incus remote that `image pull` copies from", "images", KeyPolicy::OrgLocks,
-              &validate_remote},
 };
 
-std::map<std::string, std::string, std::less<>> load_file(const std::filesystem::path& path) {
+const ConfigKey* find_in(std::span<const ConfigKey> keys, std::string_view name) {
+    auto it = std::find_if(keys.begin(), keys.end(), [&](const auto& k) { return k.name == name; });
+    return it == keys.end() ? nullptr : &*it;
+}
+
+std::map<std::string, std::string, std::less<>> load_file(const std::filesystem::path& path,
+                                                          std::span<const ConfigKey> keys) {
     std::map<std::string, std::string, std::less<>> values;
     auto text = read_file_if_exists(path);
     if (!text) return values;
@@ -159,7 +57,7 @@ std::map<std::string, std::string, std::less<>> load_file(const std::filesystem:
         auto key = entry.first.as<std::string>();
         const auto mark = entry.first.Mark();
         const auto where = fmt::format("{}:{}:{}", path.string(), mark.line + 1, mark.column + 1);
-        const auto* spec = find_config_key(key);
+        const auto* spec = find_in(keys, key);
         if (spec == nullptr) throw Error(fmt::format("{}: unknown key '{}'", where, key), "see `agentctl config get`");
         if (!entry.second.IsScalar()) throw Error(fmt::format("{}: key '{}' must be a single value", where, key));
         auto value = entry.second.as<std::string>();
@@ -173,12 +71,15 @@ std::map<std::string, std::string, std::less<>> load_file(const std::filesystem:
 
 }  // namespace
 
-std::span<const ConfigKey> config_keys() { return k_keys; }
-
-const ConfigKey* find_config_key(std::string_view name) {
-    auto it = std::find_if(k_keys.begin(), k_keys.end(), [&](const auto& k) { return k.name == name; });
-    return it == k_keys.end() ? nullptr : &*it;
+std::string validate_path(std::string_view value) {
+    if (value.empty()) return "must not be empty";
+    if (value.front() != '/' && value.front() != '~') return fmt::format("must be an absolute path (got '{}')", value);
+    return {};
 }
+
+std::span<const ConfigKey> generic_config_keys() { return k_keys; }
+
+const ConfigKey* Config::find_key(std::string_view name) const { return find_in(m_keys, name); }
 
 ConfigPaths config_paths_from_environment() {
     ConfigPaths paths;
@@ -193,13 +94,14 @@ ConfigPaths config_paths_from_environment() {
     return paths;
 }
 
-Config Config::load(const ConfigPaths& paths) {
+Config Config::load(const ConfigPaths& paths, std::span<const ConfigKey> keys) {
     Config config;
+    config.m_keys = keys;
     config.m_paths = paths;
-    config.m_org = load_file(paths.org_file);
-    config.m_user = load_file(paths.user_file);
+    config.m_org = load_file(paths.org_file, keys);
+    config.m_user = load_file(paths.user_file, keys);
     for (const auto& [key, value] : config.m_user) {
-        const auto* spec = find_config_key(key);
+        const auto* spec = config.find_key(key);
         if (spec->policy == KeyPolicy::OrgOnly) {
             throw Error(fmt::format("{}: key '{}' may only be set in the organisation's configuration ({})",
                                     paths.user_file.string(), key, paths.org_file.string()),
@@ -210,7 +112,7 @@ Config Config::load(const ConfigPaths& paths) {
 }
 
 std::optional<ConfigValue> Config::get(std::string_view key) const {
-    const auto* spec = find_config_key(key);
+    const auto* spec = find_key(key);
     if (spec == nullptr) return std::nullopt;
     auto org = m_org.find(key);
     auto user = m_user.find(key);
@@ -227,10 +129,10 @@ std::string Config::value_or(std::string_view key, std::string fallback) const {
 }
 
 std::string Config::plan_set(std::string_view key, std::string_view value) const {
-    const auto* spec = find_config_key(key);
+    const auto* spec = find_key(key);
     if (spec == nullptr) {
         std::string known;
-        for (const auto& k : k_keys) known += (known.empty() ? "" : ", ") + std::string(k.name);
+        for (const auto& k : m_keys) known += (known.empty() ? "" : ", ") + std::string(k.name);
         throw Error(fmt::format("unknown configuration key '{}'", key), "known keys: " + known);
     }
     if (auto problem = spec->validate(value); !problem.empty()) {

@@ -3,7 +3,10 @@
 //
 // Every key is declared once in a table with its validator and its per-source
 // policy: some keys, once the organisation's file sets them, cannot be changed
-// by the user (the organisation's profile directory, for one).
+// by the user (the organisation's profile directory, for one). This file holds
+// the generic keys; each provider declares its own (`incus.*`) in its registry
+// entry, and the registry's config_keys() (provider.hpp) is the whole table a
+// Config is loaded with.
 #pragma once
 
 #include <filesystem>
@@ -13,25 +16,15 @@
 #include <string>
 #include <string_view>
 
+#include "agentctl/config_key.hpp"
+
 namespace agentctl::core {
 
-enum class KeyPolicy {
-    UserMayOverride,  // the user's file wins over the organisation's
-    OrgLocks,         // once the organisation's file sets it, the user's file may not
-    OrgOnly,          // only the organisation's file may set it
-};
+// The keys that belong to no provider: profileDir, defaultProfile, baseProfile.
+[[nodiscard]] std::span<const ConfigKey> generic_config_keys();
 
-struct ConfigKey {
-    std::string_view name;
-    std::string_view description;
-    std::string_view default_value;  // empty: unset
-    KeyPolicy policy;
-    // Returns an error sentence for a bad value, or empty when the value is fine.
-    std::string (*validate)(std::string_view value);
-};
-
-[[nodiscard]] std::span<const ConfigKey> config_keys();
-[[nodiscard]] const ConfigKey* find_config_key(std::string_view name);
+// A validator for keys that name a file or directory: absolute, or from `~`.
+[[nodiscard]] std::string validate_path(std::string_view value);
 
 struct ConfigPaths {
     std::filesystem::path user_file;   // $AGENTCTL_CONFIG or $XDG_CONFIG_HOME/agentctl/config.yaml
@@ -50,9 +43,14 @@ struct ConfigValue {
 
 class Config {
 public:
-    // Loads both files. A malformed file or an unknown key is an error naming
-    // the file, line and key.
-    static Config load(const ConfigPaths& paths);
+    // Loads both files against the table `keys` (which must outlive the
+    // Config). A malformed file or an unknown key is an error naming the file,
+    // line and key.
+    static Config load(const ConfigPaths& paths, std::span<const ConfigKey> keys);
+
+    // The key of that name in the table, or nullptr.
+    [[nodiscard]] const ConfigKey* find_key(std::string_view name) const;
+    [[nodiscard]] std::span<const ConfigKey> keys() const { return m_keys; }
 
     [[nodiscard]] std::optional<ConfigValue> get(std::string_view key) const;
     [[nodiscard]] std::string value_or(std::string_view key, std::string fallback) const;
@@ -67,6 +65,7 @@ public:
     [[nodiscard]] std::string plan_set(std::string_view key, std::string_view value) const;
 
 private:
+    std::span<const ConfigKey> m_keys;
     ConfigPaths m_paths;
     std::map<std::string, std::string, std::less<>> m_org;
     std::map<std::string, std::string, std::less<>> m_user;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -202,6 +203,95 @@ std::string guest_key(const MountRequest& request, const std::string& name) {
     return clean_path(replace_all(request.guest_path, "{{.Name}}", name), "/");
 }
 
+// The first pass over one request, before anything is created: expand ~ and
+// {{.Name}}, clean, resolve symlinks, and check what exists now. Adds the
+// problem and returns nullopt when the request is refused.
+std::optional<Pending> plan_mount(const MountRequest& request, const MountContext& context, const Checker& checker,
+                                  std::vector<std::string>& problems) {
+    auto refuse = [&](const std::string& problem) -> std::optional<Pending> {
+        problems.push_back(fmt::format("{}: {}", describe(request), problem));
+        return std::nullopt;
+    };
+    std::string host = request.host_path;
+    std::string guest = request.guest_path;
+    if (host.find("{{.Name}}") != std::string::npos || guest.find("{{.Name}}") != std::string::npos) {
+        if (!valid_instance_name(context.name)) {
+            return refuse(fmt::format("the sandbox name \"{}\" cannot be put into a path", context.name));
+        }
+        host = replace_all(host, "{{.Name}}", context.name);
+        guest = replace_all(guest, "{{.Name}}", context.name);
+    }
+    auto expanded = expand_tilde(host, context.home);
+    if (!expanded) return refuse("only ~ and ~/ are expanded, not ~user");
+    Pending item{&request, clean_path(*expanded, context.cwd), {}, false};
+    auto resolved = resolve_path(item.host);
+    if (!resolved) return refuse(fmt::format("too many symbolic links below {}", item.host));
+    if (auto problem = checker.problem(*resolved); !problem.empty()) return refuse(problem);
+    item.guest = guest.empty() ? item.host : guest;
+    if (!item.guest.starts_with("/")) return refuse(fmt::format("the guest path \"{}\" is not absolute", item.guest));
+    item.guest = clean_path(item.guest, "/");
+    if (std::find(std::begin(k_system_guest_paths), std::end(k_system_guest_paths), item.guest) !=
+        std::end(k_system_guest_paths)) {
+        return refuse(fmt::format("the guest path {} is a system directory of the guest", item.guest));
+    }
+    item.host = *resolved;  // from here on only the resolved path is used
+    std::error_code ec;
+    auto status = fs::symlink_status(item.host, ec);
+    if (!fs::exists(status)) {
+        if (!context.policy.create_missing.value_or(false)) {
+            return refuse(fmt::format("{} does not exist (create it, or set mountPolicy.createMissing)", item.host));
+        }
+        item.create = true;
+    } else if (!fs::is_directory(status)) {
+        return refuse(fmt::format("{} is not a directory", item.host));
+    }
+    return item;
+}
+
+// createMissing, once every request passed its first checks: makes the
+// missing directories (a writable one owned by created_directory_owner()
+// when agentctl runs as root). Nothing under a dry run.
+void create_missing_directories(const std::vector<Pending>& pending, const MountContext& context,
+                                std::vector<std::string>& problems) {
+    if (!context.create_directories) return;
+    for (const auto& item : pending) {
+        if (!item.create) continue;
+        std::error_code ec;
+        const bool existed = fs::exists(fs::symlink_status(item.host, ec));
+        fs::create_directories(item.host, ec);  // the resolved path: no link is followed into a denied place
+        if (ec) {
+            problems.push_back(
+                fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
+        } else if (!existed && item.request->writable && ::geteuid() == 0) {
+            const auto owner = created_directory_owner();
+            if (::lchown(item.host.c_str(), static_cast<uid_t>(owner.uid), static_cast<gid_t>(owner.gid)) != 0) {
+                problems.push_back(fmt::format("{}: cannot hand {} to uid {}: {}", describe(*item.request), item.host,
+                                               owner.uid, std::strerror(errno)));
+            }
+        }
+    }
+}
+
+// The last pass over a planned mount: resolve again (the directory now
+// exists, and a link may have appeared) and check the path that will be
+// mounted. Adds the problem and returns nullopt when it is refused.
+std::optional<Mount> check_planned(const Pending& item, const MountContext& context, const Checker& checker,
+                                   std::vector<std::string>& problems) {
+    auto again = resolve_path(item.host);
+    std::error_code ec;
+    // A directory left uncreated (dry run) is checked at the path creation would give it.
+    const bool dry_run_missing = item.create && !context.create_directories;
+    if (!again || (!dry_run_missing && !fs::is_directory(*again, ec))) {
+        problems.push_back(fmt::format("{}: {} is not a directory", describe(*item.request), item.host));
+        return std::nullopt;
+    }
+    if (auto problem = checker.problem(*again); !problem.empty()) {
+        problems.push_back(fmt::format("{}: {}", describe(*item.request), problem));
+        return std::nullopt;
+    }
+    return Mount{*again, item.guest, item.request->writable, item.request->origin};
+}
+
 }  // namespace
 
 DirectoryOwner created_directory_owner() {
@@ -289,96 +379,14 @@ std::vector<Mount> resolve_mounts(const std::vector<MountRequest>& requests, con
     std::vector<std::string> problems;
     std::vector<Pending> pending;
     for (const auto& request : requests) {
-        std::string host = request.host_path;
-        std::string guest = request.guest_path;
-        if (host.find("{{.Name}}") != std::string::npos || guest.find("{{.Name}}") != std::string::npos) {
-            if (!valid_instance_name(context.name)) {
-                problems.push_back(fmt::format("{}: the sandbox name \"{}\" cannot be put into a path",
-                                               describe(request), context.name));
-                continue;
-            }
-            host = replace_all(host, "{{.Name}}", context.name);
-            guest = replace_all(guest, "{{.Name}}", context.name);
-        }
-        auto expanded = expand_tilde(host, context.home);
-        if (!expanded) {
-            problems.push_back(fmt::format("{}: only ~ and ~/ are expanded, not ~user", describe(request)));
-            continue;
-        }
-        Pending item{&request, clean_path(*expanded, context.cwd), {}, false};
-        auto resolved = resolve_path(item.host);
-        if (!resolved) {
-            problems.push_back(fmt::format("{}: too many symbolic links below {}", describe(request), item.host));
-            continue;
-        }
-        // Check what exists now, before anything is created.
-        if (auto problem = checker.problem(*resolved); !problem.empty()) {
-            problems.push_back(fmt::format("{}: {}", describe(request), problem));
-            continue;
-        }
-        item.guest = guest.empty() ? item.host : guest;
-        if (!item.guest.starts_with("/")) {
-            problems.push_back(fmt::format("{}: the guest path \"{}\" is not absolute", describe(request), item.guest));
-            continue;
-        }
-        item.guest = clean_path(item.guest, "/");
-        if (std::find(std::begin(k_system_guest_paths), std::end(k_system_guest_paths), item.guest) !=
-            std::end(k_system_guest_paths)) {
-            problems.push_back(
-                fmt::format("{}: the guest path {} is a system directory of the guest", describe(request), item.guest));
-            continue;
-        }
-        item.host = *resolved;  // from here on only the resolved path is used
-        std::error_code ec;
-        auto status = fs::symlink_status(item.host, ec);
-        if (!fs::exists(status)) {
-            if (!context.policy.create_missing.value_or(false)) {
-                problems.push_back(fmt::format("{}: {} does not exist (create it, or set mountPolicy.createMissing)",
-                                               describe(request), item.host));
-                continue;
-            }
-            item.create = true;
-        } else if (!fs::is_directory(status)) {
-            problems.push_back(fmt::format("{}: {} is not a directory", describe(request), item.host));
-            continue;
-        }
-        pending.push_back(std::move(item));
+        if (auto item = plan_mount(request, context, checker, problems)) pending.push_back(std::move(*item));
     }
     if (!problems.empty()) fail(problems);
-    for (const auto& item : pending) {
-        if (!item.create || !context.create_directories) continue;
-        std::error_code ec;
-        const bool existed = fs::exists(fs::symlink_status(item.host, ec));
-        fs::create_directories(item.host, ec);  // the resolved path: no link is followed into a denied place
-        if (ec) {
-            problems.push_back(
-                fmt::format("{}: cannot create {}: {}", describe(*item.request), item.host, ec.message()));
-        } else if (!existed && item.request->writable && ::geteuid() == 0) {
-            const auto owner = created_directory_owner();
-            if (::lchown(item.host.c_str(), static_cast<uid_t>(owner.uid), static_cast<gid_t>(owner.gid)) != 0) {
-                problems.push_back(fmt::format("{}: cannot hand {} to uid {}: {}", describe(*item.request), item.host,
-                                               owner.uid, std::strerror(errno)));
-            }
-        }
-    }
+    create_missing_directories(pending, context, problems);
     if (!problems.empty()) fail(problems);
     std::vector<Mount> mounts;
     for (const auto& item : pending) {
-        // Resolve again: the directory now exists, and a link may have appeared.
-        auto again = resolve_path(item.host);
-        std::error_code ec;
-        // A directory left uncreated (dry run) is checked at the path creation would give it.
-        const bool dry_run_missing = item.create && !context.create_directories;
-        if (!again || (!dry_run_missing && !fs::is_directory(*again, ec))) {
-            problems.push_back(fmt::format("{}: {} is not a directory", describe(*item.request), item.host));
-            continue;
-        }
-        std::string path = *again;
-        if (auto problem = checker.problem(path); !problem.empty()) {
-            problems.push_back(fmt::format("{}: {}", describe(*item.request), problem));
-            continue;
-        }
-        mounts.push_back(Mount{path, item.guest, item.request->writable, item.request->origin});
+        if (auto mount = check_planned(item, context, checker, problems)) mounts.push_back(std::move(*mount));
     }
     check_overlaps(mounts, problems);
     if (!problems.empty()) fail(problems);

@@ -113,11 +113,26 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
           "agentctl: invalid value for incus.image: must be an image alias or fingerprint such as "
           "agentctl-debian-12 (got 'two words')\n");
 
+    r = cli.run({"config", "set", "incus.imageRemote=images.example.org"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err ==
+          "agentctl: invalid value for incus.imageRemote: must be `images` or the URL of a simplestreams server, "
+          "such as https://images.linuxcontainers.org (got 'images.example.org')\n");
+
     r = cli.run({"config", "set", "baseProfile=strict"});
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("agentctl: baseProfile may only be set by the organisation, in ") == 0);
 
     CHECK(slurp(cli.config_file()) == before);
+}
+
+TEST_CASE("incus.imageRemote takes the URL of a simplestreams server, as image pull does") {
+    CliSandbox cli;
+    auto r = cli.run({"config", "set", "incus.imageRemote=https://images.example.org"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    r = cli.run({"config", "get", "incus.imageRemote"});
+    CHECK(r.out == "https://images.example.org\n");
 }
 
 TEST_CASE("a malformed config file is reported with file, line and column") {

@@ -19,6 +19,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "provider/common/command_output.hpp"
 
 namespace agentctl::provider::common {
 namespace {
@@ -45,10 +46,7 @@ int read_pid(const std::string& pid_file) {
 
 std::string tail(const std::string& path, std::size_t max_bytes = 600) {
     try {
-        auto text = core::read_file_if_exists(path).value_or("");
-        if (text.size() > max_bytes) text = "..." + text.substr(text.size() - max_bytes);
-        while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-        return text;
+        return output_tail(core::read_file_if_exists(path).value_or(""), max_bytes);
     } catch (...) {
         return {};
     }

@@ -17,6 +17,7 @@
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
 #include "provider/common/proxy_process.hpp"
+#include "provider/incus/settings.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -94,7 +95,7 @@ public:
         std::vector<std::string> argv{
             self_exe(),   "egress-proxy",     "--listen", listen,       "--policy",  "../egress-policy.json",
             "--pid-file", "egress-proxy.pid", "--log",    "egress.log", "--sandbox", sandbox};
-        auto resolve = setting("incus.proxyResolveFile");
+        auto resolve = setting(m_context, config_key::k_proxy_resolve_file);
         if (!resolve.empty()) {
             // A copy the proxy user can read, wherever the original lives.
             core::write_file_atomic(paths.resolve(), core::read_file(resolve), 0644);
@@ -187,11 +188,6 @@ public:
     [[nodiscard]] bool host_firewall() const override { return true; }
 
 private:
-    std::string setting(const std::string& key) const {
-        auto it = m_context.settings.find(key);
-        return it == m_context.settings.end() ? std::string() : it->second;
-    }
-
     std::string self_exe() const {
         std::string exe = m_context.self_exe;
         if (exe.empty() || exe.front() != '/') {

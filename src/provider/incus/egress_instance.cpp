@@ -28,6 +28,7 @@
 #include "provider/incus/naming.hpp"
 #include "provider/incus/payloads.hpp"
 #include "provider/incus/proxy_instance.hpp"
+#include "provider/incus/settings.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
@@ -89,7 +90,7 @@ public:
                 fmt::format("an Incus instance named {} exists and is not the egress proxy of {}", name, site.sandbox),
                 "rename or delete that instance: agentctl needs the name for the sandbox's egress proxy");
         }
-        const auto pool = setting("incus.storagePool", "default");
+        const auto pool = setting(m_context, config_key::k_storage_pool);
         // The binary's hashes on this machine, while the companion comes up.
         if (!m_api.preview() && m_host_sums.empty() && !m_hashing.valid()) {
             m_hashing = std::async(std::launch::async, [this] { return host_sums(); });
@@ -111,7 +112,7 @@ public:
         wait_ready(name);
         const bool pushed = push_bundle(name);
         m_api.push_file(name, companion_policy_path(), policy_text(site.sandbox));
-        const auto resolve = setting("incus.proxyResolveFile", "");
+        const auto resolve = setting(m_context, config_key::k_proxy_resolve_file);
         if (!resolve.empty()) m_api.push_file(name, companion_resolve_path(), core::read_file(resolve));
         m_api.push_file(name, companion_unit_upload_path(),
                         companion_unit(companion_command(bundle(), site, !resolve.empty()), site.sandbox));
@@ -238,11 +239,6 @@ public:
     [[nodiscard]] bool host_firewall() const override { return m_host != nullptr; }
 
 private:
-    std::string setting(const std::string& key, std::string fallback) const {
-        auto it = m_context.settings.find(key);
-        return it == m_context.settings.end() || it->second.empty() ? std::move(fallback) : it->second;
-    }
-
     // The companion of `sandbox` when it exists and is agentctl's.
     std::optional<Json> ours(const std::string& sandbox) {
         auto companion = m_api.instance(companion_name(sandbox));

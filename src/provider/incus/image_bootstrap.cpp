@@ -13,6 +13,7 @@
 #include "core/files.hpp"
 #include "policy/catalog.hpp"
 #include "policy/sandbox_spec.hpp"
+#include "provider/common/command_output.hpp"
 #include "provider/incus/guest_scripts.hpp"
 #include "provider/incus/payloads.hpp"
 
@@ -62,8 +63,7 @@ ProcessResult run_stage(ProviderContext& context, const std::string& what, const
     request.timeout = timeout;
     auto result = context.runner.run(request);
     if (!result.ok()) {
-        auto output = result.err.empty() ? result.out : result.err;
-        if (output.size() > 2000) output = "..." + output.substr(output.size() - 2000);
+        const auto output = common::output_tail(result.err.empty() ? result.out : result.err);
         throw Error(
             fmt::format("image build: {} failed ({}): {}", what,
                         result.timed_out ? "timed out" : fmt::format("exit {}", result.pass_through_code()), output),

@@ -73,9 +73,7 @@ std::string IncusProvider::on_server(const std::string& name) const {
 }
 
 ProxyPlacement IncusProvider::placement_setting() const {
-    auto it = m_context.settings.find("incus.proxyPlacement");
-    return choose_proxy_placement(it == m_context.settings.end() ? std::string_view() : std::string_view(it->second),
-                                  server_is_this_machine());
+    return choose_proxy_placement(setting(m_context, config_key::k_proxy_placement), server_is_this_machine());
 }
 
 ProxyPlacement IncusProvider::placement_of(const Json& instance) {

@@ -6,13 +6,8 @@
 // only interactive `shell` / `exec -t` / `view` through the `incus` client.
 // With ProviderContext::preview it prints `incus query ...` lines instead.
 //
-// Settings read from ProviderContext::settings:
-//   incus.subnetPool     IPv4 pool the sandbox bridges are carved from (10.213.0.0/16)
-//   incus.subnetPrefix   size of each sandbox subnet (28)
-//   incus.storagePool    storage pool of the root disk (default)
-//   incus.imageRemote    simplestreams server for `image pull` (https://images.linuxcontainers.org)
-//   incus.remote         the incus client's remote to use instead of the local socket (server.hpp)
-//   incus.proxyPlacement where each sandbox's egress proxy runs: auto | host | instance (egress_host.hpp)
+// Its settings (`incus.*`, read from ProviderContext::settings) are declared,
+// with their validators and defaults, in settings.hpp.
 #pragma once
 
 #include <memory>

@@ -26,11 +26,6 @@
 #include "provider/incus/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
-std::string setting(const ProviderContext& context, const std::string& key, std::string fallback) {
-    auto it = context.settings.find(key);
-    return it == context.settings.end() || it->second.empty() ? std::move(fallback) : it->second;
-}
-
 namespace {
 
 std::filesystem::path lock_path(const ProviderContext& context) {
@@ -74,13 +69,13 @@ void check_subordinate_ids(const IdentityMap& map) {
 }
 
 Ipv4Net IncusProvider::choose_subnet() {
-    const auto pool_text = setting(m_context, "incus.subnetPool", std::string(k_default_pool));
+    const auto pool_text = setting(m_context, config_key::k_subnet_pool);
     auto pool = parse_ipv4_net(pool_text);
     if (!pool) {
         throw Error(fmt::format("setting incus.subnetPool: \"{}\" is not an IPv4 network", pool_text),
                     "use CIDR notation, e.g. agentctl config set incus.subnetPool=10.213.0.0/16");
     }
-    const auto prefix_text = setting(m_context, "incus.subnetPrefix", std::to_string(k_default_subnet_prefix));
+    const auto prefix_text = setting(m_context, config_key::k_subnet_prefix);
     int prefix = 0;
     try {
         prefix = std::stoi(prefix_text);
@@ -98,11 +93,7 @@ Ipv4Net IncusProvider::choose_subnet() {
 }
 
 std::string IncusProvider::image_for(const SandboxSpec& spec) {
-    auto image = spec.image.empty() ? setting(m_context, "incus.image", "") : spec.image;
-    if (image.empty()) {
-        throw Error("no image to create the sandbox from",
-                    "give --image REF, or set a default: agentctl config set incus.image=agentctl-debian-12");
-    }
+    auto image = spec.image.empty() ? setting(m_context, config_key::k_image) : spec.image;
     if (!is_image_fingerprint(image) && !m_api.preview() && !m_api.image_alias(image)) {
         throw Error(fmt::format("the image \"{}\" is not in Incus's local image store{}", image,
                                 spec.image.empty() ? " (the incus.image setting)" : ""),
@@ -244,7 +235,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
 
     auto config = instance_config(spec, bridge, subnet, confined, idmap);
     if (confined) config[std::string(key::k_egress)] = std::string(to_string(placement));
-    const auto pool = setting(m_context, "incus.storagePool", "default");
+    const auto pool = setting(m_context, config_key::k_storage_pool);
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, proxy_at, k_egress_proxy_port, spec.isolation);
     config[std::string(key::k_resolver)] = resolver_record(resolver);

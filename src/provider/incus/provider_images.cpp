@@ -123,14 +123,7 @@ void IncusProvider::build_from_nothing(const std::string& output, const std::vec
 }
 
 void IncusProvider::image_pull(const std::string& ref) {
-    auto it = m_context.settings.find("incus.imageRemote");
-    std::string remote = it == m_context.settings.end() || it->second.empty() ? "images" : it->second;
-    // `images` is the name the incus client gives the community image server.
-    if (remote == "images") remote = "https://images.linuxcontainers.org";
-    if (remote.find("://") == std::string::npos) {
-        throw Error(fmt::format("setting incus.imageRemote: \"{}\" is neither `images` nor a URL", remote),
-                    "set the simplestreams server's URL: agentctl config set incus.imageRemote=https://HOST");
-    }
+    const auto remote = image_server_url(setting(m_context, config_key::k_image_remote));
     m_context.reporter.step(fmt::format("pulling image {} from {}", ref, remote));
     m_api.create_image(image_pull_payload(remote, ref), k_install_timeout);
 }

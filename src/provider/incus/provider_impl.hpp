@@ -18,6 +18,7 @@
 #include "provider/incus/egress_host.hpp"
 #include "provider/incus/payloads.hpp"
 #include "provider/incus/server.hpp"
+#include "provider/incus/settings.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -32,9 +33,6 @@ inline constexpr int k_install_timeout = 1800;
 // the owner (newuidmap refuses otherwise). Both throw agentctl::Error.
 [[nodiscard]] std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts);
 void check_subordinate_ids(const IdentityMap& map);
-
-// The provider setting `key` (incus.*), or `fallback` when it is unset or empty.
-[[nodiscard]] std::string setting(const ProviderContext& context, const std::string& key, std::string fallback);
 
 class IncusProvider final : public Provider {
 public:

@@ -17,6 +17,8 @@
 #include "provider/incus/guest_scripts.hpp"
 #include "provider/incus/host_ports.hpp"
 #include "provider/incus/naming.hpp"
+#include "provider/common/agent_install.hpp"
+#include "provider/common/command_output.hpp"
 #include "provider/common/mount_report.hpp"
 #include "provider/incus/provider_impl.hpp"
 #include "provider/incus/provisioning.hpp"
@@ -89,7 +91,7 @@ void IncusProvider::install_packages(const std::string& name, const std::vector<
     auto result = m_api.exec(name, exec_payload(argv, {}, nullptr), k_install_timeout);
     if (result.exit_code != 0) {
         throw Error(fmt::format("installing packages in {} failed (exit {}): {}", name, result.exit_code,
-                                result.err.substr(result.err.size() > 2000 ? result.err.size() - 2000 : 0)),
+                                common::output_tail(result.err)),
                     "the package sources must be allowed, e.g. --allow-preset apt");
     }
 }
@@ -100,14 +102,10 @@ void IncusProvider::install_agent(const std::string& name, const Json& instance)
     auto user = recorded_user(instance);
     if (!user) throw Error(fmt::format("{} has no sandbox user recorded; recreate it", name));
     m_context.reporter.step(fmt::format("installing agent {} as {}", agent, user->name));
-    auto payload = exec_payload({"/bin/sh", "-c", agent_install_command(agent)}, {}, &*user);
+    auto payload = exec_payload({"/bin/sh", "-c", common::agent_install_command(agent)}, {}, &*user);
     auto result = m_api.exec(name, payload, k_install_timeout);
-    if (result.exit_code != 0) {
-        // Left recorded as not installed: the next start retries.
-        throw Error(fmt::format("installing agent {} in {} failed (exit {}): {}", agent, name, result.exit_code,
-                                result.err.substr(result.err.size() > 2000 ? result.err.size() - 2000 : 0)),
-                    "the next `agentctl start " + name + "` retries the install");
-    }
+    // Left recorded as not installed: the next start retries.
+    if (result.exit_code != 0) throw common::agent_install_failed(agent, name, result.exit_code, result.err);
     set_records(name, {{std::string(key::k_agent_installed), "true"}});
 }
 

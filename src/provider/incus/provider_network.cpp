@@ -22,7 +22,7 @@ AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::Netwo
         context.proxy_instance = proxy_address(placement, subnet).address_text();
         context.sandbox = subnet.host(2).address_text();
         // Other sandboxes' bridges are carved from this pool.
-        if (auto pool = parse_ipv4_net(setting(m_context, "incus.subnetPool", std::string(k_default_pool)))) {
+        if (auto pool = parse_ipv4_net(setting(m_context, config_key::k_subnet_pool))) {
             context.proxy_refused.push_back(Ipv4Net{pool->network(), pool->prefix}.to_string());
         }
     }
@@ -171,10 +171,8 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
         info.extra.emplace_back("Resolver",
                                 fmt::format("{} ({}; the bridge's dnsmasq)", gateway->address_text(), scope));
     }
-    const auto resolve = m_context.settings.find("incus.proxyResolveFile");
-    if (resolve != m_context.settings.end() && !resolve->second.empty()) {
-        info.extra.emplace_back("Proxy names",
-                                "resolved from " + resolve->second + " before DNS (incus.proxyResolveFile)");
+    if (const auto resolve = setting(m_context, config_key::k_proxy_resolve_file); !resolve.empty()) {
+        info.extra.emplace_back("Proxy names", "resolved from " + resolve + " before DNS (incus.proxyResolveFile)");
     }
 }
 

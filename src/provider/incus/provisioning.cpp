@@ -1,14 +1,10 @@
-// Adapts the policy module's tables (agents, package catalog, presets) to the
+// Adapts the policy module's tables (package catalog, presets) to the
 // shapes the provider uses.
 #include "provider/incus/provisioning.hpp"
 
 #include "policy/catalog.hpp"
 
 namespace agentctl::provider::incus {
-
-std::string agent_install_command(const std::string& name) {
-    return std::string(policy::find_agent(name).install_command);
-}
 
 std::vector<std::string> guest_package_names(const std::vector<std::string>& neutral, const std::string& manager) {
     const auto pm = manager == "dnf"   ? policy::PackageManager::Dnf

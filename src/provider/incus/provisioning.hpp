@@ -1,5 +1,5 @@
-// What the provider needs from the policy module's agent table and package
-// catalog, in the shape it uses them.
+// What the provider needs from the policy module's package catalog and
+// presets, in the shape it uses them (the agent table: common/agent_install.hpp).
 #pragma once
 
 #include <optional>
@@ -7,10 +7,6 @@
 #include <vector>
 
 namespace agentctl::provider::incus {
-
-// The shell command that installs agent `name`, run as the sandbox user;
-// throws agentctl::Error for an unknown agent.
-[[nodiscard]] std::string agent_install_command(const std::string& name);
 
 // Neutral package names mapped to `manager`'s own names (apt | dnf | apk).
 [[nodiscard]] std::vector<std::string> guest_package_names(const std::vector<std::string>& neutral,

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "provider/incus/settings.hpp"
+
 namespace agentctl::provider::incus {
 
 bool is_this_machine(const std::string& host, policy::Resolver& resolver,
@@ -38,7 +40,7 @@ std::string Server::describe() const {
 
 Server locate_server(const std::map<std::string, std::string>& settings, const IncusConfigDirs& dirs) {
     Server server;
-    auto it = settings.find("incus.remote");
+    auto it = settings.find(std::string(config_key::k_remote));
     if (it != settings.end()) server.remote = it->second;
     if (server.remote.empty()) {
         server.socket = find_socket();

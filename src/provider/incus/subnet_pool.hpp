@@ -31,10 +31,6 @@ struct Ipv4Net {
 // "10.213.0.0/16" or "10.1.2.1/24"; nullopt if malformed.
 [[nodiscard]] std::optional<Ipv4Net> parse_ipv4_net(std::string_view text);
 
-// The default pool: 10.213.0.0/16, split into /28 subnets (14 sandbox addresses each).
-inline constexpr std::string_view k_default_pool = "10.213.0.0/16";
-inline constexpr int k_default_subnet_prefix = 28;
-
 // The first `prefix`-sized subnet of `pool` that overlaps none of `used`.
 // Throws agentctl::Error naming the pool when every subnet is taken, or when
 // `prefix` does not fit in the pool.

@@ -65,6 +65,12 @@ private:
                        const ConfinementSettings& settings, bool confined);
 
     // ---- start pieces (lima_backend_start.cpp)
+    // True when the instance already runs under agentctl (and says so);
+    // throws when it runs without agentctl's confinement.
+    bool already_running(const std::string& name, const LimaState& state, const LimaInstance& instance);
+    // Throws when booting now would not be safe: launchd would also start the
+    // instance, or its pinned SSH port is taken.
+    void refuse_unsafe_start(const std::string& name, const LimaState& state);
     void refuse_unsafe_config(const LimaState& state, const LimaInstance& instance);
     std::string boot_confined(LimaState& state);
     void boot_unrestricted(LimaState& state);

@@ -9,9 +9,9 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
-#include "policy/catalog.hpp"
 #include "provider/lima/confinement_check.hpp"
 #include "provider/lima/guest_probe.hpp"
+#include "provider/common/agent_install.hpp"
 #include "provider/common/mount_report.hpp"
 #include "provider/lima/lima_backend.hpp"
 #include "provider/lima/lima_paths.hpp"
@@ -63,9 +63,8 @@ Confinement LimaBackend::check_confinement(const std::string& name, std::uint16_
 }
 
 void LimaBackend::install_agent(LimaState& state) {
-    const auto& agent = policy::find_agent(state.agent);  // throws naming the known agents
     // pipefail: a failed download must fail the install, not feed `bash` nothing.
-    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", std::string(agent.install_command)});
+    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", common::agent_install_command(state.agent)});
     if (m_ctx.preview) {
         print_preview(argv);
         return;
@@ -76,10 +75,7 @@ void LimaBackend::install_agent(LimaState& state) {
     request.timeout = std::chrono::minutes(15);
     auto result = m_ctx.runner.run(request);
     if (!result.ok()) {
-        throw Error(fmt::format("installing {} in \"{}\" failed (exit code {}): {}", state.agent, state.name,
-                                result.pass_through_code(), result.err.substr(0, 400)),
-                    "check `agentctl logs " + state.name + " --network` for refused hosts; `agentctl start " +
-                        state.name + "` retries the install");
+        throw common::agent_install_failed(state.agent, state.name, result.pass_through_code(), result.err);
     }
     state.agent_installed = true;
     save_state(m_ctx.state_dir, state);
@@ -163,6 +159,38 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     return "network confinement " + to_string(state.confinement);
 }
 
+bool LimaBackend::already_running(const std::string& name, const LimaState& state, const LimaInstance& instance) {
+    if (instance.status != "Running") return false;
+    if (state.hostagent_pid != 0 && instance.host_agent_pid == state.hostagent_pid) {
+        m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
+        common::report_mounts(m_ctx.reporter, state.mounts);
+        if (!state.confinement.empty()) m_ctx.reporter.notice("network confinement " + to_string(state.confinement));
+        return true;
+    }
+    throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
+                                        fmt::format("it is already running, but not under agentctl (hostagent pid "
+                                                    "{}), so its egress is not confined",
+                                                    instance.host_agent_pid)}}),
+                std::string("stop it with `limactl stop ") + name + "`, then `agentctl start " + name + "`; " +
+                    k_troubleshooting);
+}
+
+void LimaBackend::refuse_unsafe_start(const std::string& name, const LimaState& state) {
+    auto registrations = autostart_registrations(m_home, "/", name, file_exists);
+    if (!registrations.empty()) {
+        throw Error(render_refusals(name, {{RefusalKind::Autostart,
+                                            fmt::format("it is registered to start with launchd (limactl autostart): "
+                                                        "{}",
+                                                        registrations.front())}}),
+                    std::string("run `limactl autostart disable ") + name + "`; " + k_troubleshooting);
+    }
+    if (!state.unrestricted && !loopback_port_free(state.ssh_port)) {
+        throw Error(fmt::format("the pinned SSH port 127.0.0.1:{} of \"{}\" is in use by another program",
+                                state.ssh_port, name),
+                    "stop that program, or delete and re-create the sandbox to pin another port");
+    }
+}
+
 void LimaBackend::start(const std::string& name, const StartRequest& request) {
     auto state = require_state(name);
     if (!state.unrestricted && !m_ctx.platform.is_macos()) {
@@ -193,34 +221,8 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
         throw Error(fmt::format("Lima has no instance \"{}\" any more", name),
                     "remove agentctl's record of it with `agentctl delete " + name + "`");
     }
-    if (inst->status == "Running") {
-        if (state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
-            m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
-            common::report_mounts(m_ctx.reporter, state.mounts);
-            if (!state.confinement.empty())
-                m_ctx.reporter.notice("network confinement " + to_string(state.confinement));
-            return;
-        }
-        throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
-                                            fmt::format("it is already running, but not under agentctl (hostagent pid "
-                                                        "{}), so its egress is not confined",
-                                                        inst->host_agent_pid)}}),
-                    std::string("stop it with `limactl stop ") + name + "`, then `agentctl start " + name + "`; " +
-                        k_troubleshooting);
-    }
-    auto registrations = autostart_registrations(m_home, "/", name, file_exists);
-    if (!registrations.empty()) {
-        throw Error(render_refusals(name, {{RefusalKind::Autostart,
-                                            fmt::format("it is registered to start with launchd (limactl autostart): "
-                                                        "{}",
-                                                        registrations.front())}}),
-                    std::string("run `limactl autostart disable ") + name + "`; " + k_troubleshooting);
-    }
-    if (!state.unrestricted && !loopback_port_free(state.ssh_port)) {
-        throw Error(fmt::format("the pinned SSH port 127.0.0.1:{} of \"{}\" is in use by another program",
-                                state.ssh_port, name),
-                    "stop that program, or delete and re-create the sandbox to pin another port");
-    }
+    if (already_running(name, state, *inst)) return;
+    refuse_unsafe_start(name, state);
 
     if (!expression.empty()) run_limactl(limactl_edit(name, expression), "configure " + name);
     if (mounts) {
