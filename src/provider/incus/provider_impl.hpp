@@ -36,7 +36,8 @@ void check_subordinate_ids(const IdentityMap& map);
 // The provider setting `key` (incus.*), or `fallback` when it is unset or empty.
 [[nodiscard]] std::string setting(const ProviderContext& context, const std::string& key, std::string fallback);
 
-class IncusProvider final : public Provider {
+class IncusProvider final
+    : public Implements<Lifecycle, Commands, Console, EgressLog, Snapshots, Images, EgressPolicy> {
 public:
     // `egress`: the host placement of the sandboxes' proxies; `egress_instance`:
     // the companion-instance placement (egress_host.hpp).

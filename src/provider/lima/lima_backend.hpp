@@ -18,7 +18,9 @@
 
 namespace agentctl::provider::lima {
 
-class LimaBackend final : public Provider {
+// Lima has no snapshots agentctl builds on, no image store and no console
+// bridge yet: those parts are missing, and the matrix says why.
+class LimaBackend final : public Implements<Lifecycle, Commands, EgressLog, EgressPolicy> {
 public:
     explicit LimaBackend(ProviderContext& context);
 
@@ -32,15 +34,7 @@ public:
     [[nodiscard]] InstanceInfo status(const std::string& name) override;
     int exec(const std::string& name, const ExecRequest& request) override;
     int shell(const std::string& name, bool root) override;
-    void view(const std::string& name, bool read_only) override;
     int logs(const std::string& name, const LogRequest& request) override;
-    void snapshot_create(const std::string& name, const std::string& snapshot) override;
-    [[nodiscard]] std::vector<SnapshotInfo> snapshot_list(const std::string& name) override;
-    void snapshot_restore(const std::string& name, const std::string& snapshot) override;
-    void snapshot_delete(const std::string& name, const std::string& snapshot) override;
-    void image_pull(const std::string& ref) override;
-    void image_build(const std::string& output, const std::string& base,
-                     const std::vector<std::string>& packages) override;
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
 
 private:
