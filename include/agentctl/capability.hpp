@@ -7,11 +7,16 @@
 
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <iosfwd>
 #include <map>
+#include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
+
+#include "agentctl/error.hpp"
 
 namespace agentctl {
 
@@ -97,17 +102,32 @@ struct Capability {
     std::string message;
 };
 
+// What a provider can do, feature by feature. Built over the features the
+// provider has code for (the parts it implements, provider.hpp): those start
+// Supported, every other feature starts NotAvailable; the provider then states
+// what differs (a platform it cannot confine on, work under development, a
+// manual plan).
 class CapabilityMatrix {
 public:
-    CapabilityMatrix() = default;
+    explicit CapabilityMatrix(std::initializer_list<std::span<const Feature>> parts);
 
+    // Throws std::logic_error when `status` is Supported or ManualWorkaround
+    // for a feature the provider has no code for: the CLI would call nothing.
     CapabilityMatrix& set(Feature feature, CapabilityStatus status, std::string message = {});
-    // A feature the provider does not declare is reported as NotAvailable.
     [[nodiscard]] Capability get(Feature feature) const;
+    // Whether the provider has code for `feature` (a preview may show its plan).
+    [[nodiscard]] bool implemented(Feature feature) const;
     [[nodiscard]] const std::map<std::string, Capability, std::less<>>& entries() const { return m_entries; }
 
 private:
     std::map<std::string, Capability, std::less<>> m_entries;
+    std::set<std::string, std::less<>> m_implemented;
 };
+
+// The error for `feature` of `provider` when the gate stops there
+// (NotAvailable, UnderDevelopment: exit 2; ManualWorkaround: exit 3), one
+// wording for the gate and for a provider that refuses a call itself.
+// `capability` must not be Supported.
+[[nodiscard]] Error refusal(std::string_view provider, Feature feature, const Capability& capability);
 
 }  // namespace agentctl

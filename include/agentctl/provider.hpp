@@ -4,13 +4,15 @@
 // (src/provider/registry.cpp). What a provider can do is described by its
 // capability matrix, never discovered at run time: the CLI checks the matrix
 // (the "gate") before it calls any method below, so a method is only called
-// for a feature whose status is Supported or ManualWorkaround+--force-partial.
+// for a feature whose status is Supported, ManualWorkaround with
+// --force-partial, or UnderDevelopment under --preview (to print its plan).
 //
 // Preview: when ProviderContext::preview is set, a method prints every backend
 // command it would run (one shell-quoted line each) to ProviderContext::out and
 // changes nothing. The preview lines come from the same builders as the real run.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <iosfwd>
 #include <map>
@@ -19,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "agentctl/capability.hpp"
@@ -54,8 +57,9 @@ public:
 struct ProviderContext {
     ProcessRunner& runner;
     const HostPlatform& platform;
+    // Everything agentctl itself says to the person: steps, notices, warnings.
     Reporter& reporter;
-    std::ostream& out;  // preview lines and command output
+    std::ostream& out;  // preview lines, results, and a command's output (exec)
     bool preview = false;
     std::string config_dir;                       // core::config_dir(): configuration only, never state
     std::string self_exe;                         // this agentctl binary, for `agentctl egress-proxy`
@@ -113,10 +117,7 @@ struct StopRequest {
     std::optional<int> timeout_seconds;
 };
 
-enum class LogKind { Network, Exec };
-
 struct LogRequest {
-    LogKind kind = LogKind::Network;
     bool follow = false;
     bool json = false;  // raw JSON Lines instead of a rendered table
 };
@@ -127,16 +128,27 @@ struct SnapshotInfo {
     bool stateful = false;
 };
 
-class Provider {
+// ---- The parts of a provider: one interface per capability group.
+//
+// A provider implements the parts it has code for (Implements<...> below) and
+// nothing else: no method exists only to refuse. Each part lists the features
+// it provides; a provider's capability matrix starts from those
+// (Implements::base_capabilities), so a feature of a part the provider lacks is
+// NotAvailable, or UnderDevelopment where the provider says so, and never
+// Supported. The CLI reaches a part only after the gate let one of its
+// features through, which guarantees the provider has it. `logs.exec` belongs
+// to no part yet: exec logging is not built on any provider.
+
+// Creating, booting, stopping, removing and inspecting sandboxes. Every provider
+// has it; create's options (mounts, ports, packages, placement) are its features.
+// clang-format off
+class Lifecycle {
 public:
-    virtual ~Provider() = default;
-
-    [[nodiscard]] virtual std::string_view name() const = 0;
-
-    // The backend's own name and version for `agentctl version` ("Incus 6.0.4").
-    // Empty when the provider has no way to ask; throws agentctl::Error saying
-    // why when the backend cannot be reached.
-    [[nodiscard]] virtual std::string backend_version() { return {}; }
+    static constexpr std::array<Feature, 11> k_features{
+        "create",   "start",    "stop",    "delete", "list", "status", "fs.mount", "fs.mount.readonly",
+        "network.port-publish", "provision.packages", "placement.target"};
+    // clang-format on
+    virtual ~Lifecycle() = default;
 
     // Creates the instance with everything in `spec` applied: limits, mounts,
     // ports, the non-root user and the network policy. MUST leave nothing behind
@@ -156,27 +168,145 @@ public:
 
     [[nodiscard]] virtual std::vector<InstanceInfo> list() = 0;
     [[nodiscard]] virtual InstanceInfo status(const std::string& name) = 0;
+};
+
+// Running commands in a sandbox.
+class Commands {
+public:
+    static constexpr std::array<Feature, 2> k_features{"exec", "shell"};
+
+    virtual ~Commands() = default;
 
     // Runs a command as the sandbox user (or root) and returns its exit code.
-    // Non-interactive output is written to the context's out/err streams.
+    // Non-interactive, its output and error output reach this process's stdout and
+    // stderr (ProviderContext::out flushed first); with request.tty the client gets the terminal.
     virtual int exec(const std::string& name, const ExecRequest& request) = 0;
+    // An interactive login shell as the sandbox user (or root); its exit code.
     virtual int shell(const std::string& name, bool root) = 0;
+};
 
+// The sandbox's graphical console.
+class Console {
+public:
+    static constexpr std::array<Feature, 1> k_features{"view"};
+
+    virtual ~Console() = default;
+
+    // Opens the console; `read_only` watches without sending input.
     virtual void view(const std::string& name, bool read_only) = 0;
+};
+
+// The egress proxy's record of allowed and refused connections.
+class EgressLog {
+public:
+    static constexpr std::array<Feature, 1> k_features{"logs.network"};
+
+    virtual ~EgressLog() = default;
+
+    // Prints the sandbox's network decisions to ProviderContext::out (follows
+    // them with request.follow) and returns the exit code.
     virtual int logs(const std::string& name, const LogRequest& request) = 0;
+};
+// clang-format off
+class Snapshots {
+public:
+    static constexpr std::array<Feature, 4> k_features{"snapshot.create", "snapshot.list", "snapshot.restore",
+                                                      "snapshot.delete"};
+    // clang-format on
+    virtual ~Snapshots() = default;
 
     virtual void snapshot_create(const std::string& name, const std::string& snapshot) = 0;
     [[nodiscard]] virtual std::vector<SnapshotInfo> snapshot_list(const std::string& name) = 0;
+    // Rolls the sandbox back to `snapshot`; the restored mounts are checked
+    // again (ProviderContext::recheck_mounts) before anything boots with them.
     virtual void snapshot_restore(const std::string& name, const std::string& snapshot) = 0;
     virtual void snapshot_delete(const std::string& name, const std::string& snapshot) = 0;
+};
+
+// A local image store.
+class Images {
+public:
+    static constexpr std::array<Feature, 2> k_features{"image.pull", "image.build"};
+
+    virtual ~Images() = default;
 
     virtual void image_pull(const std::string& ref) = 0;
+    // Builds image `output` from `base` plus `packages`; an empty `base` means
+    // the provider's own base built from nothing.
     virtual void image_build(const std::string& output, const std::string& base,
                              const std::vector<std::string>& packages) = 0;
+};
+
+// Default-deny egress. A provider that enforces a network policy at create
+// can also replace it, so the policy's features live here: without this part
+// every policy is refused (create needs --no-network-policy).
+class EgressPolicy {
+public:
+    static constexpr std::array<Feature, 2> k_features{"network.acl", "network.deny-lan"};
+
+    virtual ~EgressPolicy() = default;
 
     // Replaces a (possibly running) sandbox's network policy in place; used by
     // `policy add/remove`. MUST NOT restart the instance.
     virtual void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) = 0;
+};
+
+// A provider instance: its name and version, and its parts. A part it does not
+// implement is nullptr (Lifecycle it always has). Providers derive from
+// Implements<...>, which answers these from the parts it is given.
+class Provider {
+public:
+    virtual ~Provider() = default;
+
+    [[nodiscard]] virtual std::string_view name() const = 0;
+
+    // The backend's own name and version for `agentctl version` ("Incus 6.0.4").
+    // Empty when the provider has no way to ask; throws agentctl::Error saying
+    // why when the backend cannot be reached.
+    [[nodiscard]] virtual std::string backend_version() { return {}; }
+
+    [[nodiscard]] virtual Lifecycle& lifecycle() = 0;
+    [[nodiscard]] virtual Commands* commands() = 0;
+    [[nodiscard]] virtual Console* console() = 0;
+    [[nodiscard]] virtual EgressLog* egress_log() = 0;
+    [[nodiscard]] virtual Snapshots* snapshots() = 0;
+    [[nodiscard]] virtual Images* images() = 0;
+    [[nodiscard]] virtual EgressPolicy* egress_policy() = 0;
+};
+
+// The base of a provider class that implements `Parts` (Lifecycle among them):
+// `class LimaBackend final : public Implements<Lifecycle, Commands, ...>`.
+// The list of parts is the one statement of what the provider has code for.
+template <class... Parts>
+class Implements : public Provider, public Parts... {
+    template <class Part>
+    static constexpr bool k_has = (std::is_same_v<Part, Parts> || ...);
+    static_assert(k_has<Lifecycle>, "every provider implements Lifecycle");
+
+public:
+    // The matrix the provider's capabilities() starts from: every feature of
+    // `Parts` Supported, every other feature NotAvailable.
+    [[nodiscard]] static CapabilityMatrix base_capabilities() {
+        return CapabilityMatrix({std::span<const Feature>(Parts::k_features)...});
+    }
+
+    [[nodiscard]] Lifecycle& lifecycle() final { return *this; }
+    [[nodiscard]] Commands* commands() final { return part<Commands>(); }
+    [[nodiscard]] Console* console() final { return part<Console>(); }
+    [[nodiscard]] EgressLog* egress_log() final { return part<EgressLog>(); }
+    [[nodiscard]] Snapshots* snapshots() final { return part<Snapshots>(); }
+    [[nodiscard]] Images* images() final { return part<Images>(); }
+    [[nodiscard]] EgressPolicy* egress_policy() final { return part<EgressPolicy>(); }
+
+private:
+    template <class Part>
+    Part* part() {
+        if constexpr (k_has<Part>) {
+            return this;
+        } else {
+            return nullptr;
+        }
+    }
 };
 
 // One entry of the provider registry: everything agentctl knows about a

@@ -34,7 +34,7 @@ void add_completion(CLI::App& app, CommandEnv& env) {
             try {
                 if (*kind == "sandboxes") {
                     env.session.gate("list");
-                    for (const auto& info : env.session.provider().list()) env.session.out() << info.name << "\n";
+                    for (const auto& info : env.session.lifecycle().list()) env.session.out() << info.name << "\n";
                 } else if (*kind == "profiles") {
                     for (const auto& profile : policy::list_profiles(policy_environment(env.session))) {
                         if (!profile.shadowed) env.session.out() << profile.name << "\n";

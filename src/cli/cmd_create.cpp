@@ -92,7 +92,7 @@ void add_create(CLI::App& app, CommandEnv& env) {
             for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
             if (!session.globals().preview) spec = build_sandbox_spec(session, *o, true);
             session.lock_instance(o->name);
-            session.provider().create(spec);
+            session.lifecycle().create(spec);
             if (!session.globals().preview) session.reporter().notice(fmt::format("created sandbox {}", o->name));
             return 0;
         };
@@ -130,7 +130,7 @@ void add_start(CLI::App& app, CommandEnv& env) {
                 }
             }
             session.lock_instance(*name);
-            session.provider().start(*name, request);
+            session.lifecycle().start(*name, request);
             return 0;
         };
     });

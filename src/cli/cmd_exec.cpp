@@ -20,7 +20,7 @@ void add_exec(CLI::App& app, CommandEnv& env) {
         env.action = [&env, name, request] {
             validate_instance_name(*name);
             env.session.gate("exec");
-            return env.session.provider().exec(*name, *request);
+            return env.session.commands().exec(*name, *request);
         };
     });
 }
@@ -36,7 +36,7 @@ void add_shell(CLI::App& app, CommandEnv& env) {
         env.action = [&env, name, root] {
             validate_instance_name(*name);
             env.session.gate("shell");
-            return env.session.provider().shell(*name, *root);
+            return env.session.commands().shell(*name, *root);
         };
     });
 }
@@ -52,7 +52,7 @@ void add_view(CLI::App& app, CommandEnv& env) {
         env.action = [&env, name, read_only] {
             validate_instance_name(*name);
             env.session.gate("view");
-            env.session.provider().view(*name, *read_only);
+            env.session.console().view(*name, *read_only);
             return 0;
         };
     });

@@ -17,7 +17,7 @@ void add_image(CLI::App& app, CommandEnv& env) {
     pull->callback([&env, ref] {
         env.action = [&env, ref] {
             env.session.gate("image.pull");
-            env.session.provider().image_pull(*ref);
+            env.session.images().image_pull(*ref);
             return 0;
         };
     });
@@ -40,7 +40,7 @@ void add_image(CLI::App& app, CommandEnv& env) {
         env.action = [&env, args] {
             for (const auto& package : args->packages) policy::check_package_name(package);
             env.session.gate("image.build");
-            env.session.provider().image_build(args->output, args->base, args->packages);
+            env.session.images().image_build(args->output, args->base, args->packages);
             return 0;
         };
     });

@@ -53,7 +53,7 @@ void add_stop(CLI::App& app, CommandEnv& env) {
             env.session.gate("stop");
             return for_each_name(env.session, *names, [&](const std::string& name) {
                 env.session.lock_instance(name);
-                env.session.provider().stop(name, *request);
+                env.session.lifecycle().stop(name, *request);
             });
         };
     });
@@ -74,7 +74,7 @@ void add_delete(CLI::App& app, CommandEnv& env) {
             env.session.gate("delete");
             return for_each_name(env.session, *names, [&](const std::string& name) {
                 env.session.lock_instance(name);
-                env.session.provider().remove(name, *force);
+                env.session.lifecycle().remove(name, *force);
             });
         };
     });

@@ -17,7 +17,7 @@ void add_list(CLI::App& app, CommandEnv& env) {
     cmd->callback([&env, quiet] {
         env.action = [&env, quiet] {
             env.session.gate("list");
-            const auto instances = env.session.provider().list();
+            const auto instances = env.session.lifecycle().list();
             if (*quiet) {
                 for (const auto& info : instances) env.session.out() << info.name << "\n";
                 return 0;
@@ -64,7 +64,7 @@ void add_status(CLI::App& app, CommandEnv& env) {
         env.action = [&env, name] {
             validate_instance_name(*name);
             env.session.gate("status");
-            const auto info = env.session.provider().status(*name);
+            const auto info = env.session.lifecycle().status(*name);
             if (env.session.json()) {
                 env.session.out() << instance_json(info).dump(2) << "\n";
             } else {

@@ -50,7 +50,7 @@ int run_check(Session& session, const CheckArgs& args) {
         }
         validate_instance_name(args.positional[0]);
         session.gate("status");
-        auto info = session.provider().status(args.positional[0]);
+        auto info = session.lifecycle().status(args.positional[0]);
         if (!info.network) throw Error(fmt::format("the network policy of {} is not known", args.positional[0]));
         network = *info.network;
         destination = args.positional[1];
@@ -84,9 +84,8 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
     for (const auto& entry : args.entries) rules.push_back(policy::parse_allow_entry(entry, "policy add"));
     session.gate("network.acl");
     session.lock_instance(args.name);
-    auto& provider = session.provider();
     // Read even in a preview (reading changes nothing): the request carries the whole new allowlist.
-    auto info = provider.status(args.name);
+    auto info = session.lifecycle().status(args.name);
     if (!info.network) throw Error(fmt::format("the network policy of {} is not known", args.name));
     policy::NetworkPolicy network = *info.network;
     if (!network.enabled) {
@@ -110,7 +109,7 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
             network.allow.erase(it);
         }
     }
-    provider.apply_network_policy(args.name, network);
+    session.egress_policy().apply_network_policy(args.name, network);
     if (!session.globals().preview) {
         for (const auto& rule : rules) {
             session.reporter().notice(fmt::format("{} {} {}", add ? "allowed" : "removed", rule.entry(),

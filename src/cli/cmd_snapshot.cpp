@@ -34,7 +34,7 @@ void add_snapshot(CLI::App& app, CommandEnv& env) {
             validate_instance_name(args->name);
             env.session.gate("snapshot.create");
             env.session.lock_instance(args->name);
-            env.session.provider().snapshot_create(args->name, args->snapshot);
+            env.session.snapshots().snapshot_create(args->name, args->snapshot);
             return 0;
         };
     });
@@ -42,7 +42,7 @@ void add_snapshot(CLI::App& app, CommandEnv& env) {
         env.action = [&env, args] {
             validate_instance_name(args->name);
             env.session.gate("snapshot.list");
-            const auto snapshots = env.session.provider().snapshot_list(args->name);
+            const auto snapshots = env.session.snapshots().snapshot_list(args->name);
             if (env.session.json()) {
                 auto array = nlohmann::json::array();
                 for (const auto& s : snapshots) {
@@ -62,7 +62,7 @@ void add_snapshot(CLI::App& app, CommandEnv& env) {
             validate_instance_name(args->name);
             env.session.gate("snapshot.restore");
             env.session.lock_instance(args->name);
-            env.session.provider().snapshot_restore(args->name, args->snapshot);
+            env.session.snapshots().snapshot_restore(args->name, args->snapshot);
             return 0;
         };
     });
@@ -71,7 +71,7 @@ void add_snapshot(CLI::App& app, CommandEnv& env) {
             validate_instance_name(args->name);
             env.session.gate("snapshot.delete");
             env.session.lock_instance(args->name);
-            env.session.provider().snapshot_delete(args->name, args->snapshot);
+            env.session.snapshots().snapshot_delete(args->name, args->snapshot);
             return 0;
         };
     });

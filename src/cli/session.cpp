@@ -2,6 +2,7 @@
 
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 #if defined(__APPLE__)
 #include <mach-o/dyld.h>
@@ -116,38 +117,47 @@ const ProviderEntry& Session::provider_entry() {
 
 CapabilityMatrix Session::capabilities() { return provider_entry().capabilities(platform()); }
 
-void Session::gate(Feature feature_name) {
-    const std::string_view feature = feature_name.name();
+void Session::gate(Feature feature) {
     const auto& entry = provider_entry();
-    const auto capability = entry.capabilities(platform()).get(feature_name);
-    switch (capability.status) {
-        case CapabilityStatus::Supported: return;
-        case CapabilityStatus::NotAvailable:
-            throw Error(
-                fmt::format("{} is not available on the {} provider: {}", feature, entry.name, capability.message),
-                "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
-                exit_code::k_not_available);
-        case CapabilityStatus::UnderDevelopment:
-            if (m_globals.preview) {
-                // A preview runs nothing, so it may show the plan of a feature that cannot run yet.
-                reporter().warning(fmt::format("{} is under development on the {} provider: {} (preview only)", feature,
-                                               entry.name, capability.message));
-                return;
-            }
-            throw Error(
-                fmt::format("{} is under development on the {} provider: {}", feature, entry.name, capability.message),
-                "run `agentctl capabilities --provider " + std::string(entry.name) + "` to see what it supports",
-                exit_code::k_not_available);
-        case CapabilityStatus::ManualWorkaround:
-            if (m_globals.force_partial) {
-                reporter().warning(fmt::format("{} on the {} provider needs manual steps: {}", feature, entry.name,
-                                               capability.message));
-                return;
-            }
-            throw Error(
-                fmt::format("{} on the {} provider needs manual steps: {}", feature, entry.name, capability.message),
-                "do those steps yourself, then re-run with --force-partial", exit_code::k_manual_workaround);
+    const auto matrix = entry.capabilities(platform());
+    const auto capability = matrix.get(feature);
+    if (capability.status == CapabilityStatus::Supported) return;
+    auto refused = refusal(entry.name, feature, capability);
+    // A preview runs nothing, so it may show the plan of a feature that cannot
+    // run yet, where the provider has the code that prints one.
+    if (capability.status == CapabilityStatus::UnderDevelopment && m_globals.preview && matrix.implemented(feature)) {
+        reporter().warning(fmt::format("{} (preview only)", refused.what()));
+        return;
     }
+    if (capability.status == CapabilityStatus::ManualWorkaround && m_globals.force_partial) {
+        reporter().warning(refused.what());
+        return;
+    }
+    throw refused;
+}
+
+namespace {
+
+// A part the gate let through: the matrix guarantees the provider has it.
+template <class Part>
+Part& gated(Part* part, std::string_view provider, std::string_view what) {
+    if (part == nullptr) {
+        throw std::logic_error(
+            fmt::format("the {} provider has no {} part, but its matrix let it through", provider, what));
+    }
+    return *part;
+}
+
+}  // namespace
+
+Lifecycle& Session::lifecycle() { return provider().lifecycle(); }
+Commands& Session::commands() { return gated(provider().commands(), provider_entry().name, "commands"); }
+Console& Session::console() { return gated(provider().console(), provider_entry().name, "console"); }
+EgressLog& Session::egress_log() { return gated(provider().egress_log(), provider_entry().name, "egress log"); }
+Snapshots& Session::snapshots() { return gated(provider().snapshots(), provider_entry().name, "snapshots"); }
+Images& Session::images() { return gated(provider().images(), provider_entry().name, "images"); }
+EgressPolicy& Session::egress_policy() {
+    return gated(provider().egress_policy(), provider_entry().name, "egress policy");
 }
 
 Provider& Session::provider() {

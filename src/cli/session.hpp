@@ -55,12 +55,23 @@ public:
     [[nodiscard]] CapabilityMatrix capabilities();
 
     // The capability gate: Supported passes; NotAvailable/UnderDevelopment throw
-    // (exit 2); ManualWorkaround prints the plan and throws (exit 3) unless
-    // --force-partial, in which case it prints the plan as a warning and passes.
+    // (exit 2), except that a preview of an UnderDevelopment feature the
+    // provider has code for passes with a warning; ManualWorkaround prints the
+    // plan and throws (exit 3) unless --force-partial, in which case it prints
+    // the plan as a warning and passes.
     void gate(Feature feature);
 
     // Creates the provider (after the caller has gated its feature).
     [[nodiscard]] Provider& provider();
+    // The provider's parts (provider.hpp). The caller gates a feature of the
+    // part first; the matrix then guarantees the provider has it.
+    [[nodiscard]] Lifecycle& lifecycle();
+    [[nodiscard]] Commands& commands();
+    [[nodiscard]] Console& console();
+    [[nodiscard]] EgressLog& egress_log();
+    [[nodiscard]] Snapshots& snapshots();
+    [[nodiscard]] Images& images();
+    [[nodiscard]] EgressPolicy& egress_policy();
 
     // Serialises agentctl processes acting on one sandbox; held until the session
     // ends. Says so on stderr when it has to wait for another agentctl.

@@ -92,7 +92,7 @@ std::optional<std::vector<Mount>> build_start_mounts(Session& session, const std
     const auto env = policy_environment(session);
     std::vector<Mount> previous;
     // Read in a preview too: reading changes nothing, and the preview must resolve what the real run would.
-    if (!options.only && !options.none) previous = session.provider().status(name).mounts;
+    if (!options.only && !options.none) previous = session.lifecycle().status(name).mounts;
     return policy::resolve_start_mounts(name, with_base_profile(session, profiles, env), mount_flags(options), previous,
                                         env, notices, !session.globals().preview);
 }

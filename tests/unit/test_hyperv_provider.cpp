@@ -1,6 +1,6 @@
 // The hyperv provider object: without --preview every call refuses with the
 // capability message and exit code 2; with --preview the lifecycle calls print
-// their plan and run nothing.
+// their plan and run nothing; the parts without a plan are not there at all.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -100,31 +100,46 @@ TEST_CASE("without preview every method refuses with exit code 2 and the capabil
     Fixture f(false);
     auto& p = *f.provider;
     CHECK(p.name() == "hyperv");
-    check_refuses([&] { p.create(spec()); }, "create");
-    check_refuses([&] { p.start("demo", {}); }, "start");
-    check_refuses([&] { p.stop("demo", {}); }, "stop");
-    check_refuses([&] { p.remove("demo", true); }, "delete");
-    check_refuses([&] { (void)p.list(); }, "list");
-    check_refuses([&] { (void)p.status("demo"); }, "status");
-    check_refuses([&] { (void)p.exec("demo", ExecRequest{{"true"}, false, false, {}}); }, "exec");
-    check_refuses([&] { (void)p.shell("demo", false); }, "shell");
-    check_refuses([&] { p.view("demo", true); }, "view");
-    check_refuses([&] { (void)p.logs("demo", LogRequest{LogKind::Network, false, false}); }, "logs.network");
-    check_refuses([&] { (void)p.logs("demo", LogRequest{LogKind::Exec, false, false}); }, "logs.exec");
-    check_refuses([&] { p.snapshot_create("demo", "s1"); }, "snapshot.create");
-    check_refuses([&] { (void)p.snapshot_list("demo"); }, "snapshot.list");
-    check_refuses([&] { p.snapshot_restore("demo", "s1"); }, "snapshot.restore");
-    check_refuses([&] { p.snapshot_delete("demo", "s1"); }, "snapshot.delete");
-    check_refuses([&] { p.image_pull("ubuntu"); }, "image.pull");
-    check_refuses([&] { p.image_build("out.vhdx", "base.vhdx", {"git"}); }, "image.build");
-    check_refuses([&] { p.apply_network_policy("demo", policy::NetworkPolicy{}); }, "network.acl");
+    auto& life = p.lifecycle();
+    check_refuses([&] { life.create(spec()); }, "create");
+    check_refuses([&] { life.start("demo", {}); }, "start");
+    check_refuses([&] { life.stop("demo", {}); }, "stop");
+    check_refuses([&] { life.remove("demo", true); }, "delete");
+    check_refuses([&] { (void)life.list(); }, "list");
+    check_refuses([&] { (void)life.status("demo"); }, "status");
+    REQUIRE(p.egress_policy() != nullptr);
+    check_refuses([&] { p.egress_policy()->apply_network_policy("demo", policy::NetworkPolicy{}); }, "network.acl");
     CHECK(f.runner.requests.empty());
     CHECK(f.out.str().empty());
 }
 
+TEST_CASE("the parts without a plan are absent, and the matrix keeps even a preview from them", "[hyperv][provider]") {
+    Fixture f(true);
+    auto& p = *f.provider;
+    CHECK(p.commands() == nullptr);
+    CHECK(p.console() == nullptr);
+    CHECK(p.egress_log() == nullptr);
+    CHECK(p.snapshots() == nullptr);
+    CHECK(p.images() == nullptr);
+    const auto matrix = provider::hyperv::capabilities(Platform());
+    for (Feature feature :
+         {Feature("exec"), Feature("shell"), Feature("view"), Feature("logs.network"), Feature("logs.exec"),
+          Feature("snapshot.create"), Feature("snapshot.list"), Feature("snapshot.restore"), Feature("snapshot.delete"),
+          Feature("image.pull"), Feature("image.build")}) {
+        INFO(feature);
+        CHECK(!matrix.implemented(feature));
+        CHECK(matrix.get(feature).status == CapabilityStatus::UnderDevelopment);
+    }
+    for (Feature feature :
+         {Feature("create"), Feature("start"), Feature("stop"), Feature("delete"), Feature("network.acl")}) {
+        INFO(feature);
+        CHECK(matrix.implemented(feature));
+    }
+}
+
 TEST_CASE("preview: create prints the create plan, one shell-quoted line per step", "[hyperv][provider]") {
     Fixture f(true);
-    f.provider->create(spec());
+    f.provider->lifecycle().create(spec());
     const auto layout = provider::hyperv::layout_for("demo", "/home/me/.local/state/agentctl");
     const auto plan = provider::hyperv::create_plan(spec(), layout);
     CHECK(f.out.str() == lines_of(plan));
@@ -138,14 +153,14 @@ TEST_CASE("preview: create prints the create plan, one shell-quoted line per ste
 TEST_CASE("preview: start, stop, delete and policy print their plans", "[hyperv][provider]") {
     Fixture f(true);
     const auto layout = provider::hyperv::layout_for("demo", "/home/me/.local/state/agentctl");
-    f.provider->start("demo", {});
+    f.provider->lifecycle().start("demo", {});
     StopRequest force;
     force.force = true;
-    f.provider->stop("demo", force);
-    f.provider->remove("demo", false);
+    f.provider->lifecycle().stop("demo", force);
+    f.provider->lifecycle().remove("demo", false);
     policy::NetworkPolicy network;
     network.allow_lan = true;
-    f.provider->apply_network_policy("demo", network);
+    f.provider->egress_policy()->apply_network_policy("demo", network);
     CHECK(f.out.str() == lines_of(provider::hyperv::start_plan(layout, {})) +
                              lines_of(provider::hyperv::stop_plan(layout, force)) +
                              lines_of(provider::hyperv::remove_plan(layout, false)) +
@@ -155,9 +170,8 @@ TEST_CASE("preview: start, stop, delete and policy print their plans", "[hyperv]
 
 TEST_CASE("preview: no plan is invented where none exists", "[hyperv][provider]") {
     Fixture f(true);
-    check_refuses([&] { (void)f.provider->list(); }, "list");
-    check_refuses([&] { (void)f.provider->exec("demo", ExecRequest{{"id"}, false, false, {}}); }, "exec");
-    check_refuses([&] { f.provider->view("demo", false); }, "view");
+    check_refuses([&] { (void)f.provider->lifecycle().list(); }, "list");
+    check_refuses([&] { (void)f.provider->lifecycle().status("demo"); }, "status");
     CHECK(f.out.str().empty());
 }
 
@@ -166,7 +180,7 @@ TEST_CASE("preview: create of a spec Hyper-V cannot express fails before printin
     auto udp = spec();
     udp.ports = {PortForward{"127.0.0.1", 5353, 53, "udp"}};
     try {
-        f.provider->create(udp);
+        f.provider->lifecycle().create(udp);
         FAIL("no error");
     } catch (const Error& error) {
         CHECK(error.code() == exit_code::k_not_available);

@@ -238,7 +238,7 @@ SandboxSpec spec_on(std::string target, bool confined) {
 TEST_CASE("create in a cluster: the bridge pending on every member, then created; the instance on its member",
           "[cluster]") {
     Fixture f;
-    CHECK_THROWS_WITH(f.provider->create(spec_on("m2", false)), "stop here");
+    CHECK_THROWS_WITH(f.provider->lifecycle().create(spec_on("m2", false)), "stop here");
     const auto bridge = bridge_name("s1");
     CHECK(f.client->posts() == std::vector<std::string>{"POST /1.0/networks?target=m1", "POST /1.0/networks?target=m2",
                                                         "POST /1.0/networks", "POST /1.0/instances?target=m2"});
@@ -255,17 +255,18 @@ TEST_CASE("create in a cluster: the bridge pending on every member, then created
 TEST_CASE("create on a standalone server: one network POST, no target", "[cluster]") {
     Fixture f;
     f.client->clustered = false;
-    CHECK_THROWS_WITH(f.provider->create(spec_on("", false)), "stop here");
+    CHECK_THROWS_WITH(f.provider->lifecycle().create(spec_on("", false)), "stop here");
     CHECK(f.client->posts() == std::vector<std::string>{"POST /1.0/networks", "POST /1.0/instances"});
 }
 
 TEST_CASE("create refuses a confined sandbox on another machine's member before making anything", "[cluster]") {
     Fixture f;
-    CHECK_THROWS_WITH(f.provider->create(spec_on("m2", true)), Catch::Contains("is not this machine"));
+    CHECK_THROWS_WITH(f.provider->lifecycle().create(spec_on("m2", true)), Catch::Contains("is not this machine"));
     CHECK(f.client->posts().empty());
     Fixture standalone;
     standalone.client->clustered = false;
-    CHECK_THROWS_WITH(standalone.provider->create(spec_on("m1", false)), Catch::Contains("is not a cluster"));
+    CHECK_THROWS_WITH(standalone.provider->lifecycle().create(spec_on("m1", false)),
+                      Catch::Contains("is not a cluster"));
     CHECK(standalone.client->posts().empty());
 }
 
@@ -274,7 +275,7 @@ TEST_CASE("a preview of create --target prints the definition on the member and 
     std::ostringstream lines;
     f.context.preview = true;
     auto provider = make_provider(f.context, make_preview_client(lines), nullptr);
-    provider->create(spec_on("m1", true));
+    provider->lifecycle().create(spec_on("m1", true));
     const auto text = lines.str();
     const auto pending = text.find("incus query -X POST --data '{\"config\":{},\"name\":\"" + bridge_name("s1") +
                                    "\",\"type\":\"bridge\"}' '/1.0/networks?target=m1'");

@@ -44,7 +44,7 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
     spec.isolation = Isolation::Container;
     spec.network.allow.push_back(policy::parse_allow_entry("api.example.com:443", "--allow"));
     spec.network.allow.push_back(policy::parse_allow_entry("93.184.216.34:443", "--allow"));
-    f.provider->create(spec);
+    f.provider->lifecycle().create(spec);
     const auto text = f.out.str();
     CHECK_THAT(text, Catch::Contains("incus query -X GET /1.0\n"));
     CHECK_THAT(text, Catch::Contains("incus query -X POST --data '{\"config\":{\"user.agentctl.sandbox\":\"demo\"}"));
@@ -75,14 +75,14 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
 
 TEST_CASE("preview shell prints the incus exec line with the user flags", "[preview]") {
     Fixture f;
-    CHECK(f.provider->shell("demo", false) == 0);
+    CHECK(f.provider->commands()->shell("demo", false) == 0);
     CHECK_THAT(f.out.str(), Catch::Contains("incus exec demo --user 1500 --group 1500 --cwd /home/agent "
                                             "--env HOME=/home/agent --env LANG=C.UTF-8 --env LOGNAME=agent "
                                             "--env NPM_CONFIG_PREFIX=/home/agent/.npm-global "
                                             "--env PATH=/home/agent/.local/bin:/home/agent/.npm-global/bin:"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("--env USER=agent -- /bin/bash -l\n"));
     std::ostringstream().swap(f.out);
-    f.provider->shell("demo", true);
+    f.provider->commands()->shell("demo", true);
     CHECK_THAT(f.out.str(), Catch::Contains("incus exec demo --env HOME=/root"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("--env USER=root -- /bin/bash -l\n"));
 }
@@ -92,18 +92,18 @@ TEST_CASE("preview exec -t and delete", "[preview]") {
     ExecRequest request;
     request.argv = {"bash", "-c", "echo hi"};
     request.tty = true;
-    CHECK(f.provider->exec("demo", request) == 0);
+    CHECK(f.provider->commands()->exec("demo", request) == 0);
     CHECK_THAT(f.out.str(), Catch::Contains("\nincus exec demo -t --user 1500"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("-- bash -c 'echo hi'\n"));
     // Without -t: the exec API with websockets, output streamed, nothing recorded.
     std::ostringstream().swap(f.out);
     request.tty = false;
-    CHECK(f.provider->exec("demo", request) == 0);
+    CHECK(f.provider->commands()->exec("demo", request) == 0);
     CHECK_THAT(f.out.str(), Catch::Contains("\"record-output\":false"));
     CHECK_THAT(f.out.str(), Catch::Contains("\"wait-for-websocket\":true"));
     CHECK_THAT(f.out.str(), Catch::Contains("/1.0/instances/demo/exec\n"));
     std::ostringstream().swap(f.out);
-    f.provider->remove("demo", true);
+    f.provider->lifecycle().remove("demo", true);
     CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/demo\n"));
 }
 
@@ -129,7 +129,7 @@ TEST_CASE("preview create with the proxy in an instance prints the companion and
     spec.image = "agentctl-debian-12";
     spec.isolation = Isolation::Container;
     spec.network.allow.push_back(policy::parse_allow_entry("api.example.com:443", "--allow"));
-    provider->create(spec);
+    provider->lifecycle().create(spec);
     const auto text = out.str();
     // The companion: its own container on the sandbox's bridge, marked as the sandbox's proxy.
     CHECK_THAT(text, Catch::Contains("\"name\":\"demo-egress\""));

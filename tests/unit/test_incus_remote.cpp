@@ -222,10 +222,10 @@ TEST_CASE("preview lines address the remote the way the incus client does (REMOT
     Server server;
     server.remote = "build";
     auto provider = make_provider(context, make_preview_client(out, {}, nullptr, "build"), nullptr, server);
-    provider->stop("demo", StopRequest{});
+    provider->lifecycle().stop("demo", StopRequest{});
     CHECK_THAT(out.str(), Catch::StartsWith("incus query -X GET 'build:/1.0/instances/demo?recursion=1'\n"));
     std::ostringstream().swap(out);
-    provider->shell("demo", true);
+    provider->commands()->shell("demo", true);
     CHECK_THAT(out.str(), Catch::Contains("\nincus exec build:demo --env HOME=/root"));
 }
 
@@ -247,15 +247,15 @@ TEST_CASE("a server that is not this machine: host directories are refused, --mo
     mount.host_path = "/home/dev/project";
     mount.guest_path = "/workspace";
     spec.mounts.push_back(mount);
-    const auto refused = error_of([&] { provider->create(spec); });
+    const auto refused = error_of([&] { provider->lifecycle().create(spec); });
     CHECK_THAT(refused, Catch::Contains("the Incus server of remote far is not this machine, so host directories "
                                         "cannot be mounted: /home/dev/project would be a path on the server"));
     CHECK_THAT(refused, Catch::Contains("--mount-none"));
     CHECK_THAT(out.str(), !Catch::Contains("-X POST"));  // nothing was made
     spec.mounts.clear();
-    provider->create(spec);
+    provider->lifecycle().create(spec);
     CHECK_THAT(out.str(), Catch::Contains("far:/1.0/instances\n"));
     StartRequest start;
     start.mounts = std::vector<Mount>{mount};
-    CHECK_THAT(error_of([&] { provider->start("demo", start); }), Catch::Contains("is not this machine"));
+    CHECK_THAT(error_of([&] { provider->lifecycle().start("demo", start); }), Catch::Contains("is not this machine"));
 }

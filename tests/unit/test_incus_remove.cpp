@@ -72,7 +72,7 @@ Json owned_by(const std::string& sandbox) { return Json{{"config", {{"user.agent
 
 TEST_CASE("delete of a sandbox with nothing left is an error, and changes nothing", "[remove]") {
     Fixture f;
-    CHECK_THROWS_WITH(f.provider->remove("gone", false), Catch::Contains("no sandbox named \"gone\""));
+    CHECK_THROWS_WITH(f.provider->lifecycle().remove("gone", false), Catch::Contains("no sandbox named \"gone\""));
     for (const auto& call : f.client->calls) CHECK_FALSE(call.starts_with("DELETE /1.0/network"));
 }
 
@@ -80,7 +80,7 @@ TEST_CASE("delete after a create that died before the instance existed", "[remov
     Fixture f;
     f.client->objects["/1.0/networks/" + bridge_name("half")] = owned_by("half");
     f.client->objects["/1.0/network-acls/agentctl-half"] = owned_by("half");
-    f.provider->remove("half", false);
+    f.provider->lifecycle().remove("half", false);
     CHECK(f.client->objects.empty());
     auto& calls = f.client->calls;
     auto net = std::find(calls.begin(), calls.end(), "DELETE /1.0/networks/" + bridge_name("half"));
@@ -94,7 +94,7 @@ TEST_CASE("delete leaves alone a bridge or ACL that is not the sandbox's", "[rem
     Fixture f;
     f.client->objects["/1.0/networks/" + bridge_name("mine")] = owned_by("someone-else");
     f.client->objects["/1.0/network-acls/agentctl-mine"] = owned_by("mine");
-    f.provider->remove("mine", false);
+    f.provider->lifecycle().remove("mine", false);
     CHECK(f.client->objects.contains("/1.0/networks/" + bridge_name("mine")));
     CHECK_FALSE(f.client->objects.contains("/1.0/network-acls/agentctl-mine"));
     CHECK_THAT(f.reporter.text, Catch::Contains("belongs to \"someone-else\""));
@@ -104,11 +104,11 @@ TEST_CASE("delete refuses a running sandbox without --force and an instance agen
     Fixture f;
     f.client->objects["/1.0/instances/web"] =
         Json{{"name", "web"}, {"status", "Running"}, {"config", {{"user.agentctl.managed", "true"}}}};
-    CHECK_THROWS_WITH(f.provider->remove("web", false), Catch::Contains("is running"));
+    CHECK_THROWS_WITH(f.provider->lifecycle().remove("web", false), Catch::Contains("is running"));
     CHECK(f.client->objects.contains("/1.0/instances/web"));
     f.client->objects["/1.0/instances/other"] =
         Json{{"name", "other"}, {"status", "Stopped"}, {"config", Json::object()}};
-    CHECK_THROWS_WITH(f.provider->remove("other", true), Catch::Contains("not created by agentctl"));
+    CHECK_THROWS_WITH(f.provider->lifecycle().remove("other", true), Catch::Contains("not created by agentctl"));
     CHECK(f.client->objects.contains("/1.0/instances/other"));
 }
 
@@ -118,7 +118,7 @@ TEST_CASE("delete removes a bridge a cluster create left pending (defined on mem
     f.client->objects["/1.0/networks/" + bridge_name("half")] =
         Json{{"status", "Pending"}, {"config", Json::object()}, {"locations", {"m1", "m2"}}};
     const auto start = std::chrono::steady_clock::now();
-    f.provider->remove("half", false);
+    f.provider->lifecycle().remove("half", false);
     CHECK(f.client->objects.empty());
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not waited on
 }

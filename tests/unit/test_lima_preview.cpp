@@ -33,7 +33,7 @@ std::vector<std::string> lines(const std::string& text) {
 TEST_CASE("preview create prints the one limactl create and changes nothing", "[lima][fake][preview]") {
     LimaWorld world;
     world.context().preview = true;
-    world.provider()->create(demo_spec(world));
+    world.provider()->lifecycle().create(demo_spec(world));
     auto out = lines(world.out.str());
     REQUIRE(out.size() == 1);
     CHECK(out[0].rfind("limactl create --name=demo --tty=false --set '.mounts = [] | .mounts += [", 0) == 0);
@@ -46,14 +46,14 @@ TEST_CASE("preview create prints the one limactl create and changes nothing", "[
 TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start and the probe",
           "[lima][fake][preview]") {
     LimaWorld world;
-    world.provider()->create(demo_spec(world));
+    world.provider()->lifecycle().create(demo_spec(world));
     const auto calls_before = world.calls().size();
     auto state = world.state("demo");
     const std::string proxy_port = std::to_string(state["proxyPort"].get<int>());
     const std::string ssh_port = std::to_string(state["sshPort"].get<int>());
 
     world.context().preview = true;
-    world.provider()->start("demo", {});
+    world.provider()->lifecycle().start("demo", {});
     auto out = lines(world.out.str());
     REQUIRE(out.size() == 4);  // one command per line
     CHECK(out[0].rfind("limactl edit demo --tty=false --set '.networks = [] | .ssh.localPort = " + ssh_port, 0) == 0);
@@ -81,7 +81,7 @@ TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start a
     world.clear_output();
     StartRequest request;
     request.mounts = std::vector<Mount>{};
-    world.provider()->start("demo", request);
+    world.provider()->lifecycle().start("demo", request);
     CHECK(world.reporter.text().find("notice: no host directories are exposed to this sandbox.\n") !=
           std::string::npos);
     CHECK(world.state("demo")["mounts"].size() == 1);  // the preview recorded nothing
@@ -89,16 +89,16 @@ TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start a
 
 TEST_CASE("preview of stop, delete, exec and shell", "[lima][fake][preview]") {
     LimaWorld world;
-    world.provider()->create(demo_spec(world));
+    world.provider()->lifecycle().create(demo_spec(world));
     world.context().preview = true;
     auto provider = world.provider();
-    provider->stop("demo", {});
-    provider->remove("demo", true);
+    provider->lifecycle().stop("demo", {});
+    provider->lifecycle().remove("demo", true);
     ExecRequest exec;
     exec.argv = {"whoami"};
     exec.root = true;
-    CHECK(provider->exec("demo", exec) == 0);
-    CHECK(provider->shell("demo", true) == 0);
+    CHECK(provider->commands()->exec("demo", exec) == 0);
+    CHECK(provider->commands()->shell("demo", true) == 0);
     CHECK(world.out.str() ==
           "limactl stop demo\n"
           "limactl delete --force demo\n"
@@ -109,14 +109,14 @@ TEST_CASE("preview of stop, delete, exec and shell", "[lima][fake][preview]") {
 
 TEST_CASE("a bare self path is looked up on PATH for the detached proxy", "[lima][fake][preview]") {
     LimaWorld world;
-    world.provider()->create(demo_spec(world));
+    world.provider()->lifecycle().create(demo_spec(world));
     auto bin = world.home() / "bin";
     std::filesystem::create_directories(bin);
     core::write_file_atomic(bin / "agentctl", "#!/bin/sh\n", 0755);
     lima_test::ScopedEnv path("PATH", bin.string() + ":" + std::getenv("PATH"));
     world.context().self_exe = "agentctl";
     world.context().preview = true;
-    world.provider()->start("demo", {});
+    world.provider()->lifecycle().start("demo", {});
     CHECK(lines(world.out.str()).at(1).rfind((bin / "agentctl").string() + " egress-proxy --listen 127.0.0.1:", 0) ==
           0);
 }

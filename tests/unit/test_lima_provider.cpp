@@ -66,7 +66,7 @@ bool process_alive(int pid) {
 TEST_CASE("create runs one limactl create with every field and the forced ones", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
 
     auto calls = world.calls();
     REQUIRE(calls.size() == 2);  // list (does it exist?), create
@@ -110,16 +110,18 @@ TEST_CASE("create runs one limactl create with every field and the forced ones",
 TEST_CASE("create of an existing name is refused cleanly", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     auto before = world.lima_yaml("demo");
-    CHECK_THROWS_WITH(provider->create(demo_spec(world)), Catch::Contains("sandbox \"demo\" already exists"));
+    CHECK_THROWS_WITH(provider->lifecycle().create(demo_spec(world)),
+                      Catch::Contains("sandbox \"demo\" already exists"));
     CHECK(world.lima_yaml("demo") == before);
 
     // a Lima instance of the user's own with that name is left alone
     auto spec = demo_spec(world);
     spec.name = "mine";
     REQUIRE(world.run({"limactl", "create", "--name=mine", "--tty=false", "template://ubuntu-lts"}).ok());
-    CHECK_THROWS_WITH(provider->create(spec), Catch::Contains("already exists and was not created by agentctl"));
+    CHECK_THROWS_WITH(provider->lifecycle().create(spec),
+                      Catch::Contains("already exists and was not created by agentctl"));
     CHECK(fs::exists(world.lima_home() / "mine" / "lima.yaml"));
     CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "mine")));
 }
@@ -128,7 +130,7 @@ TEST_CASE("when --set is refused, create falls back to a bare create plus one ed
     LimaWorld world;
     lima_test::ScopedEnv reject("FAKE_LIMACTL_REJECT_SET", "1");
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     auto verbs = world.verbs();
     // list, create --set (refused), list, bare create, then one edit per expression
     REQUIRE(verbs.size() > 5);
@@ -156,7 +158,7 @@ TEST_CASE("a create that fails part-way leaves nothing behind", "[lima][fake]") 
     lima_test::ScopedEnv reject("FAKE_LIMACTL_REJECT_SET", "1");
     lima_test::ScopedEnv fail("FAKE_LIMACTL_FAIL_EDIT", ".copyToHost");
     auto provider = world.provider();
-    CHECK_THROWS_WITH(provider->create(demo_spec(world)), Catch::Contains("cannot configure demo"));
+    CHECK_THROWS_WITH(provider->lifecycle().create(demo_spec(world)), Catch::Contains("cannot configure demo"));
     CHECK_FALSE(fs::exists(world.lima_home() / "demo"));
     CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "demo")));
     CHECK(world.verbs().back() == "delete");
@@ -167,12 +169,12 @@ TEST_CASE("network.dns.servers is refused at create, disabled switches the host 
     auto provider = world.provider();
     auto spec = demo_spec(world);
     spec.network.dns.servers = {"1.1.1.1"};
-    CHECK_THROWS_WITH(provider->create(spec), Catch::Contains("cannot apply network.dns.servers"));
+    CHECK_THROWS_WITH(provider->lifecycle().create(spec), Catch::Contains("cannot apply network.dns.servers"));
     CHECK(world.calls().empty());
 
     spec.network.dns.servers.clear();
     spec.network.dns.disabled = true;
-    provider->create(spec);
+    provider->lifecycle().create(spec);
     CHECK(world.lima_yaml("demo")["hostResolver"]["enabled"] == false);
     CHECK(world.state("demo")["dnsDisabled"] == true);
 }
@@ -180,9 +182,9 @@ TEST_CASE("network.dns.servers is refused at create, disabled switches the host 
 TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, verified probe", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     world.clear_output();
-    provider->start("demo", {});
+    provider->lifecycle().start("demo", {});
     const std::string first_report = world.reporter.text();
 
     auto state = world.state("demo");
@@ -208,10 +210,10 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     world.clear_output();
     LogRequest logs;
     logs.json = true;
-    CHECK(provider->logs("demo", logs) == 0);
+    CHECK(provider->egress_log()->logs("demo", logs) == 0);
     CHECK(world.out.str().find("www.wikipedia.org") != std::string::npos);
     world.clear_output();
-    provider->start("demo", {});  // already running: a no-op report
+    provider->lifecycle().start("demo", {});  // already running: a no-op report
     world.clear_output();
 
     // limactl start ran under sandbox-exec with the generated profile, which
@@ -239,7 +241,7 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     CHECK(out.find("notice: network confinement verified") > out.find("/workspace (writable)"));
 
     // status shows Confinement while the hostagent agentctl started runs
-    auto info = provider->status("demo");
+    auto info = provider->lifecycle().status("demo");
     CHECK(info.status == "Running");
     CHECK(info.confinement.state == ConfinementState::Verified);
     CHECK(to_string(info.confinement).rfind("verified: ", 0) == 0);
@@ -249,25 +251,25 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
 
     // a second start is a no-op that reports the same
     world.clear_output();
-    provider->start("demo", {});
+    provider->lifecycle().start("demo", {});
     CHECK(world.reporter.text().find("already running") != std::string::npos);
 
     // stop takes the proxy down with the instance
     const int hostagent = state["hostagentPid"];
     CHECK(process_alive(hostagent));
-    provider->stop("demo", {});
+    provider->lifecycle().stop("demo", {});
     CHECK_FALSE(process_alive(proxy_pid));
     CHECK_FALSE(fs::exists(paths_pid));
     CHECK(world.state("demo")["hostagentPid"] == 0);
-    CHECK(provider->status("demo").status == "Stopped");
-    CHECK(provider->status("demo").confinement.empty());
+    CHECK(provider->lifecycle().status("demo").status == "Stopped");
+    CHECK(provider->lifecycle().status("demo").confinement.empty());
 
     // delete removes the instance, the proxy state and the policy
-    provider->start("demo", {});
+    provider->lifecycle().start("demo", {});
     const int proxy_again = provider::lima::running_proxy_pid(paths_pid);
     CHECK(proxy_again > 0);
-    CHECK_THROWS_WITH(provider->remove("demo", false), Catch::Contains("is running"));
-    provider->remove("demo", true);
+    CHECK_THROWS_WITH(provider->lifecycle().remove("demo", false), Catch::Contains("is running"));
+    provider->lifecycle().remove("demo", true);
     CHECK_FALSE(process_alive(proxy_again));
     CHECK_FALSE(fs::exists(world.lima_home() / "demo"));
     CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "demo")));
@@ -276,15 +278,15 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
 TEST_CASE("a guest that gets out is stopped and start fails", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     // A sandbox whose profile has no effect runs limactl start unconfined, so the
     // fake hostagent lets the probe reach agentctl's listener.
     world.platform.sandbox_exec = lima_test::fakes_dir() + "/sandbox-exec-ineffective";
-    CHECK_THROWS_WITH(provider->start("demo", {}),
+    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}),
                       Catch::Contains("network confinement failed: the guest connected directly to 192.168.5.2:") &&
                           Catch::Contains("the instance was stopped"));
     CHECK(world.verbs().back() == "stop");
-    CHECK(provider->status("demo").status == "Stopped");
+    CHECK(provider->lifecycle().status("demo").status == "Stopped");
     CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
 }
 
@@ -292,39 +294,39 @@ TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not veri
     LimaWorld world;
     lima_test::ScopedEnv tools("FAKE_LIMA_GUEST_TOOLS", "");
     auto provider = world.provider();
-    provider->create(demo_spec(world));
-    provider->start("demo", {});
+    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().start("demo", {});
     CHECK(world.reporter.text().find("notice: network confinement not verified: the guest has none of curl, bash with "
                                      "timeout, or python3") != std::string::npos);
-    CHECK(to_string(provider->status("demo").confinement).rfind("not verified: ", 0) == 0);
+    CHECK(to_string(provider->lifecycle().status("demo").confinement).rfind("not verified: ", 0) == 0);
 }
 
 TEST_CASE("exec passes the exit code through, --root runs under sudo -n", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
-    provider->start("demo", {});
+    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().start("demo", {});
     world.clear_output();
     ExecRequest request;
     request.argv = {"sh", "-c", "echo hello; exit 7"};
-    CHECK(provider->exec("demo", request) == 7);
+    CHECK(provider->commands()->exec("demo", request) == 7);
     CHECK(world.out.str() == "hello\n");
     request.argv = {"true"};
     request.root = true;
-    CHECK(provider->exec("demo", request) == 0);
+    CHECK(provider->commands()->exec("demo", request) == 0);
     CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "demo", "--", "sudo", "-n", "true"}));
     request.root = false;
     request.argv = {"sh", "-c", "kill -TERM $$"};
-    CHECK(provider->exec("demo", request) == 128 + SIGTERM);
+    CHECK(provider->commands()->exec("demo", request) == 128 + SIGTERM);
 }
 
 TEST_CASE("start --mount replaces the sticky mount set", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     StartRequest request;
     request.mounts = std::vector<Mount>{};
-    provider->start("demo", request);
+    provider->lifecycle().start("demo", request);
     CHECK(world.lima_yaml("demo")["mounts"] == nlohmann::json::array());
     CHECK(world.state("demo")["mounts"] == nlohmann::json::array());
     CHECK(world.reporter.text().find("notice: no host directories are exposed to this sandbox.\n") !=
@@ -336,25 +338,25 @@ TEST_CASE("create --no-network-policy means a plain limactl start, recorded at c
     auto provider = world.provider();
     auto spec = demo_spec(world);
     spec.network.enabled = false;
-    provider->create(spec);
+    provider->lifecycle().create(spec);
     CHECK(world.state("demo")["unrestricted"] == true);
     CHECK_FALSE(world.lima_yaml("demo").contains("env"));
     world.platform.macos = false;  // works on any host: nothing to confine
-    provider->start("demo", {});
+    provider->lifecycle().start("demo", {});
     CHECK(world.last_profile().empty());
     CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
     CHECK(world.reporter.text().find("warning: sandbox \"demo\" has no network policy") != std::string::npos);
-    CHECK(to_string(provider->status("demo").confinement) == "off (created with --no-network-policy)");
+    CHECK(to_string(provider->lifecycle().status("demo").confinement) == "off (created with --no-network-policy)");
 }
 
 TEST_CASE("on a host that is not macOS a confined start is refused before anything runs", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     const auto before = world.calls().size();
     world.platform.macos = false;
     try {
-        provider->start("demo", {});
+        provider->lifecycle().start("demo", {});
         FAIL("start should have been refused");
     } catch (const Error& e) {
         CHECK(e.code() == exit_code::k_not_available);
@@ -400,7 +402,7 @@ TEST_CASE("create --agent starts the sandbox and installs the agent as the defau
     auto spec = demo_spec(world);
     spec.agent = "claude";
     try {
-        provider->create(spec);
+        provider->lifecycle().create(spec);
         FAIL("the failed install should fail create");
     } catch (const Error& e) {
         CHECK(std::string(e.what()).find("installing claude in \"demo\" failed (exit code 22)") != std::string::npos);
@@ -412,24 +414,24 @@ TEST_CASE("create --agent starts the sandbox and installs the agent as the defau
                                                           "curl -fsSL https://claude.ai/install.sh | bash"}));
 
     fs::remove(world.home() / "installer-down");
-    provider->stop("demo", {});
-    provider->start("demo", {});
+    provider->lifecycle().stop("demo", {});
+    provider->lifecycle().start("demo", {});
     CHECK(world.state("demo")["agentInstalled"] == true);
     CHECK(core::read_file(world.home() / "curl-calls").find("https://claude.ai/install.sh") != std::string::npos);
-    CHECK(provider->status("demo").extra.back() ==
+    CHECK(provider->lifecycle().status("demo").extra.back() ==
           std::make_pair(std::string("Agent"), std::string("claude (installed)")));
 }
 
 TEST_CASE("a new policy is written atomically and the running proxy keeps serving", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
-    provider->start("demo", {});
+    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().start("demo", {});
     const auto pid_file = provider::lima::egress_pid_path(world.state_dir(), "demo").string();
     const int proxy = provider::lima::running_proxy_pid(pid_file);
     policy::NetworkPolicy network;
     network.allow = {policy::parse_allow_entry("pypi.org:443", "--allow")};
-    provider->apply_network_policy("demo", network);
+    provider->egress_policy()->apply_network_policy("demo", network);
     auto written = policy::from_policy_file(
         nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.state_dir(), "demo"))));
     REQUIRE(written.allow.size() == 1);
@@ -440,5 +442,6 @@ TEST_CASE("a new policy is written atomically and the running proxy keeps servin
     CHECK(ask_proxy(port, "CONNECT www.wikipedia.org:443 HTTP/1.1\r\nHost: www.wikipedia.org:443\r\n\r\n")
               .find(" 403 ") != std::string::npos);
     network.dns.servers = {"9.9.9.9"};
-    CHECK_THROWS_WITH(provider->apply_network_policy("demo", network), Catch::Contains("network.dns.servers"));
+    CHECK_THROWS_WITH(provider->egress_policy()->apply_network_policy("demo", network),
+                      Catch::Contains("network.dns.servers"));
 }

@@ -26,11 +26,11 @@ SandboxSpec demo_spec(const LimaWorld& world) {
 // checks that neither the proxy nor limactl start ran.
 std::string refused_start(LimaWorld& world, const std::function<void()>& setup) {
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     setup();
     std::string message;
     try {
-        provider->start("demo", {});
+        provider->lifecycle().start("demo", {});
     } catch (const Error& e) {
         message = std::string(e.what()) + "\nhint: " + e.hint();
     }
@@ -82,9 +82,9 @@ TEST_CASE("refused: override.yaml makes a read-only mount writable", "[lima][fak
     auto provider = world.provider();
     auto spec = demo_spec(world);
     spec.mounts[0].writable = false;
-    provider->create(spec);
+    provider->lifecycle().create(spec);
     world.lima_config("override.yaml", {{"mounts", {{{"location", world.workspace().string()}, {"writable", true}}}}});
-    CHECK_THROWS_WITH(provider->start("demo", {}),
+    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}),
                       Catch::Contains("/workspace writable, but this sandbox mounts it read-only"));
 }
 
@@ -106,9 +106,9 @@ TEST_CASE("default.yaml cannot turn forwarding on: create set it false", "[lima]
     LimaWorld world;
     world.lima_config("default.yaml", {{"ssh", {{"forwardAgent", true}, {"forwardX11", true}}}});
     auto provider = world.provider();
-    provider->create(demo_spec(world));
-    provider->start("demo", {});
-    CHECK(provider->status("demo").status == "Running");
+    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().start("demo", {});
+    CHECK(provider->lifecycle().status("demo").status == "Running");
 }
 
 TEST_CASE("refused: override.yaml turns X11 forwarding on", "[lima][fake][refusal]") {
@@ -143,10 +143,10 @@ TEST_CASE("a template's own copyToHost is cleared at create", "[lima][fake]") {
     auto provider = world.provider();
     auto spec = demo_spec(world);
     spec.image = "template://k3s";
-    provider->create(spec);
+    provider->lifecycle().create(spec);
     CHECK(world.lima_yaml("demo")["copyToHost"] == nlohmann::json::array());
-    provider->start("demo", {});
-    CHECK(provider->status("demo").status == "Running");
+    provider->lifecycle().start("demo", {});
+    CHECK(provider->lifecycle().status("demo").status == "Running");
 }
 
 TEST_CASE("refused: an additional network from override.yaml", "[lima][fake][refusal]") {
@@ -158,10 +158,10 @@ TEST_CASE("refused: an additional network from override.yaml", "[lima][fake][ref
 TEST_CASE("a network in the instance's own configuration is removed by start", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->create(demo_spec(world));
+    provider->lifecycle().create(demo_spec(world));
     REQUIRE(
         world.run({"limactl", "edit", "demo", "--tty=false", "--set", ".networks += [{\"lima\": \"shared\"}]"}).ok());
-    provider->start("demo", {});
+    provider->lifecycle().start("demo", {});
     CHECK(world.lima_yaml("demo")["networks"] == nlohmann::json::array());
 }
 
@@ -201,7 +201,7 @@ TEST_CASE("refused: a running instance agentctl did not start", "[lima][fake][re
     CHECK(msg.find("it is already running, but not under agentctl (hostagent pid ") != std::string::npos);
     // and status says so instead of claiming confinement
     auto provider = world.provider();
-    CHECK(to_string(provider->status("demo").confinement)
+    CHECK(to_string(provider->lifecycle().status("demo").confinement)
               .rfind("none: the running hostagent was not started by agentctl", 0) == 0);
 }
 
@@ -211,12 +211,12 @@ TEST_CASE("refused: network.dns.disabled but override.yaml switches the host res
     auto provider = world.provider();
     auto spec = demo_spec(world);
     spec.network.dns.disabled = true;
-    provider->create(spec);
+    provider->lifecycle().create(spec);
     world.lima_config("override.yaml", {{"hostResolver", {{"enabled", true}}}});
-    CHECK_THROWS_WITH(provider->start("demo", {}), Catch::Contains("(hostResolver.enabled)"));
+    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}), Catch::Contains("(hostResolver.enabled)"));
     // without the override: boots, and its profile denies the resolver's socket
     fs::remove(world.lima_home() / "_config" / "override.yaml");
-    provider->start("demo", {});
+    provider->lifecycle().start("demo", {});
     CHECK(world.last_profile().find("(deny network-outbound (remote unix-socket (path-literal "
                                     "\"/private/var/run/mDNSResponder\")))") != std::string::npos);
 }

@@ -101,7 +101,7 @@ constexpr std::array k_entries{
 }  // namespace
 
 CapabilityMatrix capabilities(const HostPlatform&) {
-    CapabilityMatrix matrix;
+    auto matrix = base_capabilities();
     for (const auto& entry : k_entries) matrix.set(entry.feature, entry.status, std::string(entry.message));
     return matrix;
 }

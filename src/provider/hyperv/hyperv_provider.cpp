@@ -3,12 +3,10 @@
 // Without --preview every method throws the capability message with exit code
 // 2, so a caller that skipped the gate still learns what is missing. With
 // --preview, create/start/stop/delete and apply_network_policy print the
-// PowerShell they would run (plan.hpp) and run nothing.
+// PowerShell they would run (plan.hpp) and run nothing. It has no other parts.
 #include "provider/hyperv/hyperv_provider.hpp"
 
 #include <ostream>
-
-#include <fmt/format.h>
 
 #include "agentctl/error.hpp"
 #include "provider/hyperv/plan.hpp"
@@ -19,7 +17,10 @@ namespace {
 
 constexpr std::string_view k_name = "hyperv";
 
-class HypervProvider final : public Provider {
+// Lifecycle and EgressPolicy are the parts with a plan to print; the rest of
+// Hyper-V's features are UnderDevelopment without code, so the gate refuses
+// them even under --preview.
+class HypervProvider final : public Implements<Lifecycle, EgressPolicy> {
 public:
     explicit HypervProvider(ProviderContext& context)
         : m_context(context), m_capabilities(hyperv::capabilities(context.platform)) {}
@@ -54,46 +55,10 @@ public:
     // No plan exists for these yet: they refuse even under --preview.
     [[nodiscard]] std::vector<InstanceInfo> list() override { refuse("list"); }
     [[nodiscard]] InstanceInfo status(const std::string&) override { refuse("status"); }
-    int exec(const std::string&, const ExecRequest&) override { refuse("exec"); }
-    int shell(const std::string&, bool) override { refuse("shell"); }
-    void view(const std::string&, bool) override { refuse("view"); }
-    int logs(const std::string&, const LogRequest& request) override {
-        refuse(request.kind == LogKind::Network ? Feature("logs.network") : Feature("logs.exec"));
-    }
-    void snapshot_create(const std::string&, const std::string&) override { refuse("snapshot.create"); }
-    [[nodiscard]] std::vector<SnapshotInfo> snapshot_list(const std::string&) override { refuse("snapshot.list"); }
-    void snapshot_restore(const std::string&, const std::string&) override { refuse("snapshot.restore"); }
-    void snapshot_delete(const std::string&, const std::string&) override { refuse("snapshot.delete"); }
-    void image_pull(const std::string&) override { refuse("image.pull"); }
-    void image_build(const std::string&, const std::string&, const std::vector<std::string>&) override {
-        refuse("image.build");
-    }
 
 private:
     // The same sentence, hint and exit code the gate gives for this feature.
-    [[noreturn]] void refuse(Feature feature_name) const {
-        const auto capability = m_capabilities.get(feature_name);
-        const std::string_view feature = feature_name.name();
-        std::string message;
-        switch (capability.status) {
-            case CapabilityStatus::ManualWorkaround:
-                message =
-                    fmt::format("{} on the {} provider needs manual steps: {}", feature, k_name, capability.message);
-                break;
-            case CapabilityStatus::NotAvailable:
-                message =
-                    fmt::format("{} is not available on the {} provider: {}", feature, k_name, capability.message);
-                break;
-            case CapabilityStatus::Supported:
-            case CapabilityStatus::UnderDevelopment:
-                message =
-                    fmt::format("{} is under development on the {} provider: {}", feature, k_name, capability.message);
-                break;
-        }
-        throw Error(std::move(message),
-                    fmt::format("run `agentctl capabilities --provider {}` to see what it supports", k_name),
-                    exit_code::k_not_available);
-    }
+    [[noreturn]] void refuse(Feature feature) const { throw refusal(k_name, feature, m_capabilities.get(feature)); }
 
     void require_preview(Feature feature) const {
         if (!m_context.preview) refuse(feature);
@@ -114,6 +79,8 @@ private:
 };
 
 }  // namespace
+
+CapabilityMatrix base_capabilities() { return HypervProvider::base_capabilities(); }
 
 std::unique_ptr<Provider> create(ProviderContext& context) { return std::make_unique<HypervProvider>(context); }
 

@@ -17,12 +17,16 @@ namespace agentctl::provider::hyperv {
 // host platform.
 [[nodiscard]] CapabilityMatrix capabilities(const HostPlatform& platform);
 
-// The provider. With context.preview, create/start/stop/remove and
-// apply_network_policy write one shell-quoted `powershell.exe ... -Command`
-// line per step to context.out (notes and a stub warning go to the reporter)
-// and run nothing; every other call, and every call without preview, throws
-// agentctl::Error with exit code 2 and the feature's capability message.
-// Never throws itself.
+// The matrix capabilities() starts from: the provider's parts, Lifecycle and
+// EgressPolicy (the ones with a --preview plan).
+[[nodiscard]] CapabilityMatrix base_capabilities();
+
+// The provider: the Lifecycle and EgressPolicy parts only. With
+// context.preview, create/start/stop/remove and apply_network_policy write one
+// shell-quoted `powershell.exe ... -Command` line per step to context.out
+// (notes and a stub warning go to the reporter) and run nothing; list and
+// status, and every call without preview, throw agentctl::Error with exit code
+// 2 and the feature's capability message. Never throws itself.
 [[nodiscard]] std::unique_ptr<Provider> create(ProviderContext& context);
 
 }  // namespace agentctl::provider::hyperv

@@ -12,8 +12,8 @@
 namespace agentctl::provider::incus {
 
 CapabilityMatrix capabilities(const HostPlatform&) {
-    CapabilityMatrix matrix;
-    for (auto feature : k_features) matrix.set(feature, CapabilityStatus::Supported);
+    // Every part is implemented: everything is Supported but exec logs, which no part provides yet.
+    auto matrix = IncusProvider::base_capabilities();
     matrix.set("logs.exec", CapabilityStatus::UnderDevelopment,
                "structured exec logs are not built yet for any provider");
     return matrix;

@@ -208,10 +208,6 @@ void IncusProvider::verify_confinement(const std::string& name, const Json& inst
 
 int IncusProvider::logs(const std::string& name, const LogRequest& request) {
     auto instance = require_instance(name);
-    if (request.kind != LogKind::Network) {
-        throw Error("logs --exec is not available on the incus provider yet",
-                    "use `agentctl logs " + name + " --network`", exit_code::k_not_available);
-    }
     return egress(placement_of(instance))
         .print_network_log(site_of(name, instance), request.follow, request.json, m_context.out);
 }

@@ -34,7 +34,8 @@ inline constexpr int k_install_timeout = 1800;
 [[nodiscard]] std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts);
 void check_subordinate_ids(const IdentityMap& map);
 
-class IncusProvider final : public Provider {
+class IncusProvider final
+    : public Implements<Lifecycle, Commands, Console, EgressLog, Snapshots, Images, EgressPolicy> {
 public:
     // `egress`: the host placement of the sandboxes' proxies; `egress_instance`:
     // the companion-instance placement (egress_host.hpp).

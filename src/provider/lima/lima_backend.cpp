@@ -328,10 +328,6 @@ int LimaBackend::shell(const std::string& name, bool root) {
 
 int LimaBackend::logs(const std::string& name, const LogRequest& request) {
     (void)require_state(name);
-    if (request.kind != LogKind::Network) {
-        throw Error("logs --exec is not available on the lima provider yet",
-                    "use `agentctl logs " + name + " --network`", exit_code::k_not_available);
-    }
     return egress_proxy::print_network_log(egress_log_path(m_ctx.state_dir, name).string(), request.follow,
                                            request.json, m_ctx.out);
 }
@@ -354,32 +350,6 @@ void LimaBackend::apply_network_policy(const std::string& name, const policy::Ne
     write_policy(name, network);
     // The proxy also notices the changed file by itself; SIGHUP makes it immediate.
     if (int pid = running_proxy_pid(proxy_paths(name).pid_file); pid > 0) ::kill(pid, SIGHUP);
-}
-
-// ------------------------------------------------------------------ gated features
-
-void LimaBackend::view(const std::string&, bool) {
-    throw Error("view is under development on the lima provider", "use `agentctl shell NAME`",
-                exit_code::k_not_available);
-}
-
-void LimaBackend::snapshot_create(const std::string&, const std::string&) {
-    throw Error("snapshots are not available on the lima provider", "", exit_code::k_not_available);
-}
-std::vector<SnapshotInfo> LimaBackend::snapshot_list(const std::string&) {
-    throw Error("snapshots are not available on the lima provider", "", exit_code::k_not_available);
-}
-void LimaBackend::snapshot_restore(const std::string&, const std::string&) {
-    throw Error("snapshots are not available on the lima provider", "", exit_code::k_not_available);
-}
-void LimaBackend::snapshot_delete(const std::string&, const std::string&) {
-    throw Error("snapshots are not available on the lima provider", "", exit_code::k_not_available);
-}
-void LimaBackend::image_pull(const std::string&) {
-    throw Error("image pull is not available on the lima provider", "", exit_code::k_not_available);
-}
-void LimaBackend::image_build(const std::string&, const std::string&, const std::vector<std::string>&) {
-    throw Error("image build is under development on the lima provider", "", exit_code::k_not_available);
 }
 
 }  // namespace agentctl::provider::lima

@@ -18,7 +18,9 @@
 
 namespace agentctl::provider::lima {
 
-class LimaBackend final : public Provider {
+// Lima has no snapshots agentctl builds on, no image store and no console
+// bridge yet: those parts are missing, and the matrix says why.
+class LimaBackend final : public Implements<Lifecycle, Commands, EgressLog, EgressPolicy> {
 public:
     explicit LimaBackend(ProviderContext& context);
 
@@ -32,15 +34,7 @@ public:
     [[nodiscard]] InstanceInfo status(const std::string& name) override;
     int exec(const std::string& name, const ExecRequest& request) override;
     int shell(const std::string& name, bool root) override;
-    void view(const std::string& name, bool read_only) override;
     int logs(const std::string& name, const LogRequest& request) override;
-    void snapshot_create(const std::string& name, const std::string& snapshot) override;
-    [[nodiscard]] std::vector<SnapshotInfo> snapshot_list(const std::string& name) override;
-    void snapshot_restore(const std::string& name, const std::string& snapshot) override;
-    void snapshot_delete(const std::string& name, const std::string& snapshot) override;
-    void image_pull(const std::string& ref) override;
-    void image_build(const std::string& output, const std::string& base,
-                     const std::vector<std::string>& packages) override;
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
 
 private:
@@ -64,17 +58,34 @@ private:
     void create_locked(const SandboxSpec& spec, const std::string& image, const std::vector<std::string>& expressions,
                        const ConfinementSettings& settings, bool confined);
 
-    // ---- start pieces (lima_backend_start.cpp)
-    // True when the instance already runs under agentctl (and says so);
-    // throws when it runs without agentctl's confinement.
-    bool already_running(const std::string& name, const LimaState& state, const LimaInstance& instance);
-    // Throws when booting now would not be safe: launchd would also start the
-    // instance, or its pinned SSH port is taken.
-    void refuse_unsafe_start(const std::string& name, const LimaState& state);
+    // ---- start pieces (lima_backend_start.cpp), in the order start runs them
+    // Prints the commands a start would run, and the mounts it would expose.
+    void preview_start(const LimaState& state, const std::string& expression, const std::vector<Mount>* mounts);
+    // An instance that is already running: fine when agentctl's hostagent runs
+    // it (says so), else throws (its egress is not confined).
+    void report_already_running(const LimaState& state, const LimaInstance& instance);
+    // Throws when launchd would start the instance by itself, or its SSH port is taken.
+    void refuse_start_conflicts(const LimaState& state);
+    // Applies `expression` and the requested mounts, then vets Lima's effective configuration.
+    void configure(LimaState& state, const std::string& expression, const std::vector<Mount>* mounts);
     void refuse_unsafe_config(const LimaState& state, const LimaInstance& instance);
-    std::string boot_confined(LimaState& state);
+    // Boots confined (or unrestricted, for --no-network-policy) and reports the mounts and confinement.
+    void boot(LimaState& state);
     void boot_unrestricted(LimaState& state);
+    // The egress proxy, then `limactl start` under sandbox-exec with the proxy in its environment.
+    struct ConfinedBoot {
+        std::vector<std::string> proxy;
+        std::vector<std::string> start;
+        std::map<std::string, std::string> env;
+    };
+    [[nodiscard]] ConfinedBoot confined_boot(const LimaState& state) const;
+    void print_confined_boot(const LimaState& state);
+    // Starts the proxy, boots, and proves from inside that a direct connection
+    // out is refused; returns the confinement line.
+    std::string boot_confined(LimaState& state);
     Confinement check_confinement(const std::string& name, std::uint16_t ssh_port, std::uint16_t proxy_port);
+    // The confinement check found a way out: stops the instance and its proxy, and throws.
+    [[noreturn]] void halt_escaped(LimaState& state, const std::string& reason);
     void install_agent(LimaState& state);
 
     ProviderContext& m_ctx;

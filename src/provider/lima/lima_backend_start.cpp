@@ -9,9 +9,9 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "policy/catalog.hpp"
 #include "provider/lima/confinement_check.hpp"
 #include "provider/lima/guest_probe.hpp"
-#include "provider/common/agent_install.hpp"
 #include "provider/common/mount_report.hpp"
 #include "provider/lima/lima_backend.hpp"
 #include "provider/lima/lima_paths.hpp"
@@ -30,6 +30,15 @@ std::string canonical_or_self(const std::string& path) {
 bool file_exists(const std::string& path) {
     struct stat st {};
     return ::lstat(path.c_str(), &st) == 0;
+}
+
+// The `limactl edit` expression start applies first: the settings confinement
+// depends on (pinned ports, DNS), re-applied every time, and the requested
+// mounts. Empty when there is nothing to apply.
+std::string start_edit(const LimaState& state, const std::vector<Mount>* mounts) {
+    if (state.unrestricted) return mounts ? mounts_expression(*mounts) : std::string();
+    ConfinementSettings settings{state.ssh_port, state.proxy_port, state.dns_disabled};
+    return start_expression(settings, mounts);
 }
 
 }  // namespace
@@ -63,8 +72,9 @@ Confinement LimaBackend::check_confinement(const std::string& name, std::uint16_
 }
 
 void LimaBackend::install_agent(LimaState& state) {
+    const auto& agent = policy::find_agent(state.agent);  // throws naming the known agents
     // pipefail: a failed download must fail the install, not feed `bash` nothing.
-    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", common::agent_install_command(state.agent)});
+    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", std::string(agent.install_command)});
     if (m_ctx.preview) {
         print_preview(argv);
         return;
@@ -75,7 +85,10 @@ void LimaBackend::install_agent(LimaState& state) {
     request.timeout = std::chrono::minutes(15);
     auto result = m_ctx.runner.run(request);
     if (!result.ok()) {
-        throw common::agent_install_failed(state.agent, state.name, result.pass_through_code(), result.err);
+        throw Error(fmt::format("installing {} in \"{}\" failed (exit code {}): {}", state.agent, state.name,
+                                result.pass_through_code(), result.err.substr(0, 400)),
+                    "check `agentctl logs " + state.name + " --network` for refused hosts; `agentctl start " +
+                        state.name + "` retries the install");
     }
     state.agent_installed = true;
     save_state(m_ctx.state_dir, state);
@@ -90,9 +103,7 @@ void LimaBackend::boot_unrestricted(LimaState& state) {
     save_state(m_ctx.state_dir, state);
 }
 
-std::string LimaBackend::boot_confined(LimaState& state) {
-    const auto paths = proxy_paths(state.name);
-    const auto proxy = proxy_argv(state.name, state.proxy_port);
+LimaBackend::ConfinedBoot LimaBackend::confined_boot(const LimaState& state) const {
     sandbox_profile::SbplOptions options;
     options.instance = state.name;
     options.ssh_port = state.ssh_port;
@@ -100,34 +111,42 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     options.lima_home = m_lima_home;
     options.host_resolver = !state.dns_disabled;
     const auto profile = sandbox_profile::compact_sbpl(sandbox_profile::generate_sbpl(options));
-    const auto boot = sandboxed(m_ctx.platform.sandbox_exec_path(), profile, limactl_start(state.name));
+    ConfinedBoot boot;
+    boot.proxy = proxy_argv(state.name, state.proxy_port);
+    boot.start = sandboxed(m_ctx.platform.sandbox_exec_path(), profile, limactl_start(state.name));
     // Lima's own downloads during start (the base image on first boot) go
     // through the egress proxy too: nothing else can leave the sandbox.
     const std::string local_proxy = "http://127.0.0.1:" + std::to_string(state.proxy_port);
-    std::map<std::string, std::string> env = {{"http_proxy", local_proxy},
-                                              {"https_proxy", local_proxy},
-                                              {"HTTP_PROXY", local_proxy},
-                                              {"HTTPS_PROXY", local_proxy}};
-    if (m_ctx.preview) {
-        print_preview(proxy);
-        std::vector<std::string> with_env = {"env"};
-        for (const auto& [k, v] : env) with_env.push_back(k + "=" + v);
-        with_env.insert(with_env.end(), boot.begin(), boot.end());
-        print_preview(with_env);
-        print_preview(limactl_shell(state.name, {"sh", "-c", probe_script(k_host_gateway, "<canary-port>")}));
-        return {};
-    }
+    boot.env = {{"http_proxy", local_proxy},
+                {"https_proxy", local_proxy},
+                {"HTTP_PROXY", local_proxy},
+                {"HTTPS_PROXY", local_proxy}};
+    return boot;
+}
 
+void LimaBackend::print_confined_boot(const LimaState& state) {
+    const auto boot = confined_boot(state);
+    print_preview(boot.proxy);
+    std::vector<std::string> with_env = {"env"};
+    for (const auto& [k, v] : boot.env) with_env.push_back(k + "=" + v);
+    with_env.insert(with_env.end(), boot.start.begin(), boot.start.end());
+    print_preview(with_env);
+    print_preview(limactl_shell(state.name, {"sh", "-c", probe_script(k_host_gateway, "<canary-port>")}));
+}
+
+std::string LimaBackend::boot_confined(LimaState& state) {
+    const auto paths = proxy_paths(state.name);
+    const auto boot = confined_boot(state);
     stop_proxy(paths.pid_file);  // a stale proxy from a crash
     if (!loopback_port_free(state.proxy_port)) {
         throw Error(fmt::format("the egress proxy port 127.0.0.1:{} of \"{}\" is in use by another program",
                                 state.proxy_port, state.name),
                     "stop that program, or delete and re-create the sandbox to pin another port");
     }
-    start_detached_proxy(proxy, (instance_state_dir(m_ctx.state_dir, state.name) / "egress-proxy.out").string(),
+    start_detached_proxy(boot.proxy, (instance_state_dir(m_ctx.state_dir, state.name) / "egress-proxy.out").string(),
                          paths.pid_file, state.proxy_port);
     try {
-        run_limactl(boot, "start " + state.name + " under sandbox-exec", env);
+        run_limactl(boot.start, "start " + state.name + " under sandbox-exec", boot.env);
     } catch (...) {
         stop_proxy(paths.pid_file);
         throw;
@@ -137,21 +156,7 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     save_state(m_ctx.state_dir, state);
 
     auto confinement = check_confinement(state.name, state.ssh_port, state.proxy_port);
-    if (confinement.verdict == Verdict::Escaped) {
-        ProcessRequest halt;
-        halt.argv = limactl_stop(state.name, true);
-        halt.timeout = std::chrono::minutes(5);
-        try {
-            (void)m_ctx.runner.run(halt);
-        } catch (const Error&) {
-        }
-        stop_proxy(paths.pid_file);
-        state.hostagent_pid = 0;
-        state.confinement = {};
-        save_state(m_ctx.state_dir, state);
-        throw Error("network confinement failed: " + confinement.reason + "; the instance was stopped",
-                    std::string("do not start it with limactl; ") + k_troubleshooting);
-    }
+    if (confinement.verdict == Verdict::Escaped) halt_escaped(state, confinement.reason);
     state.confinement = {
         confinement.verdict == Verdict::Verified ? ConfinementState::Verified : ConfinementState::NotVerified,
         confinement.reason};
@@ -159,23 +164,51 @@ std::string LimaBackend::boot_confined(LimaState& state) {
     return "network confinement " + to_string(state.confinement);
 }
 
-bool LimaBackend::already_running(const std::string& name, const LimaState& state, const LimaInstance& instance) {
-    if (instance.status != "Running") return false;
-    if (state.hostagent_pid != 0 && instance.host_agent_pid == state.hostagent_pid) {
-        m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
-        common::report_mounts(m_ctx.reporter, state.mounts);
-        if (!state.confinement.empty()) m_ctx.reporter.notice("network confinement " + to_string(state.confinement));
-        return true;
+void LimaBackend::halt_escaped(LimaState& state, const std::string& reason) {
+    ProcessRequest halt;
+    halt.argv = limactl_stop(state.name, true);
+    halt.timeout = std::chrono::minutes(5);
+    try {
+        (void)m_ctx.runner.run(halt);
+    } catch (const Error&) {
     }
-    throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
-                                        fmt::format("it is already running, but not under agentctl (hostagent pid "
-                                                    "{}), so its egress is not confined",
-                                                    instance.host_agent_pid)}}),
-                std::string("stop it with `limactl stop ") + name + "`, then `agentctl start " + name + "`; " +
-                    k_troubleshooting);
+    stop_proxy(proxy_paths(state.name).pid_file);
+    state.hostagent_pid = 0;
+    state.confinement = {};
+    save_state(m_ctx.state_dir, state);
+    throw Error("network confinement failed: " + reason + "; the instance was stopped",
+                std::string("do not start it with limactl; ") + k_troubleshooting);
 }
 
-void LimaBackend::refuse_unsafe_start(const std::string& name, const LimaState& state) {
+void LimaBackend::preview_start(const LimaState& state, const std::string& expression,
+                                const std::vector<Mount>* mounts) {
+    if (!expression.empty()) print_preview(limactl_edit(state.name, expression));
+    if (state.unrestricted) {
+        print_preview(limactl_start(state.name));
+    } else {
+        print_confined_boot(state);
+    }
+    // What the real start would expose: the requested mounts, else the sticky set.
+    common::report_mounts(m_ctx.reporter, mounts ? *mounts : state.mounts);
+}
+
+void LimaBackend::report_already_running(const LimaState& state, const LimaInstance& instance) {
+    const auto& name = state.name;
+    if (state.hostagent_pid == 0 || instance.host_agent_pid != state.hostagent_pid) {
+        throw Error(render_refusals(name, {{RefusalKind::RunningNotStartedByAgentctl,
+                                            fmt::format("it is already running, but not under agentctl (hostagent pid "
+                                                        "{}), so its egress is not confined",
+                                                        instance.host_agent_pid)}}),
+                    std::string("stop it with `limactl stop ") + name + "`, then `agentctl start " + name + "`; " +
+                        k_troubleshooting);
+    }
+    m_ctx.reporter.notice(fmt::format("sandbox \"{}\" is already running", name));
+    common::report_mounts(m_ctx.reporter, state.mounts);
+    if (!state.confinement.empty()) m_ctx.reporter.notice("network confinement " + to_string(state.confinement));
+}
+
+void LimaBackend::refuse_start_conflicts(const LimaState& state) {
+    const auto& name = state.name;
     auto registrations = autostart_registrations(m_home, "/", name, file_exists);
     if (!registrations.empty()) {
         throw Error(render_refusals(name, {{RefusalKind::Autostart,
@@ -191,6 +224,33 @@ void LimaBackend::refuse_unsafe_start(const std::string& name, const LimaState& 
     }
 }
 
+void LimaBackend::configure(LimaState& state, const std::string& expression, const std::vector<Mount>* mounts) {
+    const auto& name = state.name;
+    if (!expression.empty()) run_limactl(limactl_edit(name, expression), "configure " + name);
+    if (mounts) {
+        state.mounts = *mounts;
+        save_state(m_ctx.state_dir, state);
+    }
+    auto inst = inspect(name);
+    if (!inst) throw Error(fmt::format("Lima has no instance \"{}\" any more", name));
+    refuse_unsafe_config(state, *inst);
+}
+
+void LimaBackend::boot(LimaState& state) {
+    if (state.unrestricted) {
+        m_ctx.reporter.warning(
+            fmt::format("sandbox \"{}\" has no network policy: it starts with unrestricted egress "
+                        "(created with --no-network-policy)",
+                        state.name));
+        boot_unrestricted(state);
+        common::report_mounts(m_ctx.reporter, state.mounts);
+    } else {
+        auto line = boot_confined(state);
+        common::report_mounts(m_ctx.reporter, state.mounts);
+        m_ctx.reporter.notice(line);
+    }
+}
+
 void LimaBackend::start(const std::string& name, const StartRequest& request) {
     auto state = require_state(name);
     if (!state.unrestricted && !m_ctx.platform.is_macos()) {
@@ -198,19 +258,9 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
                     "use the incus provider on Linux", exit_code::k_not_available);
     }
     const std::vector<Mount>* mounts = request.mounts ? &*request.mounts : nullptr;
-    ConfinementSettings settings{state.ssh_port, state.unrestricted ? std::uint16_t{0} : state.proxy_port,
-                                 state.dns_disabled};
-    const std::string expression =
-        state.unrestricted ? (mounts ? mounts_expression(*mounts) : std::string()) : start_expression(settings, mounts);
+    const auto expression = start_edit(state, mounts);
     if (m_ctx.preview) {
-        if (!expression.empty()) print_preview(limactl_edit(name, expression));
-        if (state.unrestricted) {
-            print_preview(limactl_start(name));
-        } else {
-            (void)boot_confined(state);
-        }
-        // What the real start would expose: the requested mounts, else the sticky set.
-        common::report_mounts(m_ctx.reporter, mounts ? *mounts : state.mounts);
+        preview_start(state, expression, mounts);
         return;
     }
 
@@ -221,30 +271,13 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
         throw Error(fmt::format("Lima has no instance \"{}\" any more", name),
                     "remove agentctl's record of it with `agentctl delete " + name + "`");
     }
-    if (already_running(name, state, *inst)) return;
-    refuse_unsafe_start(name, state);
-
-    if (!expression.empty()) run_limactl(limactl_edit(name, expression), "configure " + name);
-    if (mounts) {
-        state.mounts = *mounts;
-        save_state(m_ctx.state_dir, state);
+    if (inst->status == "Running") {
+        report_already_running(state, *inst);
+        return;
     }
-    inst = inspect(name);
-    if (!inst) throw Error(fmt::format("Lima has no instance \"{}\" any more", name));
-    refuse_unsafe_config(state, *inst);
-
-    if (state.unrestricted) {
-        m_ctx.reporter.warning(
-            fmt::format("sandbox \"{}\" has no network policy: it starts with unrestricted egress "
-                        "(created with --no-network-policy)",
-                        name));
-        boot_unrestricted(state);
-        common::report_mounts(m_ctx.reporter, state.mounts);
-    } else {
-        auto line = boot_confined(state);
-        common::report_mounts(m_ctx.reporter, state.mounts);
-        m_ctx.reporter.notice(line);
-    }
+    refuse_start_conflicts(state);
+    configure(state, expression, mounts);
+    boot(state);
     if (!state.agent.empty() && !state.agent_installed) install_agent(state);
 }
 

@@ -7,16 +7,9 @@
 namespace agentctl::provider::lima {
 
 CapabilityMatrix capabilities(const HostPlatform& platform) {
-    CapabilityMatrix m;
-    for (Feature feature :
-         std::initializer_list<Feature>{"create", "start", "stop", "delete", "list", "status", "exec", "shell",
-                                        "network.port-publish", "fs.mount", "fs.mount.readonly"}) {
-        m.set(feature, CapabilityStatus::Supported);
-    }
-    if (platform.is_macos()) {
-        m.set("network.acl", CapabilityStatus::Supported);
-        m.set("network.deny-lan", CapabilityStatus::Supported);
-    } else {
+    // Supported: every feature of the parts LimaBackend implements. Below, what differs and why.
+    auto m = LimaBackend::base_capabilities();
+    if (!platform.is_macos()) {
         const char* why =
             "Lima's egress is confined with macOS's sandbox-exec and a per-instance egress proxy, which only exist on "
             "macOS; on this host agentctl cannot confine a Lima instance's network. Use the incus provider on Linux, "
@@ -38,7 +31,6 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
           "building images for Lima is not implemented yet; use a Lima template (--image) plus --package");
     m.set("view", CapabilityStatus::UnderDevelopment,
           "a VNC bridge for Lima's console is planned (never X11 forwarding); use `agentctl shell NAME`");
-    m.set("logs.network", CapabilityStatus::Supported);
     m.set("logs.exec", CapabilityStatus::UnderDevelopment, "exec logging is not built yet on any provider");
     m.set("provision.packages", CapabilityStatus::UnderDevelopment,
           "installing --package on Lima is not built yet; install packages with `agentctl exec --root NAME -- ...`");
