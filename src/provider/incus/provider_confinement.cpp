@@ -189,10 +189,6 @@ ConfinementStatus IncusProvider::record_probes(const std::string& name, const Pr
     return common::confinement_line(summary, std::chrono::system_clock::now());
 }
 
-ConfinementStatus IncusProvider::check_confinement(const std::string& name, const Json& instance) {
-    return record_probes(name, run_probe_battery(name, instance));
-}
-
 void IncusProvider::verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early) {
     m_context.reporter.step(fmt::format("checking network confinement of {}", name));
     const auto confinement =

@@ -157,7 +157,6 @@ private:
     // Records a run; stops the sandbox and throws when a probe escaped.
     // Returns the confinement line.
     ConfinementStatus record_probes(const std::string& name, const ProbeRun& run);
-    ConfinementStatus check_confinement(const std::string& name, const Json& instance);
     // Records the confinement line and reports it; stops the sandbox and
     // throws when a probe escaped. `early`: a battery already under way.
     void verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early = {});
