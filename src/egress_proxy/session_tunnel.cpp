@@ -35,8 +35,19 @@ using asio::use_awaitable;
 namespace {
 
 constexpr std::size_t k_splice_chunk = 1 << 20;
-constexpr int k_pipe_bytes = 256 * 1024;
-// Empty pipes kept for the next tunnel (two per tunnel): saves pipe2, fcntl and
+// A new pipe has the kernel's default capacity: 16 slots, each holding one
+// piece of a socket buffer, so often only ~32 KiB of TCP payload. Plenty for
+// request and response heads and small bodies. A direction that reads
+// k_bulk_read_bytes or more in one splice is moving bulk data and gets a 1 MiB
+// pipe (256 slots): a splice then moves about four times as much per call,
+// which measured about a quarter less proxy CPU per MiB (docs/benchmarks.md,
+// run 6). Growing is best effort: without CAP_SYS_RESOURCE the kernel refuses
+// it past fs.pipe-max-size or the user's pipe-user-pages-soft, and the pipe
+// keeps its size.
+constexpr std::size_t k_default_pipe_bytes = 64 * 1024;
+constexpr std::size_t k_bulk_read_bytes = 16 * 1024;
+constexpr int k_bulk_pipe_bytes = 1024 * 1024;
+// Empty pipes kept for the next tunnel (two per tunnel): saves pipe2 and
 // two closes per direction on short connections.
 constexpr std::size_t k_spare_pipes = 16;
 
@@ -52,22 +63,33 @@ public:
     bool ensure() {
         if (m_fds[0] >= 0) return true;
         if (!m_context.spare_pipes.empty()) {
-            auto [read_end, write_end] = m_context.spare_pipes.back();
+            ProxyContext::SparePipe spare = m_context.spare_pipes.back();
             m_context.spare_pipes.pop_back();
-            m_fds[0] = read_end;
-            m_fds[1] = write_end;
+            m_fds[0] = spare.read_end;
+            m_fds[1] = spare.write_end;
+            m_capacity = spare.capacity;
+            m_grow_tried = spare.grow_tried;
             return true;
         }
-        if (::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) != 0) return false;
-        ::fcntl(m_fds[1], F_SETPIPE_SZ, k_pipe_bytes);  // best effort: fewer splice calls per MiB
-        return true;
+        m_capacity = k_default_pipe_bytes;
+        m_grow_tried = false;
+        return ::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) == 0;
     }
+    // Called with the size of each read: a bulk-sized one grows the pipe, once.
+    void note_read(std::size_t bytes) {
+        if (m_grow_tried || bytes < k_bulk_read_bytes) return;
+        m_grow_tried = true;  // once, whether or not the kernel agrees
+        int granted = ::fcntl(m_fds[1], F_SETPIPE_SZ, k_bulk_pipe_bytes);
+        if (granted > 0) m_capacity = static_cast<std::size_t>(granted);
+    }
+    // What the pipe holds when full.
+    [[nodiscard]] std::size_t capacity() const { return m_capacity; }
     // `empty`: nothing is left in the pipe, so another relay may reuse it.
     void release(bool empty = false) {
         if (m_fds[0] < 0) return;
         bool pressure = m_context.sessions.size() * 2 > m_context.limits.max_connections;
         if (empty && !pressure && m_context.spare_pipes.size() < k_spare_pipes) {
-            m_context.spare_pipes.emplace_back(m_fds[0], m_fds[1]);
+            m_context.spare_pipes.push_back({m_fds[0], m_fds[1], m_capacity, m_grow_tried});
         } else {
             ::close(m_fds[0]);
             ::close(m_fds[1]);
@@ -80,6 +102,8 @@ public:
 private:
     ProxyContext& m_context;
     int m_fds[2] = {-1, -1};
+    std::size_t m_capacity = k_default_pipe_bytes;
+    bool m_grow_tried = false;
 };
 
 constexpr unsigned k_splice_flags = SPLICE_F_MOVE | SPLICE_F_NONBLOCK;
@@ -163,6 +187,7 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, k_splice_chunk, k_splice_flags);
             if (n > 0) {
                 in_pipe = static_cast<std::size_t>(n);
+                pipe.note_read(in_pipe);
             } else if (n == 0) {
                 // Half-close: pass the FIN on and let the other direction finish.
                 pipe.release(true);
@@ -188,7 +213,7 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 // sleeping, so the sender's window keeps opening while we wait.
                 // EAGAIN here may mean a full pipe as well as an empty socket, so
                 // it does not clear source_ready (the next read finds out).
-                if (source_ready && !source_eof && in_pipe < static_cast<std::size_t>(k_pipe_bytes)) {
+                if (source_ready && !source_eof && in_pipe < pipe.capacity()) {
                     ssize_t more = ::splice(from.native_handle(), nullptr, pipe.write_end(), nullptr, k_splice_chunk,
                                             k_splice_flags);
                     if (more > 0) {
