@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -365,6 +367,26 @@ Client::Response connect_through(Client& client, const std::string& authority) {
 std::size_t open_fds(pid_t pid) {
     std::size_t count = 0;
     for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++count;
+    return count;
+}
+
+std::size_t pipes_of_size(pid_t pid, std::size_t bytes) {
+    // Through syscall(2): glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
+    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd < 0) throw std::runtime_error(std::string("pidfd_open: ") + std::strerror(errno));
+    std::set<std::string> seen;
+    std::size_t count = 0;
+    for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+        std::error_code ec;
+        std::string target = fs::read_symlink(entry.path(), ec).string();
+        if (ec || target.rfind("pipe:", 0) != 0 || !seen.insert(target).second) continue;
+        int fd = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, std::stoi(entry.path().filename().string()), 0));
+        if (fd < 0) continue;  // closed since the listing
+        int size = ::fcntl(fd, F_GETPIPE_SZ);
+        ::close(fd);
+        if (size > 0 && static_cast<std::size_t>(size) >= bytes) ++count;
+    }
+    ::close(pidfd);
     return count;
 }
 

@@ -135,5 +135,9 @@ int run_capture(const std::string& command, std::string& output);
 // Descriptors and resident memory of a process.
 std::size_t open_fds(pid_t pid);
 std::size_t rss_kib(pid_t pid);
+// How many of the process's pipes hold at least `bytes` when full (each pipe
+// counted once, however many of its ends are open). Reads the sizes through
+// duplicates of the descriptors (pidfd_getfd(2), Linux 5.6; needs root).
+std::size_t pipes_of_size(pid_t pid, std::size_t bytes);
 
 }  // namespace suite

@@ -261,14 +261,17 @@ TEST_CASE("HTTP/2 inside CONNECT: a long bidirectional exchange of opaque bytes"
 TEST_CASE("bulk through CONNECT: 128 MiB each way at once, through a reader that starts late, arrives intact") {
     SUITE_REQUIRE_READY();
     Fixture f(30s);
+    const pid_t proxy_pid = f.proxy->process().pid();
+    constexpr std::size_t k_grown = 1 << 20;  // the relay's bulk pipe size
     // A pattern with no short period, so a lost, doubled or reordered block shows.
     auto block_of = [](std::size_t index) {
         std::string block(1 << 20, '\0');
-        for (std::size_t k = 0; k < block.size(); ++k) block[k] = static_cast<char>((k * 131 + index * 7 + k / 4093) & 0xff);
+        for (std::size_t k = 0; k < block.size(); ++k)
+            block[k] = static_cast<char>((k * 131 + index * 7 + k / 4093) & 0xff);
         return block;
     };
     constexpr std::size_t k_blocks = 128;
-    for (int round = 0; round < 2; ++round) {  // the second tunnel reuses the first one's grown pipes
+    for (int round = 0; round < 2; ++round) {  // the second tunnel starts from the spare pipes the first left
         suite::Client client(f.proxy->port, 30s);
         REQUIRE(suite::connect_through(client, "echo.test:7").status == 200);
         std::string send_error;
@@ -290,9 +293,47 @@ TEST_CASE("bulk through CONNECT: 128 MiB each way at once, through a reader that
         sender.join();
         CHECK(send_error.empty());
         CHECK(intact == k_blocks);
+        // Both directions moved bulk data and now wait: each keeps its grown pipe.
+        CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 2);
         // The tunnel still carries a small exchange after the bulk.
         client.send("ping");
         CHECK(client.read_exact(4) == "ping");
+    }
+    // Closed tunnels leave no grown pipe behind (spares are default-size).
+    auto deadline = Clock::now() + 5s;
+    while (suite::pipes_of_size(proxy_pid, k_grown) > 0 && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
+    CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 0);
+}
+
+TEST_CASE("bulk through CONNECT: one proxy grows at most 16 pipes, however many tunnels move bulk data") {
+    SUITE_REQUIRE_READY();
+    Fixture f(30s);
+    const pid_t proxy_pid = f.proxy->process().pid();
+    const std::string block(4 << 20, 'b');
+    std::vector<suite::Client> tunnels;
+    for (int i = 0; i < 12; ++i) {  // 24 directions, each moving 4 MiB
+        tunnels.emplace_back(f.proxy->port, 30s);
+        REQUIRE(suite::connect_through(tunnels.back(), "echo.test:7").status == 200);
+        bool sent = false;
+        std::thread sender([&] {
+            try {
+                tunnels.back().send(block);
+                sent = true;
+            } catch (const std::exception&) {
+            }
+        });
+        std::string back = tunnels.back().read_exact(block.size());
+        sender.join();
+        REQUIRE(sent);
+        REQUIRE(back == block);
+    }
+    std::size_t grown = suite::pipes_of_size(proxy_pid, 1 << 20);
+    CHECK(grown > 0);
+    CHECK(grown <= 16);
+    // Every tunnel still works, grown pipe or not.
+    for (auto& tunnel : tunnels) {
+        tunnel.send("ping");
+        CHECK(tunnel.read_exact(4) == "ping");
     }
 }
 

@@ -43,14 +43,10 @@ struct ProxyContext {
     std::unordered_set<Session*> sessions;
     // Cancelled whenever a connection ends, to wake an accept loop at the cap.
     boost::asio::steady_timer slot_freed;
-    // Empty kernel pipes kept for the next tunnel (Linux splice relay).
-    struct SparePipe {
-        int read_end;
-        int write_end;
-        std::size_t capacity;  // bytes it holds when full
-        bool grow_tried;       // a relay already asked the kernel for the bulk size
-    };
-    std::vector<SparePipe> spare_pipes;
+    // Empty kernel pipes of the default size (read end, write end) kept for
+    // the next tunnel, and how many grown (bulk) pipes are open (Linux splice relay).
+    std::vector<std::pair<int, int>> spare_pipes;
+    std::size_t bulk_pipes = 0;
 };
 
 }  // namespace agentctl::egress_proxy

@@ -7,6 +7,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "policy/addresses.hpp"
 
 namespace agentctl::egress_proxy {
 namespace {
@@ -34,14 +35,6 @@ bool valid_name(std::string_view name) {
 }
 
 }  // namespace
-
-std::string normalize_host(std::string_view host) {
-    std::string out(host);
-    if (!out.empty() && out.back() == '.') out.pop_back();
-    std::transform(out.begin(), out.end(), out.begin(),
-                   [](unsigned char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); });
-    return out;
-}
 
 ResolveMap ResolveMap::parse(std::string_view text, const std::string& path) {
     ResolveMap map;
@@ -75,7 +68,7 @@ ResolveMap ResolveMap::parse(std::string_view text, const std::string& path) {
             if (!valid_name(words[w].first)) {
                 fail(path, line_number, words[w].second, "name", "`" + words[w].first + "` is not a valid host name");
             }
-            auto& list = map.m_names[normalize_host(words[w].first)];
+            auto& list = map.m_names[policy::normalise_host(words[w].first)];
             if (std::find(list.begin(), list.end(), *address) == list.end()) list.push_back(*address);
         }
     }
@@ -85,7 +78,7 @@ ResolveMap ResolveMap::parse(std::string_view text, const std::string& path) {
 ResolveMap ResolveMap::load(const std::string& path) { return parse(core::read_file(path), path); }
 
 std::optional<std::vector<policy::IpAddress>> ResolveMap::lookup(std::string_view host) const {
-    auto it = m_names.find(normalize_host(host));
+    auto it = m_names.find(policy::normalise_host(host));
     if (it == m_names.end()) return std::nullopt;
     return it->second;
 }

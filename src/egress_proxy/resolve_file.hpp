@@ -31,7 +31,4 @@ private:
     std::map<std::string, std::vector<policy::IpAddress>, std::less<>> m_names;
 };
 
-// Lower-cases a host name and drops one trailing dot.
-[[nodiscard]] std::string normalize_host(std::string_view host);
-
 }  // namespace agentctl::egress_proxy

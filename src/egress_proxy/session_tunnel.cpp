@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cerrno>
+#include <tuple>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -41,18 +42,25 @@ constexpr std::size_t k_splice_chunk = 1 << 20;
 // k_bulk_read_bytes or more in one splice is moving bulk data and gets a 1 MiB
 // pipe (256 slots): a splice then moves about four times as much per call,
 // which measured about a quarter less proxy CPU per MiB (docs/benchmarks.md,
-// run 6). Growing is best effort: without CAP_SYS_RESOURCE the kernel refuses
-// it past fs.pipe-max-size or the user's pipe-user-pages-soft, and the pipe
-// keeps its size.
+// "Fourth pass"). Growing is best effort: without CAP_SYS_RESOURCE the kernel
+// refuses it past fs.pipe-max-size or once the user's pipes pass
+// fs.pipe-user-pages-soft (the proxy runs as nobody, and the limit counts a
+// pipe's capacity, full or not), and the pipe keeps its size.
 constexpr std::size_t k_default_pipe_bytes = 64 * 1024;
 constexpr std::size_t k_bulk_read_bytes = 16 * 1024;
 constexpr int k_bulk_pipe_bytes = 1024 * 1024;
-// Empty pipes kept for the next tunnel (two per tunnel): saves pipe2 and
-// two closes per direction on short connections.
+// Grown pipes one proxy holds at most (16 x 256 slots: a quarter of the
+// default fs.pipe-user-pages-soft); further bulk directions keep the default size.
+constexpr std::size_t k_max_bulk_pipes = 16;
+// Empty default-size pipes kept for the next tunnel (two per tunnel): saves
+// pipe2 and two closes per direction on short connections.
 constexpr std::size_t k_spare_pipes = 16;
 
-// A pipe taken on first use from the proxy's spare pipes (or created), and
-// given back empty when the relay ends; one that still holds bytes is closed.
+// A pipe taken on first use from the proxy's spare pipes (or created). A
+// default-size pipe goes back to the spares when its direction waits or ends
+// empty; a grown one stays with its direction while it waits (a stream with
+// pauses is not resized on every read) and is closed when the direction ends.
+// Either is closed when it still holds bytes, or when descriptors run short.
 class Pipe {
 public:
     explicit Pipe(ProxyContext& context) : m_context(context) {}
@@ -63,43 +71,53 @@ public:
     bool ensure() {
         if (m_fds[0] >= 0) return true;
         if (!m_context.spare_pipes.empty()) {
-            ProxyContext::SparePipe spare = m_context.spare_pipes.back();
+            std::tie(m_fds[0], m_fds[1]) = m_context.spare_pipes.back();
             m_context.spare_pipes.pop_back();
-            m_fds[0] = spare.read_end;
-            m_fds[1] = spare.write_end;
-            m_capacity = spare.capacity;
-            m_grow_tried = spare.grow_tried;
             return true;
         }
-        m_capacity = k_default_pipe_bytes;
-        m_grow_tried = false;
         return ::pipe2(m_fds, O_NONBLOCK | O_CLOEXEC) == 0;
     }
-    // Called with the size of each read: a bulk-sized one grows the pipe, once.
+    // Called with the size of each read: a bulk-sized one grows the pipe,
+    // once per pipe, while the proxy holds fewer than k_max_bulk_pipes.
     void note_read(std::size_t bytes) {
-        if (m_grow_tried || bytes < k_bulk_read_bytes) return;
-        m_grow_tried = true;  // once, whether or not the kernel agrees
+        if (m_capacity != k_default_pipe_bytes || m_grow_tried || bytes < k_bulk_read_bytes ||
+            m_context.bulk_pipes >= k_max_bulk_pipes)
+            return;
+        m_grow_tried = true;  // whether or not the kernel agrees
         int granted = ::fcntl(m_fds[1], F_SETPIPE_SZ, k_bulk_pipe_bytes);
-        if (granted > 0) m_capacity = static_cast<std::size_t>(granted);
+        if (granted > static_cast<int>(k_default_pipe_bytes)) {
+            m_capacity = static_cast<std::size_t>(granted);
+            ++m_context.bulk_pipes;
+        }
     }
-    // What the pipe holds when full.
+    // What the pipe holds when full (a pipe the kernel made smaller under the
+    // user's limit holds less; a top-up then finds it full, which is harmless).
     [[nodiscard]] std::size_t capacity() const { return m_capacity; }
+    // A waiting direction keeps a grown pipe unless descriptors run short.
+    void release_while_waiting() {
+        if (m_capacity == k_default_pipe_bytes || pressure()) release(true);
+    }
     // `empty`: nothing is left in the pipe, so another relay may reuse it.
     void release(bool empty = false) {
         if (m_fds[0] < 0) return;
-        bool pressure = m_context.sessions.size() * 2 > m_context.limits.max_connections;
-        if (empty && !pressure && m_context.spare_pipes.size() < k_spare_pipes) {
-            m_context.spare_pipes.push_back({m_fds[0], m_fds[1], m_capacity, m_grow_tried});
+        if (empty && m_capacity == k_default_pipe_bytes && !pressure() &&
+            m_context.spare_pipes.size() < k_spare_pipes) {
+            m_context.spare_pipes.emplace_back(m_fds[0], m_fds[1]);
         } else {
             ::close(m_fds[0]);
             ::close(m_fds[1]);
+            if (m_capacity != k_default_pipe_bytes) --m_context.bulk_pipes;
         }
         m_fds[0] = m_fds[1] = -1;
+        m_capacity = k_default_pipe_bytes;
+        m_grow_tried = false;
     }
     [[nodiscard]] int read_end() const { return m_fds[0]; }
     [[nodiscard]] int write_end() const { return m_fds[1]; }
 
 private:
+    [[nodiscard]] bool pressure() const { return m_context.sessions.size() * 2 > m_context.limits.max_connections; }
+
     ProxyContext& m_context;
     int m_fds[2] = {-1, -1};
     std::size_t m_capacity = k_default_pipe_bytes;
@@ -174,10 +192,11 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
         if (!from.is_open() || !to.is_open()) break;
         if (in_pipe == 0) {
             if (!source_ready) {
-                // A waiting direction holds no pipe: its empty pipe goes back to
-                // the spare ones (closed under descriptor pressure), so an idle
-                // tunnel holds its two sockets and nothing else.
-                pipe.release(true);
+                // A waiting direction holds no default-size pipe: its empty pipe
+                // goes back to the spare ones (closed under descriptor pressure),
+                // so an idle tunnel holds its two sockets and nothing else; one
+                // that moved bulk data may keep its grown pipe (Pipe, above).
+                pipe.release_while_waiting();
                 co_await from.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
                 if (ec || !from.is_open() || !to.is_open()) break;
                 source_ready = true;
