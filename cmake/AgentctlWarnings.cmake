@@ -18,7 +18,7 @@ target_link_options(agentctl_options INTERFACE -Wl,-O1 -Wl,--hash-style=gnu -Wl,
 # Relative relocations packed as DT_RELR (binutils >= 2.38, glibc >= 2.36,
 # both in Debian 12): the loader walks a 7 KiB bitmap instead of 27k RELA
 # entries (646 KiB), which cut the egress proxy's start-up CPU from 2.8 to
-# 2.0 ms (docs/benchmarks.md, run 6). Omitted where the linker lacks it.
+# 2.0 ms (docs/benchmarks.md, "Fourth pass"). Omitted where the linker lacks it.
 include(CheckLinkerFlag)
 check_linker_flag(CXX "-Wl,-z,pack-relative-relocs" AGENTCTL_LINKER_HAS_RELR)
 if(AGENTCTL_LINKER_HAS_RELR)

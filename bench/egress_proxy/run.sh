@@ -7,6 +7,11 @@
 #
 #   sudo bench/egress_proxy/run.sh [BUILD_DIR]    (default: build-release, built if needed)
 #
+# The contenders take turns, ROUNDS times (default 3): each figure is the
+# median of its rounds, and each ratio the median of the rounds' ratios, so a
+# load that comes and goes on a shared machine falls on every contender.
+# Spawn times interleave the three proxies the same way (SPAWNS each).
+#
 # The origin address is 192.0.3.2 on a veth pair: agentctl's policy refuses the
 # documentation ranges as never-routable, so the bench uses an ordinary
 # address, routed to the namespace for the run only. Nothing leaves the machine.
@@ -18,6 +23,8 @@ ORIGIN=192.0.3.2
 SECONDS_RATE=${SECONDS_RATE:-5}
 DOWNLOADS=${DOWNLOADS:-10}
 IDLE_TUNNELS=${IDLE_TUNNELS:-1000}
+ROUNDS=${ROUNDS:-3}
+SPAWNS=${SPAWNS:-9}
 
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root to create the origin's network namespace" >&2; exit 1; }
 
@@ -206,8 +213,9 @@ print(round(d['end']['sum_received']['bits_per_second']/1e9, 2) if 'sum_received
   fi
   R[$c,wrk]=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
   R[$c,wrk_err]=$(echo "$out" | awk '/Non-2xx|Socket errors/ {printf "%s ", $0}')
-  # Memory with idle tunnels.
-  if [ -n "$pid" ]; then
+  # Memory with idle tunnels (first round only: later rounds reuse what the
+  # first one's tunnels left allocated, and would read as 0).
+  if [ -n "$pid" ] && [ "$round" = 1 ]; then
     local before_rss; before_rss=$(rss_kib "$pid")
     coproc IDLE { "$PB" idle --via "$via" --target "$ORIGIN:80" --count "$IDLE_TUNNELS"; }
     read -r line <&"${IDLE[0]}"
@@ -219,37 +227,61 @@ print(round(d['end']['sum_received']['bits_per_second']/1e9, 2) if 'sum_received
   fi
 }
 
-run_contender direct direct ""
-run_contender agentctl 127.0.0.1:$P_AGENTCTL $PID_AGENTCTL
-run_contender squid 127.0.0.1:$P_SQUID $PID_SQUID
-run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
-
-# Spawn to listening, on fresh ports.
-squid_conf 18112 "$WORK/squid-spawn.conf"; tiny_conf 18113 "$WORK/tiny-spawn.conf"
-spawn_times() {  # best and median of 5: "BEST MEDIAN"
-  local v all=()
-  for _ in 1 2 3 4 5; do v=$(json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms); all+=("$v"); sleep 0.3; done
-  python3 -c "import statistics,sys; v=[float(x) for x in sys.argv[1:]]; print(round(min(v),2), round(statistics.median(v),2))" "${all[@]}"
+median() {  # DIGITS VALUE...: the median, an integer when every value is one
+  python3 -c "import statistics,sys; v=sys.argv[2:]; m=statistics.median(float(x) for x in v)
+print(int(m) if all(x.lstrip('-').isdigit() for x in v) and m == int(m) else round(m, int(sys.argv[1])))" "$@"
 }
-read -r R[agentctl,spawn] R[agentctl,spawn_median] < <(spawn_times 18111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:18111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")
-read -r R[squid,spawn] R[squid,spawn_median] < <(spawn_times 18112 squid -N -f "$WORK/squid-spawn.conf")
-read -r R[tinyproxy,spawn] R[tinyproxy,spawn_median] < <(spawn_times 18113 tinyproxy -d -c "$WORK/tiny-spawn.conf")
+# Figures kept per round (text, such as wrk's error line, is the last round's;
+# memory is measured in the first round only).
+FIGURES="dl cpu_mb iperf rate32 p50_32 p99_32 fail32 cpu_conn p50_1 p99_1 wrk"
+declare -A ALL
+for round in $(seq 1 "$ROUNDS"); do
+  echo "== round $round of $ROUNDS" >&2
+  run_contender direct direct ""
+  run_contender agentctl 127.0.0.1:$P_AGENTCTL $PID_AGENTCTL
+  run_contender squid 127.0.0.1:$P_SQUID $PID_SQUID
+  run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
+  for c in direct agentctl squid tinyproxy; do
+    for f in $FIGURES; do [[ ${R[$c,$f]:-} =~ ^-?[0-9.]+$ ]] && ALL[$c,$f]+=" ${R[$c,$f]}"; done
+    [ "$c" = direct ] && continue
+    ALL[$c,dl_ratio]+=" $(calc "${R[$c,dl]} / ${R[direct,dl]}" 3)"
+    case ${R[$c,iperf]} in failed*) ;; *) ALL[$c,iperf_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf]}" 3)";; esac
+    ALL[$c,wrk_ratio]+=" $(calc "${R[$c,wrk]} / ${R[direct,wrk]}" 3)"
+    ALL[$c,added_ms]+=" $(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 4)"
+  done
+done
+for c in direct agentctl squid tinyproxy; do
+  for f in $FIGURES dl_ratio iperf_ratio wrk_ratio added_ms; do
+    # shellcheck disable=SC2086  # the list is space-separated on purpose
+    [ -n "${ALL[$c,$f]:-}" ] && R[$c,$f]=$(median 3 ${ALL[$c,$f]})
+  done
+done
+R[direct,cpu_mb]=0; R[direct,cpu_conn]=0
 
-ratio() { calc "$1 / $2" 2; }
+# Spawn to listening, on fresh ports, the three proxies in turn.
+squid_conf 18112 "$WORK/squid-spawn.conf"; tiny_conf 18113 "$WORK/tiny-spawn.conf"
+spawn_ms() { json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms; }
+declare -A SPAWN
+for _ in $(seq 1 "$SPAWNS"); do
+  SPAWN[agentctl]+=" $(spawn_ms 18111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:18111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")"; sleep 0.3
+  SPAWN[squid]+=" $(spawn_ms 18112 squid -N -f "$WORK/squid-spawn.conf")"; sleep 0.3
+  SPAWN[tinyproxy]+=" $(spawn_ms 18113 tinyproxy -d -c "$WORK/tiny-spawn.conf")"; sleep 0.3
+done
+for c in agentctl squid tinyproxy; do
+  # shellcheck disable=SC2086
+  R[$c,spawn]=$(python3 -c "import sys; print(round(min(float(x) for x in sys.argv[1:]), 2))" ${SPAWN[$c]})
+  # shellcheck disable=SC2086
+  R[$c,spawn_median]=$(median 2 ${SPAWN[$c]})
+done
+
 echo
 echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r); $(squid -v | head -1); $(tinyproxy -v 2>&1 | head -1); run $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "Load average (1 min) at start: $LOAD_START, at end: $(cut -d' ' -f1 /proc/loadavg)"
+echo "Load average (1 min) at start: $LOAD_START, at end: $(cut -d' ' -f1 /proc/loadavg); $ROUNDS rounds, each figure the median of its rounds"
 echo
 echo "| figure | direct | agentctl | squid | tinyproxy |"
 echo "|---|---|---|---|---|"
 row() { echo "| $1 | ${R[direct,$2]:--} | ${R[agentctl,$2]:--} | ${R[squid,$2]:--} | ${R[tinyproxy,$2]:--} |"; }
-for c in agentctl squid tinyproxy; do
-  R[$c,dl_ratio]=$(ratio "${R[$c,dl]}" "${R[direct,dl]}")
-  R[$c,iperf_ratio]=$(ratio "${R[$c,iperf]}" "${R[direct,iperf]}" 2>/dev/null || echo -)
-  R[$c,wrk_ratio]=$(ratio "${R[$c,wrk]}" "${R[direct,wrk]}")
-  R[$c,added_ms]=$(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 3)
-done
-row "100 MiB download, MB/s (median of $DOWNLOADS)" dl
+row "100 MiB download, MB/s (median of $DOWNLOADS GETs)" dl
 row "  ratio to direct" dl_ratio
 row "proxy CPU per MiB moved, us" cpu_mb
 row "iperf3 through CONNECT, Gbit/s" iperf
@@ -267,5 +299,5 @@ row "  wrk errors" wrk_err
 row "RSS idle, KiB" rss_idle
 row "RSS with $IDLE_TUNNELS idle tunnels, KiB" rss_tunnels
 row "  per idle tunnel, KiB" rss_per
-row "spawn to listening, ms (best of 5)" spawn
-row "spawn to listening, ms (median of 5)" spawn_median
+row "spawn to listening, ms (best of $SPAWNS)" spawn
+row "spawn to listening, ms (median of $SPAWNS)" spawn_median
