@@ -271,38 +271,41 @@ TEST_CASE("bulk through CONNECT: 128 MiB each way at once, through a reader that
         return block;
     };
     constexpr std::size_t k_blocks = 128;
-    for (int round = 0; round < 2; ++round) {  // the second tunnel starts from the spare pipes the first left
-        suite::Client client(f.proxy->port, 30s);
-        REQUIRE(suite::connect_through(client, "echo.test:7").status == 200);
-        std::string send_error;
-        std::thread sender([&] {
-            try {
-                for (std::size_t i = 0; i < k_blocks; ++i) client.send(block_of(i));
-            } catch (const std::exception& e) {
-                send_error = e.what();
+    for (int round = 0; round < 2; ++round) {  // the second tunnel runs after the first gave its pipes up
+        {
+            suite::Client client(f.proxy->port, 30s);
+            REQUIRE(suite::connect_through(client, "echo.test:7").status == 200);
+            std::string send_error;
+            std::thread sender([&] {
+                try {
+                    for (std::size_t i = 0; i < k_blocks; ++i) client.send(block_of(i));
+                } catch (const std::exception& e) {
+                    send_error = e.what();
+                }
+            });
+            // Nothing is read for a while: socket buffers and the relay's pipes fill
+            // both ways, and each direction waits for room before it reads again.
+            std::this_thread::sleep_for(300ms);
+            std::size_t intact = 0;
+            for (std::size_t i = 0; i < k_blocks; ++i) {
+                if (client.read_exact(1 << 20) != block_of(i)) break;
+                ++intact;
             }
-        });
-        // Nothing is read for a while: socket buffers and the relay's pipes fill
-        // both ways, and each direction waits for room before it reads again.
-        std::this_thread::sleep_for(300ms);
-        std::size_t intact = 0;
-        for (std::size_t i = 0; i < k_blocks; ++i) {
-            if (client.read_exact(1 << 20) != block_of(i)) break;
-            ++intact;
+            sender.join();
+            CHECK(send_error.empty());
+            CHECK(intact == k_blocks);
+            // Both directions moved bulk data and now wait: each keeps its grown pipe.
+            CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 2);
+            // The tunnel still carries a small exchange after the bulk.
+            client.send("ping");
+            CHECK(client.read_exact(4) == "ping");
         }
-        sender.join();
-        CHECK(send_error.empty());
-        CHECK(intact == k_blocks);
-        // Both directions moved bulk data and now wait: each keeps its grown pipe.
-        CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 2);
-        // The tunnel still carries a small exchange after the bulk.
-        client.send("ping");
-        CHECK(client.read_exact(4) == "ping");
+        // A closed tunnel leaves no grown pipe behind (spares are default-size).
+        auto deadline = Clock::now() + 5s;
+        while (suite::pipes_of_size(proxy_pid, k_grown) > 0 && Clock::now() < deadline)
+            std::this_thread::sleep_for(20ms);
+        CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 0);
     }
-    // Closed tunnels leave no grown pipe behind (spares are default-size).
-    auto deadline = Clock::now() + 5s;
-    while (suite::pipes_of_size(proxy_pid, k_grown) > 0 && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
-    CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 0);
 }
 
 TEST_CASE("bulk through CONNECT: one proxy grows at most 16 pipes, however many tunnels move bulk data") {
