@@ -106,8 +106,11 @@ public:
             int pid = 0;
             if (pid_file >> pid && pid > 0) ::kill(pid, SIGKILL);
         }
-        for (const auto& entry : fs::directory_iterator(m_home / ".config" / "agentctl" / "lima", ec)) {
-            agentctl::provider::lima::stop_proxy((entry.path() / "egress-proxy.pid").string(),
+        // The proxies' pid files, where the provider writes them (lima_paths.hpp).
+        const auto& state_dir = m_context.state_dir;
+        for (const auto& entry : fs::directory_iterator(fs::path(state_dir) / "lima", ec)) {
+            const auto name = entry.path().filename().string();
+            agentctl::provider::lima::stop_proxy(agentctl::provider::lima::egress_pid_path(state_dir, name).string(),
                                                  std::chrono::milliseconds(500));
         }
         fs::remove_all(m_root, ec);
