@@ -18,7 +18,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr auto k_idle = 400ms;  // the proxy's idle timeout in this file (default: 15 minutes)
+constexpr auto k_idle = 400ms;                 // the proxy's idle timeout in this file (default: 15 minutes)
+constexpr std::size_t k_grown_pipe = 1 << 20;  // the size the relay grows a bulk direction's pipe to
 
 struct Fixture {
     suite::Network network;
@@ -262,7 +263,6 @@ TEST_CASE("bulk through CONNECT: 128 MiB each way at once, through a reader that
     SUITE_REQUIRE_READY();
     Fixture f(30s);
     const pid_t proxy_pid = f.proxy->process().pid();
-    constexpr std::size_t k_grown = 1 << 20;  // the relay's bulk pipe size
     // A pattern with no short period, so a lost, doubled or reordered block shows.
     auto block_of = [](std::size_t index) {
         std::string block(1 << 20, '\0');
@@ -295,16 +295,16 @@ TEST_CASE("bulk through CONNECT: 128 MiB each way at once, through a reader that
             CHECK(send_error.empty());
             CHECK(intact == k_blocks);
             // Both directions moved bulk data and now wait: each keeps its grown pipe.
-            CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 2);
+            CHECK(suite::pipes_of_size(proxy_pid, k_grown_pipe) == 2);
             // The tunnel still carries a small exchange after the bulk.
             client.send("ping");
             CHECK(client.read_exact(4) == "ping");
         }
         // A closed tunnel leaves no grown pipe behind (spares are default-size).
         auto deadline = Clock::now() + 5s;
-        while (suite::pipes_of_size(proxy_pid, k_grown) > 0 && Clock::now() < deadline)
+        while (suite::pipes_of_size(proxy_pid, k_grown_pipe) > 0 && Clock::now() < deadline)
             std::this_thread::sleep_for(20ms);
-        CHECK(suite::pipes_of_size(proxy_pid, k_grown) == 0);
+        CHECK(suite::pipes_of_size(proxy_pid, k_grown_pipe) == 0);
     }
 }
 
@@ -330,7 +330,7 @@ TEST_CASE("bulk through CONNECT: one proxy grows at most 16 pipes, however many 
         REQUIRE(sent);
         REQUIRE(back == block);
     }
-    std::size_t grown = suite::pipes_of_size(proxy_pid, 1 << 20);
+    std::size_t grown = suite::pipes_of_size(proxy_pid, k_grown_pipe);
     CHECK(grown > 0);
     CHECK(grown <= 16);
     // Every tunnel still works, grown pipe or not.

@@ -80,9 +80,7 @@ public:
     // Called with the size of each read: a bulk-sized one grows the pipe,
     // once per pipe, while the proxy holds fewer than k_max_bulk_pipes.
     void note_read(std::size_t bytes) {
-        if (m_capacity != k_default_pipe_bytes || m_grow_tried || bytes < k_bulk_read_bytes ||
-            m_context.bulk_pipes >= k_max_bulk_pipes)
-            return;
+        if (m_grow_tried || bytes < k_bulk_read_bytes || m_context.bulk_pipes >= k_max_bulk_pipes) return;
         m_grow_tried = true;  // whether or not the kernel agrees
         int granted = ::fcntl(m_fds[1], F_SETPIPE_SZ, k_bulk_pipe_bytes);
         if (granted > static_cast<int>(k_default_pipe_bytes)) {
@@ -95,18 +93,17 @@ public:
     [[nodiscard]] std::size_t capacity() const { return m_capacity; }
     // A waiting direction keeps a grown pipe unless descriptors run short.
     void release_while_waiting() {
-        if (m_capacity == k_default_pipe_bytes || pressure()) release(true);
+        if (!grown() || pressure()) release(true);
     }
     // `empty`: nothing is left in the pipe, so another relay may reuse it.
     void release(bool empty = false) {
         if (m_fds[0] < 0) return;
-        if (empty && m_capacity == k_default_pipe_bytes && !pressure() &&
-            m_context.spare_pipes.size() < k_spare_pipes) {
+        if (empty && !grown() && !pressure() && m_context.spare_pipes.size() < k_spare_pipes) {
             m_context.spare_pipes.emplace_back(m_fds[0], m_fds[1]);
         } else {
             ::close(m_fds[0]);
             ::close(m_fds[1]);
-            if (m_capacity != k_default_pipe_bytes) --m_context.bulk_pipes;
+            if (grown()) --m_context.bulk_pipes;
         }
         m_fds[0] = m_fds[1] = -1;
         m_capacity = k_default_pipe_bytes;
@@ -116,6 +113,7 @@ public:
     [[nodiscard]] int write_end() const { return m_fds[1]; }
 
 private:
+    [[nodiscard]] bool grown() const { return m_capacity != k_default_pipe_bytes; }
     [[nodiscard]] bool pressure() const { return m_context.sessions.size() * 2 > m_context.limits.max_connections; }
 
     ProxyContext& m_context;
