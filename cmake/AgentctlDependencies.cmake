@@ -10,7 +10,7 @@ find_package(spdlog CONFIG REQUIRED)
 # the binary, leaving only libc and libm shared: the egress proxy is started once
 # per sandbox, and each shared library costs start-up time (see
 # docs/benchmarks.md). Sanitizer and fuzz builds keep everything shared.
-if(AGENTCTL_SANITIZE OR AGENTCTL_FUZZ)
+if(AGENTCTL_SANITIZE OR AGENTCTL_TSAN OR AGENTCTL_FUZZ)
   set(_static_default OFF)
 else()
   set(_static_default ON)

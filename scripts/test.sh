@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs agentctl's whole test suite: formatting, unit and CLI tests (ASan+UBSan),
-# short fuzzing runs, and the integration suites against a real Incus daemon
-# that this script brings up and tears down. Run as root on Debian 12.
+# short fuzzing runs, the integration suites against a real Incus daemon that
+# this script brings up and tears down, and the egress proxy again under
+# ThreadSanitizer. Run as root on Debian 12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -42,4 +43,24 @@ phase "unit, CLI and integration tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --test-dir build/test --output-on-failure --timeout 600
+
+phase "egress proxy under ThreadSanitizer (its event loops share the policy, the log and the cap)"
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DAGENTCTL_TSAN=ON -DAGENTCTL_WERROR=ON -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+cmake --build build/tsan --target unit_egress_proxy integration_egress_proxy
+# Every process (the tests and each proxy they start) writes its reports to
+# build/tsan/race.PID; any such file fails the run. The three bulk tests
+# (1 GiB uploads, 128 MiB each way, 10k tunnels) take minutes under
+# ThreadSanitizer and exercise no path the others do not.
+rm -f build/tsan/race.*
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$root/build/tsan/race"
+build/tsan/tests/unit_egress_proxy
+build/tsan/integration/egress_proxy/integration_egress_proxy \
+  "~large uploads stream through*" "~bulk through CONNECT: 128 MiB*" "~10k concurrent idle tunnels*"
+unset TSAN_OPTIONS
+if compgen -G "build/tsan/race.*" >/dev/null; then
+  cat build/tsan/race.*
+  echo "agentctl: ThreadSanitizer reported a data race (above)" >&2
+  exit 1
+fi
 phase "done"

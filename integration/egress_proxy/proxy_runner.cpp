@@ -1,7 +1,7 @@
 // Runs run_egress_proxy with the limits exposed as flags, so the suite can use
 // short timeouts. Same flags as `agentctl egress-proxy`, plus:
 //   --connect-timeout-ms N --header-timeout-ms N --idle-timeout-ms N
-//   --max-connections N --log-max-bytes N --policy-poll-ms N
+//   --max-connections N --log-max-bytes N --policy-poll-ms N --event-loops N
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
             options.limits.max_connections = std::stoul(value);
         else if (flag == "--policy-poll-ms")
             options.limits.policy_poll = ms();
+        else if (flag == "--event-loops")
+            options.limits.event_loops = std::stoul(value);
         else if (flag == "--log-max-bytes")
             options.limits.log_max_bytes = std::stoull(value);
         else {

@@ -364,6 +364,11 @@ Client::Response connect_through(Client& client, const std::string& authority) {
     return client.read_response();
 }
 
+bool echo_on(Client& client, const std::string& text) {
+    client.send(text);
+    return client.read_exact(text.size()) == text;
+}
+
 std::size_t open_fds(pid_t pid) {
     std::size_t count = 0;
     for ([[maybe_unused]] const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) ++count;

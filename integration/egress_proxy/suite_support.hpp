@@ -22,6 +22,14 @@
 
 #include "agentctl/policy.hpp"
 
+// Ends the current test case with a warning naming the reason when the suite
+// cannot run here (Catch2's WARN: use it first in a TEST_CASE).
+#define SUITE_REQUIRE_READY()                         \
+    if (auto why = suite::skip_reason()) {            \
+        WARN("egress proxy suite skipped: " << *why); \
+        return;                                       \
+    }
+
 namespace suite {
 
 // Why the suite cannot run here (not root, no `ip`, namespaces unavailable), or nullopt.
@@ -128,6 +136,8 @@ private:
 
 // CONNECT host:port; returns the response (status 200 leaves the tunnel open on `client`).
 Client::Response connect_through(Client& client, const std::string& authority);
+// Sends `text` on an open tunnel to an echo origin; true when it comes back whole.
+bool echo_on(Client& client, const std::string& text);
 
 // Runs a shell command; returns its exit code, and its stdout and stderr in `output`.
 int run_capture(const std::string& command, std::string& output);

@@ -7,12 +7,6 @@
 
 using namespace std::chrono_literals;
 
-#define SUITE_REQUIRE_READY()                         \
-    if (auto why = suite::skip_reason()) {            \
-        WARN("egress proxy suite skipped: " << *why); \
-        return;                                       \
-    }
-
 namespace {
 
 const char* k_hosts =

@@ -9,12 +9,6 @@
 
 using namespace std::chrono_literals;
 
-#define SUITE_REQUIRE_READY()                         \
-    if (auto why = suite::skip_reason()) {            \
-        WARN("egress proxy suite skipped: " << *why); \
-        return;                                       \
-    }
-
 namespace {
 
 struct Fixture {

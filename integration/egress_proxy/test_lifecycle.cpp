@@ -12,22 +12,11 @@
 
 using namespace std::chrono_literals;
 
-#define SUITE_REQUIRE_READY()                         \
-    if (auto why = suite::skip_reason()) {            \
-        WARN("egress proxy suite skipped: " << *why); \
-        return;                                       \
-    }
-
 namespace {
 
 int status_of(std::uint16_t port, const std::string& authority) {
     suite::Client client(port);
     return suite::connect_through(client, authority).status;
-}
-
-bool echo_on(suite::Client& client, const std::string& text) {
-    client.send(text);
-    return client.read_exact(text.size()) == text;
 }
 
 }  // namespace
@@ -54,7 +43,7 @@ TEST_CASE("a changed policy file applies to new connections and closes tunnels i
     CHECK(b_status == 200);
     CHECK(status_of(proxy.port, "a.test:7") == 403);
     CHECK(tunnel.closed_by_peer());  // a.test is no longer allowed: its tunnel is gone
-    CHECK(echo_on(kept, "c.test is still allowed"));
+    CHECK(suite::echo_on(kept, "c.test is still allowed"));
 }
 
 TEST_CASE("SIGHUP reloads at once and promptly closes a tunnel whose rule was removed") {
@@ -66,7 +55,7 @@ TEST_CASE("SIGHUP reloads at once and promptly closes a tunnel whose rule was re
     suite::Proxy proxy(files, {"--policy-poll-ms", "600000"});  // only the signal can reload here
     suite::Client tunnel(proxy.port, 2s);
     REQUIRE(suite::connect_through(tunnel, "a.test:7").status == 200);
-    REQUIRE(echo_on(tunnel, "before the reload"));
+    REQUIRE(suite::echo_on(tunnel, "before the reload"));
     suite::Client kept(proxy.port);
     REQUIRE(suite::connect_through(kept, "c.test:7").status == 200);
     suite::Client keep_alive(proxy.port);  // plain HTTP keep-alive with an open upstream to a.test:80
@@ -82,7 +71,7 @@ TEST_CASE("SIGHUP reloads at once and promptly closes a tunnel whose rule was re
     CHECK(tunnel.closed_by_peer());
     CHECK(std::chrono::steady_clock::now() - signalled < 1s);
     CHECK(keep_alive.closed_by_peer());
-    CHECK(echo_on(kept, "c.test is still allowed"));
+    CHECK(suite::echo_on(kept, "c.test is still allowed"));
     int revoked = 0;
     for (const auto& line : files.log_lines()) {
         if (line.value("event", "") == "close" && line.value("closed_by", "") == "policy-reload") {
@@ -136,7 +125,7 @@ TEST_CASE("SIGTERM closes tunnels, removes the pid file and exits 0") {
     CHECK(std::stoi(agentctl::core::read_file(files.pid)) == proxy.process().pid());
     suite::Client tunnel(proxy.port);
     REQUIRE(suite::connect_through(tunnel, "a.test:7").status == 200);
-    REQUIRE(echo_on(tunnel, "before"));
+    REQUIRE(suite::echo_on(tunnel, "before"));
     proxy.process().signal(SIGTERM);
     CHECK(proxy.process().wait_exit(3s) == 0);
     CHECK(tunnel.closed_by_peer());
@@ -217,7 +206,7 @@ TEST_CASE("the real binary: agentctl egress-proxy serves and stops the same way"
     suite::Proxy proxy(files, {"--sandbox", "box7"}, AGENTCTL_BINARY);
     suite::Client tunnel(proxy.port);
     REQUIRE(suite::connect_through(tunnel, "a.test:7").status == 200);
-    CHECK(echo_on(tunnel, "via agentctl"));
+    CHECK(suite::echo_on(tunnel, "via agentctl"));
     suite::Client refused(proxy.port);
     auto response = suite::connect_through(refused, "other.test:7");
     CHECK(response.status == 403);

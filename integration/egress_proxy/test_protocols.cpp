@@ -10,12 +10,6 @@
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-#define SUITE_REQUIRE_READY()                         \
-    if (auto why = suite::skip_reason()) {            \
-        WARN("egress proxy suite skipped: " << *why); \
-        return;                                       \
-    }
-
 namespace {
 
 constexpr auto k_idle = 400ms;                 // the proxy's idle timeout in this file (default: 15 minutes)

@@ -50,9 +50,15 @@ AccessLog::~AccessLog() {
 }
 
 void AccessLog::defer_writes(std::function<void()> on_pending) {
+    std::lock_guard lock(m_mutex);
     m_deferred = static_cast<bool>(on_pending);
     m_on_pending = std::move(on_pending);
-    if (!m_deferred) flush();
+    if (!m_deferred) flush_locked();
+}
+
+bool AccessLog::has_pending() const {
+    std::lock_guard lock(m_mutex);
+    return !m_pending.empty();
 }
 
 void AccessLog::rotate() {
@@ -124,24 +130,31 @@ LogLine& LogLine::add_unsigned(std::string_view name, std::uint64_t value) {
 // ---------------------------------------------------------------- AccessLog
 
 void AccessLog::write(const nlohmann::json& entry) {
-    append(entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {});
+    const std::string text = entry.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    append(text, {});
 }
 
 void AccessLog::write(const LogLine& line) { append(line.m_text, "}"); }
 
 void AccessLog::append(std::string_view first, std::string_view last) {
+    std::lock_guard lock(m_mutex);
     bool was_empty = m_pending.empty();
     m_pending += first;
     m_pending += last;
     m_pending += '\n';
     if (!m_deferred || m_pending.size() >= 64 * 1024) {
-        flush();
+        flush_locked();
     } else if (was_empty && m_on_pending) {
         m_on_pending();
     }
 }
 
 void AccessLog::flush() {
+    std::lock_guard lock(m_mutex);
+    flush_locked();
+}
+
+void AccessLog::flush_locked() {
     std::size_t start = 0;
     while (start < m_pending.size()) {
         // The longest run of whole lines that keeps the file under its cap (at least one line).

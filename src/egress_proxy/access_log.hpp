@@ -5,6 +5,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -48,6 +49,8 @@ private:
     std::string m_text;
 };
 
+// Safe to use from several threads at once (the proxy's event loops): each
+// line is queued and written whole, in the order the calls took the lock.
 class AccessLog {
 public:
     // Opens (creates, mode 0600) `path` for appending; an empty path writes to
@@ -67,22 +70,25 @@ public:
 
     // Queues lines instead of writing each at once. `on_pending` is called when
     // the first line is queued after a flush (the proxy arms a short timer that
-    // calls flush()); the queue is also flushed once it holds 64 KiB, and by
-    // the destructor. An empty `on_pending` flushes and writes at once again.
+    // calls flush()), on the writing thread with the log locked: it must not
+    // write to the log itself. The queue is also flushed once it holds 64 KiB,
+    // and by the destructor. An empty `on_pending` flushes and writes at once again.
     void defer_writes(std::function<void()> on_pending);
     // Writes every queued line (whole lines, one write(2) per run of lines
     // between rotations).
     void flush();
-    [[nodiscard]] bool has_pending() const { return !m_pending.empty(); }
+    [[nodiscard]] bool has_pending() const;
 
 private:
+    void flush_locked();
     void rotate();
     // Queues one line (`line` without its newline) and flushes as write() says.
     void append(std::string_view first, std::string_view last);
     void write_now(const char* data, std::size_t size);
 
-    std::string m_path;
-    std::uint64_t m_max_bytes;
+    mutable std::mutex m_mutex;  // guards everything below but the two constants
+    const std::string m_path;
+    const std::uint64_t m_max_bytes;
     int m_fd = -1;
     std::uint64_t m_size = 0;
     bool m_reported_failure = false;

@@ -1,17 +1,21 @@
 // run_egress_proxy: option checks, the listening socket, the pid file, and the
-// event loop that serves every connection on one thread.
+// event loops that serve the connections (one per CPU, Server).
 #include "egress_proxy/egress_proxy.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
+#include <boost/asio/post.hpp>
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
@@ -28,6 +32,8 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::chrono::milliseconds k_log_flush{20};
+// Event loops one proxy runs at most: each sandbox has a proxy of its own.
+constexpr std::size_t k_max_event_loops = 4;
 
 tcp::endpoint parse_listen(const std::string& listen) {
     auto fail = [&](const std::string& why) -> Error {
@@ -98,6 +104,20 @@ std::string endpoint_text(const tcp::endpoint& endpoint) {
     return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
 }
 
+// `wanted`, or (0) one loop per CPU this process may run on, at most k_max_event_loops.
+std::size_t event_loop_count(std::size_t wanted) {
+    std::size_t cpus = wanted;
+    if (cpus == 0) {
+        cpus = std::thread::hardware_concurrency();
+#if defined(__linux__)
+        cpu_set_t allowed;
+        CPU_ZERO(&allowed);
+        if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) cpus = static_cast<std::size_t>(CPU_COUNT(&allowed));
+#endif
+    }
+    return std::clamp<std::size_t>(cpus, 1, k_max_event_loops);
+}
+
 std::string default_sandbox_name(const std::string& policy_file) {
     auto parent = std::filesystem::path(policy_file).parent_path().filename().string();
     return parent.empty() ? std::string("<sandbox>") : parent;
@@ -121,8 +141,14 @@ int run_egress_proxy(const ProxyOptions& options) {
             options.resolve_file.empty() ? ResolveMap() : ResolveMap::load(options.resolve_file));
         AccessLog log(options.log_file, limits.log_max_bytes);
 
-        asio::io_context io(1);
-        tcp::acceptor acceptor(io);
+        std::string sandbox =
+            options.sandbox_name.empty() ? default_sandbox_name(options.policy_file) : options.sandbox_name;
+        ProxyShared shared(limits, sandbox, log);
+        shared.resolve_map.set(resolve_map);
+        const std::size_t loops = event_loop_count(limits.event_loops);
+        Server server(shared, loops, options.policy_file, options.resolve_file);
+
+        tcp::acceptor acceptor(server.main_io());
         boost::system::error_code ec;
         acceptor.open(endpoint.protocol(), ec);
         if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -137,41 +163,40 @@ int run_egress_proxy(const ProxyOptions& options) {
         }
         auto bound = acceptor.local_endpoint(ec);
 
-        std::string sandbox =
-            options.sandbox_name.empty() ? default_sandbox_name(options.policy_file) : options.sandbox_name;
-        ProxyContext context(io, limits, sandbox, log);
         // Decision lines are queued and written within k_log_flush of the first
         // one (one write(2) per batch instead of one per connection); SIGTERM and
-        // SIGINT flush before exit.
-        asio::steady_timer log_timer(io);
-        log.defer_writes([&log_timer, &log] {
-            log_timer.expires_after(k_log_flush);
-            log_timer.async_wait([&log](const boost::system::error_code& error) {
-                if (!error) log.flush();
+        // SIGINT flush before exit. Any loop may queue the first line: the
+        // timer is armed on loop 0.
+        asio::steady_timer log_timer(server.main_io());
+        log.defer_writes([&server, &log_timer, &log] {
+            asio::post(server.main_io(), [&log_timer, &log] {
+                log_timer.expires_after(k_log_flush);
+                log_timer.async_wait([&log](const boost::system::error_code& error) {
+                    if (!error) log.flush();
+                });
             });
         });
-        context.resolve_map = resolve_map;
-        context.policy = load_policy_snapshot(options.policy_file);
+        shared.policy.set(load_policy_snapshot(options.policy_file));
         log.write({{"time", utc_timestamp()},
                    {"event", "start"},
                    {"listen", endpoint_text(bound)},
                    {"pid", ::getpid()},
                    {"max_connections", limits.max_connections},
+                   {"event_loops", loops},
                    {"resolve_file_names", resolve_map->size()}});
-        log_policy(log, *context.policy, "start");
+        log_policy(log, *shared.policy.get(), "start");
 
-        Server server(context, std::move(acceptor), options.policy_file, options.resolve_file);
-        server.start();
+        server.start(std::move(acceptor));
         if (!options.pid_file.empty())
             core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
         std::printf("listening %s\n", endpoint_text(bound).c_str());
         std::fflush(stdout);
 
-        io.run();
+        server.run();
         log.defer_writes(nullptr);  // flushes what is queued; later lines are written at once
 
         if (!options.pid_file.empty()) ::unlink(options.pid_file.c_str());
-        if (!context.sessions.empty()) {
+        if (!server.drained()) {
             // A connection still waits on the resolver's thread; its memory goes with the process.
             std::fflush(nullptr);
             ::_exit(exit_code::k_ok);

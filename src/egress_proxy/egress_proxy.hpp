@@ -31,6 +31,9 @@ struct ProxyLimits {
     std::uint64_t log_max_bytes = 10 * 1024 * 1024;
     // How often the policy file's mtime/inode is polled for changes.
     std::chrono::milliseconds policy_poll{1000};
+    // Event loops (threads) serving connections; 0: one per CPU the process
+    // may run on (its affinity mask), at most 4.
+    std::size_t event_loops = 0;
 };
 
 struct ProxyOptions {

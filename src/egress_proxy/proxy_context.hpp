@@ -1,14 +1,17 @@
-// State shared by the proxy's listener and its connections (one io_context,
-// one thread). Included only by the proxy's Asio translation units.
+// State of the proxy's event loops: what every loop shares (ProxyShared) and
+// what one loop's thread alone touches (ProxyContext). Included only by the
+// proxy's Asio translation units.
 #pragma once
 
 #include <utility>  // before Asio: awaitable.hpp needs std::exchange on g++ 12
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -23,30 +26,75 @@ namespace agentctl::egress_proxy {
 
 class Session;
 
-struct ProxyContext {
-    ProxyContext(boost::asio::io_context& io_context, ProxyLimits proxy_limits, std::string sandbox, AccessLog& log)
-        : io(io_context),
-          limits(proxy_limits),
-          sandbox_name(std::move(sandbox)),
-          access_log(log),
-          slot_freed(io_context) {}
+// Empty default-size pipes one proxy keeps for the next tunnels (two per
+// tunnel), shared out among its event loops: saves pipe2 and two closes per
+// direction on short connections (Linux splice relay).
+inline constexpr std::size_t k_spare_pipes = 16;
 
-    boost::asio::io_context& io;
+// A value every loop reads and loop 0 replaces (the policy on a reload, the
+// resolve map on SIGHUP). A reader gets the snapshot in force and keeps it
+// alive for as long as it holds it.
+template <class T>
+class SharedSnapshot {
+public:
+    [[nodiscard]] std::shared_ptr<const T> get() const {
+        std::lock_guard lock(m_mutex);
+        return m_value;
+    }
+    // The replaced snapshot is released by its last holder, outside the lock.
+    void set(std::shared_ptr<const T> value) {
+        std::lock_guard lock(m_mutex);
+        m_value.swap(value);
+    }
+
+private:
+    mutable std::mutex m_mutex;
+    std::shared_ptr<const T> m_value;
+};
+
+// What the proxy's event loops share. Loop 0 runs the listener, the signals
+// and the reloads; the fields other loops write are atomic.
+struct ProxyShared {
+    ProxyShared(ProxyLimits proxy_limits, std::string sandbox, AccessLog& log)
+        : limits(proxy_limits), sandbox_name(std::move(sandbox)), access_log(log) {}
+
     const ProxyLimits limits;
     const std::string sandbox_name;
-    AccessLog& access_log;
-    std::shared_ptr<const PolicySnapshot> policy;   // swapped on reload
-    std::shared_ptr<const ResolveMap> resolve_map;  // never null once running
-    std::uint64_t next_id = 1;
-    bool stopping = false;
-    // Live connections, for shutdown and the connection cap.
+    AccessLog& access_log;  // thread-safe
+    SharedSnapshot<PolicySnapshot> policy;
+    SharedSnapshot<ResolveMap> resolve_map;  // never null once running
+    std::atomic<std::uint64_t> next_id{1};
+    std::atomic<bool> stopping{false};
+    // Connections accepted and not yet ended, across loops: counted up by the
+    // accept loop when it accepts one, down by ~Session. The connection cap.
+    std::atomic<std::size_t> open_connections{0};
+    // Grown (bulk) pipes open across loops (Linux splice relay).
+    std::atomic<std::size_t> bulk_pipes{0};
+    // Set before the loops start; called from any loop when a connection ends
+    // with the proxy at its cap, to wake the accept loop.
+    std::function<void()> slot_freed;
+
+    // Ends one connection's share of the cap (~Session).
+    void connection_ended() {
+        if (open_connections.fetch_sub(1) == limits.max_connections && !stopping) slot_freed();
+    }
+};
+
+// One event loop: its io_context, and the connections it serves. Only the
+// loop's own thread touches these.
+struct ProxyContext {
+    ProxyContext(boost::asio::io_context& io_context, ProxyShared& proxy, std::size_t spares)
+        : io(io_context), shared(proxy), limits(proxy.limits), spare_pipe_limit(spares) {}
+
+    boost::asio::io_context& io;
+    ProxyShared& shared;
+    const ProxyLimits& limits;  // shared.limits
+    // This loop's live connections, for reloads and shutdown.
     std::unordered_set<Session*> sessions;
-    // Cancelled whenever a connection ends, to wake an accept loop at the cap.
-    boost::asio::steady_timer slot_freed;
     // Empty kernel pipes of the default size (read end, write end) kept for
-    // the next tunnel, and how many grown (bulk) pipes are open (Linux splice relay).
+    // the next tunnel, at most spare_pipe_limit (this loop's share of k_spare_pipes).
     std::vector<std::pair<int, int>> spare_pipes;
-    std::size_t bulk_pipes = 0;
+    const std::size_t spare_pipe_limit;
 };
 
 }  // namespace agentctl::egress_proxy

@@ -1,10 +1,14 @@
 #include "egress_proxy/server.hpp"
 
+#include <signal.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <vector>
@@ -38,23 +42,67 @@ void log_policy(AccessLog& log, const PolicySnapshot& snapshot, const char* trig
     log.write(entry);
 }
 
-Server::Server(ProxyContext& context, tcp::acceptor acceptor, std::string policy_file, std::string resolve_file)
-    : m_context(context),
-      m_acceptor(std::move(acceptor)),
+Server::Loop::Loop(ProxyShared& shared, std::size_t spare_pipes)
+    : context(io, shared, spare_pipes), io(1), exit_timer(io), work(asio::make_work_guard(io)) {}
+
+std::vector<std::unique_ptr<Server::Loop>> Server::make_loops(ProxyShared& shared, std::size_t count) {
+    count = std::max<std::size_t>(count, 1);
+    std::vector<std::unique_ptr<Loop>> loops;
+    for (std::size_t i = 0; i < count; ++i)
+        loops.push_back(std::make_unique<Loop>(shared, std::max<std::size_t>(k_spare_pipes / count, 1)));
+    return loops;
+}
+
+Server::Server(ProxyShared& shared, std::size_t loops, std::string policy_file, std::string resolve_file)
+    : m_shared(shared),
+      m_loops(make_loops(shared, loops)),
       m_policy_file(std::move(policy_file)),
       m_resolve_file(std::move(resolve_file)),
       m_policy_stamp(stamp_of(m_policy_file)),
-      m_stop_signals(context.io, SIGTERM, SIGINT),
-      m_hangup(context.io, SIGHUP),
-      m_poll_timer(context.io),
-      m_backoff_timer(context.io),
-      m_exit_timer(context.io) {}
+      m_stop_signals(main_io(), SIGTERM, SIGINT),
+      m_hangup(main_io(), SIGHUP),
+      m_poll_timer(main_io()),
+      m_backoff_timer(main_io()),
+      m_slot_freed(main_io()) {
+    m_shared.slot_freed = [this] { asio::post(main_io(), [this] { m_slot_freed.cancel(); }); };
+}
 
-void Server::start() {
-    asio::co_spawn(m_context.io, accept_loop(), asio::detached);
-    asio::co_spawn(m_context.io, watch_policy_file(), asio::detached);
+Server::~Server() {
+    // Normally run() has returned after a shutdown; after an exception the
+    // other loops may still run: stop them before their state goes.
+    m_shared.stopping = true;
+    for (auto& loop : m_loops) loop->io.stop();
+    for (auto& thread : m_threads) thread.join();
+}
+
+void Server::start(tcp::acceptor acceptor) {
+    m_acceptor.emplace(std::move(acceptor));
+    asio::co_spawn(main_io(), accept_loop(), asio::detached);
+    asio::co_spawn(main_io(), watch_policy_file(), asio::detached);
     wait_for_signal();
     wait_for_hangup();
+}
+
+void Server::run() {
+    for (std::size_t i = 1; i < m_loops.size(); ++i) {
+        m_threads.emplace_back([loop = m_loops[i].get()] {
+            try {
+                loop->io.run();
+            } catch (const std::exception& e) {
+                // A loop that fails leaves its connections unserved: stop the
+                // whole proxy the orderly way (its supervisor restarts it).
+                std::fprintf(stderr, "agentctl: egress proxy: event loop failed: %s\n", e.what());
+                ::kill(::getpid(), SIGTERM);
+            }
+        });
+    }
+    main_io().run();
+    for (auto& thread : m_threads) thread.join();
+    m_threads.clear();
+}
+
+bool Server::drained() const {
+    return std::all_of(m_loops.begin(), m_loops.end(), [](const auto& loop) { return loop->context.sessions.empty(); });
 }
 
 void Server::wait_for_signal() {
@@ -71,42 +119,63 @@ void Server::wait_for_hangup() {
     });
 }
 
+void Server::start_session(ProxyContext& context, tcp::socket socket, const tcp::endpoint& peer) {
+    auto session = std::make_shared<Session>(context, std::move(socket), peer);
+    if (context.shared.stopping) {
+        session->close();  // accepted just before the shutdown reached this loop
+    } else {
+        session->start();
+    }
+}
+
 asio::awaitable<void> Server::accept_loop() {
     auto backoff = std::chrono::milliseconds(0);
-    while (!m_context.stopping) {
+    std::size_t turn = 0;  // the loop the next connection goes to
+    while (!m_shared.stopping) {
         boost::system::error_code ec;
-        if (m_context.sessions.size() >= m_context.limits.max_connections) {
+        if (m_shared.open_connections.load() >= m_shared.limits.max_connections) {
             // At the cap: leave further clients in the kernel's accept queue until one ends.
-            m_context.slot_freed.expires_at(asio::steady_timer::time_point::max());
-            co_await m_context.slot_freed.async_wait(redirect_error(use_awaitable, ec));
+            m_slot_freed.expires_at(asio::steady_timer::time_point::max());
+            co_await m_slot_freed.async_wait(redirect_error(use_awaitable, ec));
             continue;
         }
-        tcp::socket socket(m_context.io);
+        Loop& loop = *m_loops[turn];
+        // Accepted straight onto the loop that will serve it (Asio registers the
+        // descriptor with that loop's reactor).
+        tcp::socket socket(loop.io);
         tcp::endpoint peer;  // from accept(2) itself: no getpeername(2) per connection
-        co_await m_acceptor.async_accept(socket, peer, redirect_error(use_awaitable, ec));
-        if (m_context.stopping) break;
+        co_await m_acceptor->async_accept(socket, peer, redirect_error(use_awaitable, ec));
+        if (m_shared.stopping) break;
         if (ec) {
             // EMFILE, ENOBUFS, ...: log and back off instead of spinning on the error.
             backoff = std::min(std::max(backoff * 2, std::chrono::milliseconds(10)), std::chrono::milliseconds(1000));
-            m_context.access_log.write({{"time", utc_timestamp()},
-                                        {"event", "accept-error"},
-                                        {"message", ec.message()},
-                                        {"backoff_ms", backoff.count()}});
+            m_shared.access_log.write({{"time", utc_timestamp()},
+                                       {"event", "accept-error"},
+                                       {"message", ec.message()},
+                                       {"backoff_ms", backoff.count()}});
             m_backoff_timer.expires_after(backoff);
             co_await m_backoff_timer.async_wait(redirect_error(use_awaitable, ec));
             continue;
         }
         backoff = std::chrono::milliseconds(0);
-        std::make_shared<Session>(m_context, std::move(socket), peer)->start();
+        m_shared.open_connections.fetch_add(1);
+        turn = (turn + 1) % m_loops.size();
+        if (&loop == m_loops.front().get()) {
+            start_session(loop.context, std::move(socket), peer);
+        } else {
+            asio::post(loop.io, [&context = loop.context, socket = std::move(socket), peer]() mutable {
+                start_session(context, std::move(socket), peer);
+            });
+        }
     }
 }
 
 asio::awaitable<void> Server::watch_policy_file() {
-    while (!m_context.stopping) {
+    while (!m_shared.stopping) {
         boost::system::error_code ec;
-        m_poll_timer.expires_after(m_context.limits.policy_poll);
+        m_poll_timer.expires_after(m_shared.limits.policy_poll);
         co_await m_poll_timer.async_wait(redirect_error(use_awaitable, ec));
-        if (ec || m_context.stopping) break;
+        if (ec || m_shared.stopping) break;
         if (stamp_of(m_policy_file) != m_policy_stamp) reload("policy file changed");
     }
 }
@@ -114,60 +183,82 @@ asio::awaitable<void> Server::watch_policy_file() {
 void Server::reload(const char* trigger) {
     m_policy_stamp = stamp_of(m_policy_file);
     auto snapshot = load_policy_snapshot(m_policy_file);
-    m_context.policy = snapshot;
-    log_policy(m_context.access_log, *snapshot, trigger);
-    // Open tunnels and keep-alive connections whose destination the new policy
-    // no longer allows are closed now (each logs its `close` line with the reason).
-    std::vector<Session*> open(m_context.sessions.begin(), m_context.sessions.end());
-    std::size_t closed = 0;
-    for (Session* session : open) closed += session->revalidate(*snapshot) ? 1 : 0;
-    if (closed > 0) {
-        m_context.access_log.write(
-            {{"time", utc_timestamp()},
-             {"event", "policy"},
-             {"trigger", trigger},
-             {"message", "closed " + std::to_string(closed) + " open connection(s) the new policy no longer allows"},
-             {"closed_connections", closed}});
+    // In force for every new decision from here on; a decision that started
+    // under the old snapshot checks the new one once connected (Session::decide_and_connect).
+    m_shared.policy.set(snapshot);
+    log_policy(m_shared.access_log, *snapshot, trigger);
+    // Each loop closes its own open tunnels and keep-alive connections whose
+    // destination the new policy no longer allows (each logs its `close` line
+    // with the reason); the last loop to finish logs how many.
+    struct Tally {
+        std::atomic<std::size_t> loops_left;
+        std::atomic<std::size_t> closed{0};
+        std::string trigger;
+    };
+    auto tally = std::make_shared<Tally>();
+    tally->loops_left = m_loops.size();
+    tally->trigger = trigger;
+    for (auto& loop : m_loops) {
+        asio::post(loop->io, [&shared = m_shared, &context = loop->context, snapshot, tally] {
+            std::vector<Session*> open(context.sessions.begin(), context.sessions.end());
+            std::size_t closed = 0;
+            for (Session* session : open) closed += session->revalidate(*snapshot) ? 1 : 0;
+            tally->closed += closed;
+            if (tally->loops_left.fetch_sub(1) != 1) return;
+            const std::size_t total = tally->closed.load();
+            if (total == 0) return;
+            shared.access_log.write(
+                {{"time", utc_timestamp()},
+                 {"event", "policy"},
+                 {"trigger", tally->trigger},
+                 {"message", "closed " + std::to_string(total) + " open connection(s) the new policy no longer allows"},
+                 {"closed_connections", total}});
+        });
     }
     if (!m_resolve_file.empty() && std::string_view(trigger) == "SIGHUP") {
         try {
-            m_context.resolve_map = std::make_shared<const ResolveMap>(ResolveMap::load(m_resolve_file));
+            m_shared.resolve_map.set(std::make_shared<const ResolveMap>(ResolveMap::load(m_resolve_file)));
         } catch (const std::exception& e) {
-            m_context.access_log.write({{"time", utc_timestamp()},
-                                        {"event", "resolve-file"},
-                                        {"level", "error"},
-                                        {"message", std::string("kept the previous map: ") + e.what()}});
+            m_shared.access_log.write({{"time", utc_timestamp()},
+                                       {"event", "resolve-file"},
+                                       {"level", "error"},
+                                       {"message", std::string("kept the previous map: ") + e.what()}});
         }
     }
 }
 
 void Server::shutdown(int signal_number) {
-    m_context.stopping = true;
-    m_context.access_log.write({{"time", utc_timestamp()},
-                                {"event", "stop"},
-                                {"signal", signal_number},
-                                {"open_connections", m_context.sessions.size()}});
+    m_shared.stopping = true;
+    m_shared.access_log.write({{"time", utc_timestamp()},
+                               {"event", "stop"},
+                               {"signal", signal_number},
+                               {"open_connections", m_shared.open_connections.load()}});
     boost::system::error_code ignored;
-    m_acceptor.close(ignored);
+    m_acceptor->close(ignored);
     m_poll_timer.cancel();
     m_backoff_timer.cancel();
-    m_context.slot_freed.cancel();
+    m_slot_freed.cancel();
     m_stop_signals.cancel(ignored);
     m_hangup.cancel(ignored);
-    std::vector<Session*> open(m_context.sessions.begin(), m_context.sessions.end());
-    for (Session* session : open) session->close();
-    // Connections unwind on their own; a lookup still in the resolver's thread
-    // must not hold the exit up.
-    wait_for_drain(100);
+    for (auto& loop : m_loops) {
+        asio::post(loop->io, [&loop = *loop] {
+            std::vector<Session*> open(loop.context.sessions.begin(), loop.context.sessions.end());
+            for (Session* session : open) session->close();
+            // Connections unwind on their own; a lookup still in the resolver's
+            // thread must not hold the exit up.
+            wait_for_drain(loop, 100);
+        });
+    }
 }
 
-void Server::wait_for_drain(int ticks_left) {
-    if (m_context.sessions.empty() || ticks_left == 0) {
-        m_context.io.stop();
+void Server::wait_for_drain(Loop& loop, int ticks_left) {
+    if (loop.context.sessions.empty() || ticks_left == 0) {
+        loop.io.stop();
         return;
     }
-    m_exit_timer.expires_after(std::chrono::milliseconds(10));
-    m_exit_timer.async_wait([this, ticks_left](const boost::system::error_code&) { wait_for_drain(ticks_left - 1); });
+    loop.exit_timer.expires_after(std::chrono::milliseconds(10));
+    loop.exit_timer.async_wait(
+        [&loop, ticks_left](const boost::system::error_code&) { wait_for_drain(loop, ticks_left - 1); });
 }
 
 }  // namespace agentctl::egress_proxy

@@ -1,33 +1,65 @@
-// The listener: accepts connections up to the cap, reloads the policy on
-// SIGHUP or when its file changes, and shuts down cleanly on SIGTERM/SIGINT.
+// The listener and the event loops: loop 0 accepts connections up to the cap
+// and hands them to the loops in turn, reloads the policy on SIGHUP or when
+// its file changes, and shuts every loop down cleanly on SIGTERM/SIGINT.
 #pragma once
 
 #include "egress_proxy/proxy_context.hpp"
 #include "egress_proxy/session.hpp"
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
+
+#include <thread>
 
 namespace agentctl::egress_proxy {
 
 class Server {
 public:
-    // `acceptor` is already listening. `context.policy` and `context.resolve_map` are set.
-    Server(ProxyContext& context, tcp::acceptor acceptor, std::string policy_file, std::string resolve_file);
+    // `loops` event loops (at least one). `shared.policy` and
+    // `shared.resolve_map` are set before start().
+    Server(ProxyShared& shared, std::size_t loops, std::string policy_file, std::string resolve_file);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
 
-    // Starts accepting and watching; returns immediately (the io_context runs it).
-    void start();
+    // Loop 0's io_context: the listening socket and the log's flush timer live there.
+    [[nodiscard]] boost::asio::io_context& main_io() { return m_loops.front()->io; }
+
+    // Starts accepting on `acceptor` (listening, on main_io()) and watching
+    // the policy file and the signals; returns at once.
+    void start(tcp::acceptor acceptor);
+    // Runs loop 0 on this thread and every other loop on a thread of its own,
+    // until shutdown; returns once all of them have stopped.
+    void run();
+    // Whether every connection had ended when the loops stopped (else one
+    // still waits on a resolver's thread).
+    [[nodiscard]] bool drained() const;
 
 private:
+    struct Loop {
+        Loop(ProxyShared& shared, std::size_t spare_pipes);
+        // Declared before `io`, so it outlives every handler the io_context destroys.
+        ProxyContext context;
+        boost::asio::io_context io;
+        boost::asio::steady_timer exit_timer;
+        // Keeps run() going while the loop has no connection yet.
+        boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+    };
+
     boost::asio::awaitable<void> accept_loop();
     boost::asio::awaitable<void> watch_policy_file();
     void reload(const char* trigger);
     void shutdown(int signal_number);
-    void wait_for_drain(int ticks_left);
+    static std::vector<std::unique_ptr<Loop>> make_loops(ProxyShared& shared, std::size_t count);
+    static void start_session(ProxyContext& context, tcp::socket socket, const tcp::endpoint& peer);
+    static void wait_for_drain(Loop& loop, int ticks_left);
     void wait_for_signal();
     void wait_for_hangup();
 
-    ProxyContext& m_context;
-    tcp::acceptor m_acceptor;
+    ProxyShared& m_shared;
+    std::vector<std::unique_ptr<Loop>> m_loops;
+    std::vector<std::thread> m_threads;
+    std::optional<tcp::acceptor> m_acceptor;
     std::string m_policy_file;
     std::string m_resolve_file;
     FileStamp m_policy_stamp;
@@ -35,7 +67,8 @@ private:
     boost::asio::signal_set m_hangup;
     boost::asio::steady_timer m_poll_timer;
     boost::asio::steady_timer m_backoff_timer;
-    boost::asio::steady_timer m_exit_timer;
+    // Cancelled (on loop 0) when a connection ends at the cap, to wake the accept loop.
+    boost::asio::steady_timer m_slot_freed;
 };
 
 // Writes the `policy` log line for a freshly loaded snapshot (loudly when it

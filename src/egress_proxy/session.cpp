@@ -78,14 +78,14 @@ Session::Session(ProxyContext& context, tcp::socket client, const tcp::endpoint&
       m_upstream(context.io),
       m_timer(context.io),
       m_buffer(context.limits.max_header_bytes + 1024) {
-    m_id = m_context.next_id++;
+    m_id = m_context.shared.next_id.fetch_add(1, std::memory_order_relaxed);
     m_client_text = endpoint_text(peer);
     m_context.sessions.insert(this);
 }
 
 Session::~Session() {
     m_context.sessions.erase(this);
-    m_context.slot_freed.cancel();
+    m_context.shared.connection_ended();
 }
 
 void Session::start() {
@@ -180,7 +180,7 @@ asio::awaitable<void> Session::serve() {
             if (!bytes.empty() &&
                 (blank != std::string_view::npos || bytes.size() >= 2 * screened_at || bytes.size() > max_head)) {
                 screened_at = bytes.size();
-                snapshot = m_context.policy;  // this request's decision stays with this snapshot
+                snapshot = m_context.shared.policy.get();  // this request's decision stays with this snapshot
                 screen = screen_request(bytes, snapshot->policy, snapshot->host_addresses, max_head);
                 if (screen.stage != ScreenResult::Stage::NeedMore) break;
             }
@@ -234,7 +234,7 @@ void Session::log_rejected_request(std::string_view method, const Refusal& refus
     entry.add("id", m_id).add("client", m_client_text).add("method", method);
     if (!host.empty()) entry.add("host", host).add("port", port);
     add_refusal(entry, refusal);
-    m_context.access_log.write(entry);
+    m_context.shared.access_log.write(entry);
 }
 
 void Session::add_refusal(LogLine& entry, const Refusal& refusal) {
@@ -246,7 +246,7 @@ void Session::add_refusal(LogLine& entry, const Refusal& refusal) {
 asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port) {
     auto self = shared_from_this();
     if (!m_client.is_open()) co_return;
-    std::string response = refusal_response(refusal, host, port, m_context.sandbox_name);
+    std::string response = refusal_response(refusal, host, port, m_context.shared.sandbox_name);
     set_deadline(std::chrono::seconds(5));
     boost::system::error_code ec;
     co_await asio::async_write(m_client, asio::buffer(response), redirect_error(use_awaitable, ec));
@@ -257,7 +257,7 @@ asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_
 asio::awaitable<bool> Session::refuse(LogLine& entry, const Refusal& refusal, const RequestTarget& target) {
     auto self = shared_from_this();
     add_refusal(entry, refusal);
-    m_context.access_log.write(entry);
+    m_context.shared.access_log.write(entry);
     co_await send_refusal(refusal, target.host, target.port);
     co_return false;
 }
@@ -266,7 +266,7 @@ asio::awaitable<std::vector<policy::IpAddress>> Session::look_up(const RequestTa
     auto self = shared_from_this();
     std::vector<policy::IpAddress> addresses;
     auto dns_start = Clock::now();
-    if (auto mapped = m_context.resolve_map->lookup(target.host)) {
+    if (auto mapped = m_context.shared.resolve_map.get()->lookup(target.host)) {
         addresses = std::move(*mapped);
         entry.add("resolved_by", "resolve-file");
     } else {
@@ -347,7 +347,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     // Plain HTTP: reuse the open upstream connection when it goes to the same place.
     if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
         entry.add("reason", policy::to_string(decision->reason)).add("decision", "allow").add("reused", true);
-        m_context.access_log.write(entry);
+        m_context.shared.access_log.write(entry);
         co_return true;
     }
     close_upstream("new destination");
@@ -357,9 +357,10 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         if (!m_client.is_open()) co_return false;
         co_return co_await refuse(entry, *failed, target);
     }
-    if (m_context.policy != snapshot) {
+    const auto current = m_context.shared.policy.get();
+    if (current != snapshot) {
         // The policy was reloaded while this request was being decided: the new one has the last word.
-        auto now = verdict(*m_context.policy, target.host, target.port, *decision->address);
+        auto now = verdict(*current, target.host, target.port, *decision->address);
         if (!now.allowed) {
             boost::system::error_code ignored;
             m_upstream.close(ignored);
@@ -370,7 +371,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     set_nodelay(m_upstream);
     entry.add("reason", policy::to_string(decision->reason)).add("decision", "allow").add("status", 200);
     entry.add("total_ms", round_ms(ms_since(started)));
-    m_context.access_log.write(entry);
+    m_context.shared.access_log.write(entry);
     m_up_host = target.host;
     m_up_port = target.port;
     m_up_endpoint = endpoint;
@@ -398,7 +399,7 @@ void Session::log_upstream_closed() {
     entry.add("duration_ms", round_ms(ms_since(m_up_since)));
     if (m_timed_out) entry.add("timed_out", true);
     if (!m_revoked.empty()) entry.add("closed_by", "policy-reload").add("reason", m_revoked);
-    m_context.access_log.write(entry);
+    m_context.shared.access_log.write(entry);
 }
 
 }  // namespace agentctl::egress_proxy

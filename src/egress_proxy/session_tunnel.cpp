@@ -52,11 +52,8 @@ constexpr int k_bulk_pipe_bytes = 1024 * 1024;
 // Grown pipes one proxy holds at most (16 x 256 slots: a quarter of the
 // default fs.pipe-user-pages-soft); further bulk directions keep the default size.
 constexpr std::size_t k_max_bulk_pipes = 16;
-// Empty default-size pipes kept for the next tunnel (two per tunnel): saves
-// pipe2 and two closes per direction on short connections.
-constexpr std::size_t k_spare_pipes = 16;
 
-// A pipe taken on first use from the proxy's spare pipes (or created). A
+// A pipe taken on first use from the loop's spare pipes (or created). A
 // default-size pipe goes back to the spares when its direction waits or ends
 // empty; a grown one stays with its direction while it waits (a stream with
 // pauses is not resized on every read) and is closed when the direction ends.
@@ -80,12 +77,13 @@ public:
     // Called with the size of each read: a bulk-sized one grows the pipe,
     // once per pipe, while the proxy holds fewer than k_max_bulk_pipes.
     void note_read(std::size_t bytes) {
-        if (m_grow_tried || bytes < k_bulk_read_bytes || m_context.bulk_pipes >= k_max_bulk_pipes) return;
+        if (m_grow_tried || bytes < k_bulk_read_bytes || !reserve_bulk_pipe()) return;
         m_grow_tried = true;  // whether or not the kernel agrees
         int granted = ::fcntl(m_fds[1], F_SETPIPE_SZ, k_bulk_pipe_bytes);
         if (granted > static_cast<int>(k_default_pipe_bytes)) {
             m_capacity = static_cast<std::size_t>(granted);
-            ++m_context.bulk_pipes;
+        } else {
+            m_context.shared.bulk_pipes.fetch_sub(1);
         }
     }
     // What the pipe holds when full (a pipe the kernel made smaller under the
@@ -98,12 +96,12 @@ public:
     // `empty`: nothing is left in the pipe, so another relay may reuse it.
     void release(bool empty = false) {
         if (m_fds[0] < 0) return;
-        if (empty && !grown() && !pressure() && m_context.spare_pipes.size() < k_spare_pipes) {
+        if (empty && !grown() && !pressure() && m_context.spare_pipes.size() < m_context.spare_pipe_limit) {
             m_context.spare_pipes.emplace_back(m_fds[0], m_fds[1]);
         } else {
             ::close(m_fds[0]);
             ::close(m_fds[1]);
-            if (grown()) --m_context.bulk_pipes;
+            if (grown()) m_context.shared.bulk_pipes.fetch_sub(1);
         }
         m_fds[0] = m_fds[1] = -1;
         m_capacity = k_default_pipe_bytes;
@@ -114,7 +112,18 @@ public:
 
 private:
     [[nodiscard]] bool grown() const { return m_capacity != k_default_pipe_bytes; }
-    [[nodiscard]] bool pressure() const { return m_context.sessions.size() * 2 > m_context.limits.max_connections; }
+    [[nodiscard]] bool pressure() const {
+        return m_context.shared.open_connections.load(std::memory_order_relaxed) * 2 > m_context.limits.max_connections;
+    }
+    // One of the proxy's k_max_bulk_pipes, across its event loops; false when all are taken.
+    bool reserve_bulk_pipe() {
+        auto& count = m_context.shared.bulk_pipes;
+        std::size_t held = count.load(std::memory_order_relaxed);
+        do {
+            if (held >= k_max_bulk_pipes) return false;
+        } while (!count.compare_exchange_weak(held, held + 1));
+        return true;
+    }
 
     ProxyContext& m_context;
     int m_fds[2] = {-1, -1};
