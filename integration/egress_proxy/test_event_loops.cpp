@@ -1,6 +1,6 @@
-// The proxy's event loops: one listener hands connections to the loops in
-// turn (Server::accept_loop), so with two loops consecutive connections are
-// served by different threads. What must hold across loops: a reload reaches
+// The proxy's event loops: one listener hands each connection to the loop
+// serving the fewest, loop 0 on a tie (Server::accept_loop), so with two loops
+// connections that stay open alternate between the two threads. What must hold across loops: a reload reaches
 // every connection, the connection cap counts every loop, ids stay unique.
 #include <catch2/catch.hpp>
 

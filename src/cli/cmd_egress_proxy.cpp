@@ -14,6 +14,10 @@ void add_egress_proxy(CLI::App& app, CommandEnv& env) {
     cmd->add_option("--log", options->log_file, "Decision log (JSON Lines)");
     cmd->add_option("--resolve-file", options->resolve_file, "Static name-to-address map, /etc/hosts format");
     cmd->add_option("--sandbox", options->sandbox_name, "Sandbox name for refusal hints");
+    cmd->add_option("--event-loops", options->limits.event_loops,
+                    "Event loops (threads); 0: one per CPU it may run on, at most " +
+                        std::to_string(egress_proxy::k_max_event_loops))
+        ->check(CLI::Range(std::size_t{0}, egress_proxy::k_max_event_loops));
     cmd->add_flag("--companion", options->companion,
                   "Run alone in a companion instance on the sandbox's bridge (listen on its own address)");
     cmd->callback([&env, options] { env.action = [options] { return egress_proxy::run_egress_proxy(*options); }; });

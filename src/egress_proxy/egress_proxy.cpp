@@ -32,8 +32,6 @@ namespace asio = boost::asio;
 namespace {
 
 constexpr std::chrono::milliseconds k_log_flush{20};
-// Event loops one proxy runs at most: each sandbox has a proxy of its own.
-constexpr std::size_t k_max_event_loops = 4;
 
 tcp::endpoint parse_listen(const std::string& listen) {
     auto fail = [&](const std::string& why) -> Error {
@@ -157,6 +155,7 @@ int run_egress_proxy(const ProxyOptions& options) {
         if (!ec) acceptor.set_option(tcp::no_delay(true), ec);
         if (!ec) acceptor.bind(endpoint, ec);
         if (!ec) acceptor.listen(4096, ec);
+        if (!ec) acceptor.non_blocking(true, ec);  // the accept loop calls accept4(2) until EAGAIN
         if (ec) {
             throw Error("cannot listen on " + endpoint_text(endpoint) + ": " + ec.message(),
                         "pick a free port, or stop whatever already listens there");
@@ -176,6 +175,13 @@ int run_egress_proxy(const ProxyOptions& options) {
                 });
             });
         });
+        // Lines are written at once again before the timer and the loops go,
+        // also when leaving by an exception (a connection's last line would
+        // otherwise arm a timer on a loop being destroyed).
+        struct WriteAtOnceOnExit {
+            AccessLog& log;
+            ~WriteAtOnceOnExit() { log.defer_writes(nullptr); }
+        } write_at_once_on_exit{log};
         shared.policy.set(load_policy_snapshot(options.policy_file));
         log.write({{"time", utc_timestamp()},
                    {"event", "start"},

@@ -13,6 +13,9 @@
 
 namespace agentctl::egress_proxy {
 
+// Event loops one proxy runs at most: each sandbox has a proxy of its own.
+inline constexpr std::size_t k_max_event_loops = 4;
+
 // Bounds that keep one misbehaving client from exhausting the proxy.
 struct ProxyLimits {
     // Concurrent client connections; further clients wait in the kernel's
@@ -32,7 +35,7 @@ struct ProxyLimits {
     // How often the policy file's mtime/inode is polled for changes.
     std::chrono::milliseconds policy_poll{1000};
     // Event loops (threads) serving connections; 0: one per CPU the process
-    // may run on (its affinity mask), at most 4.
+    // may run on (its affinity mask). At most k_max_event_loops either way.
     std::size_t event_loops = 0;
 };
 

@@ -81,7 +81,7 @@ struct ProxyShared {
 };
 
 // One event loop: its io_context, and the connections it serves. Only the
-// loop's own thread touches these.
+// loop's own thread touches these, but for the atomic count.
 struct ProxyContext {
     ProxyContext(boost::asio::io_context& io_context, ProxyShared& proxy, std::size_t spares)
         : io(io_context), shared(proxy), limits(proxy.limits), spare_pipe_limit(spares) {}
@@ -91,6 +91,9 @@ struct ProxyContext {
     const ProxyLimits& limits;  // shared.limits
     // This loop's live connections, for reloads and shutdown.
     std::unordered_set<Session*> sessions;
+    // The same count, for the accept loop on loop 0 to pick the least busy
+    // loop: counted up when it hands a connection here, down by ~Session.
+    std::atomic<std::size_t> connections{0};
     // Empty kernel pipes of the default size (read end, write end) kept for
     // the next tunnel, at most spare_pipe_limit (this loop's share of k_spare_pipes).
     std::vector<std::pair<int, int>> spare_pipes;

@@ -1,6 +1,8 @@
 #include "egress_proxy/server.hpp"
 
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -9,7 +11,9 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -23,6 +27,9 @@ namespace {
 
 using asio::redirect_error;
 using asio::use_awaitable;
+
+// Connections loop 0 accepts in a row before it lets its other work run.
+constexpr std::size_t k_accepts_per_turn = 16;
 
 }  // namespace
 
@@ -128,9 +135,23 @@ void Server::start_session(ProxyContext& context, tcp::socket socket, const tcp:
     }
 }
 
+Server::Loop& Server::least_busy_loop() {
+    Loop* chosen = m_loops.front().get();
+    std::size_t fewest = chosen->context.connections.load(std::memory_order_relaxed);
+    for (auto& loop : m_loops) {
+        const std::size_t count = loop->context.connections.load(std::memory_order_relaxed);
+        if (count < fewest) {
+            chosen = loop.get();
+            fewest = count;
+        }
+    }
+    return *chosen;
+}
+
 asio::awaitable<void> Server::accept_loop() {
     auto backoff = std::chrono::milliseconds(0);
-    std::size_t turn = 0;  // the loop the next connection goes to
+    const int listener = m_acceptor->native_handle();  // non-blocking (run_egress_proxy)
+    std::size_t accepted_in_a_row = 0;
     while (!m_shared.stopping) {
         boost::system::error_code ec;
         if (m_shared.open_connections.load() >= m_shared.limits.max_connections) {
@@ -139,33 +160,64 @@ asio::awaitable<void> Server::accept_loop() {
             co_await m_slot_freed.async_wait(redirect_error(use_awaitable, ec));
             continue;
         }
-        Loop& loop = *m_loops[turn];
-        // Accepted straight onto the loop that will serve it (Asio registers the
-        // descriptor with that loop's reactor).
-        tcp::socket socket(loop.io);
-        tcp::endpoint peer;  // from accept(2) itself: no getpeername(2) per connection
-        co_await m_acceptor->async_accept(socket, peer, redirect_error(use_awaitable, ec));
-        if (m_shared.stopping) break;
-        if (ec) {
+        // accept4(2) itself, so that the loop is chosen once the connection is
+        // there, and the peer's address comes with it (no getpeername(2)).
+        sockaddr_storage address{};
+        socklen_t length = sizeof address;
+        const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC);
+        if (fd < 0) {
+            const int error = errno;
+            std::string why;
+            if (error == EAGAIN || error == EWOULDBLOCK) {
+                accepted_in_a_row = 0;
+                co_await m_acceptor->async_wait(tcp::acceptor::wait_read, redirect_error(use_awaitable, ec));
+                if (!ec || m_shared.stopping) continue;  // on shutdown the acceptor is closed
+                why = ec.message();
+            } else if (error == EINTR || error == ECONNABORTED) {
+                continue;  // that client is gone; take the next
+            } else {
+                why = std::strerror(error);
+            }
             // EMFILE, ENOBUFS, ...: log and back off instead of spinning on the error.
             backoff = std::min(std::max(backoff * 2, std::chrono::milliseconds(10)), std::chrono::milliseconds(1000));
             m_shared.access_log.write({{"time", utc_timestamp()},
                                        {"event", "accept-error"},
-                                       {"message", ec.message()},
+                                       {"message", why},
                                        {"backoff_ms", backoff.count()}});
             m_backoff_timer.expires_after(backoff);
             co_await m_backoff_timer.async_wait(redirect_error(use_awaitable, ec));
             continue;
         }
         backoff = std::chrono::milliseconds(0);
+        tcp::endpoint peer;
+        if (length > peer.capacity()) {  // not an IPv4 or IPv6 peer: cannot happen on a TCP listener
+            ::close(fd);
+            continue;
+        }
+        std::memcpy(peer.data(), &address, length);
+        peer.resize(length);
+        // The loop serving the fewest connections takes it; loop 0 (this one)
+        // on a tie, so a lone connection costs no hand-off between threads.
+        // The socket is registered with that loop's reactor here.
+        Loop& loop = least_busy_loop();
+        tcp::socket socket(loop.io);
+        socket.assign(peer.protocol(), fd, ec);
+        if (ec) {
+            ::close(fd);
+            continue;
+        }
         m_shared.open_connections.fetch_add(1);
-        turn = (turn + 1) % m_loops.size();
+        loop.context.connections.fetch_add(1, std::memory_order_relaxed);
         if (&loop == m_loops.front().get()) {
             start_session(loop.context, std::move(socket), peer);
         } else {
             asio::post(loop.io, [&context = loop.context, socket = std::move(socket), peer]() mutable {
                 start_session(context, std::move(socket), peer);
             });
+        }
+        if (++accepted_in_a_row % k_accepts_per_turn == 0) {
+            // A long accept queue does not keep loop 0's own connections waiting.
+            co_await asio::post(main_io(), use_awaitable);
         }
     }
 }

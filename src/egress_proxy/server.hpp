@@ -1,5 +1,5 @@
 // The listener and the event loops: loop 0 accepts connections up to the cap
-// and hands them to the loops in turn, reloads the policy on SIGHUP or when
+// and hands each to the loop serving the fewest, reloads the policy on SIGHUP or when
 // its file changes, and shuts every loop down cleanly on SIGTERM/SIGINT.
 #pragma once
 
@@ -47,6 +47,7 @@ private:
     };
 
     boost::asio::awaitable<void> accept_loop();
+    Loop& least_busy_loop();
     boost::asio::awaitable<void> watch_policy_file();
     void reload(const char* trigger);
     void shutdown(int signal_number);

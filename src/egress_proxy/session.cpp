@@ -85,6 +85,7 @@ Session::Session(ProxyContext& context, tcp::socket client, const tcp::endpoint&
 
 Session::~Session() {
     m_context.sessions.erase(this);
+    m_context.connections.fetch_sub(1, std::memory_order_relaxed);
     m_context.shared.connection_ended();
 }
 
