@@ -97,7 +97,7 @@ void Server::run() {
                 loop->io.run();
             } catch (const std::exception& e) {
                 // A loop that fails leaves its connections unserved: stop the
-                // whole proxy the orderly way (its supervisor restarts it).
+                // whole proxy the orderly way (fail closed: no way out).
                 std::fprintf(stderr, "agentctl: egress proxy: event loop failed: %s\n", e.what());
                 ::kill(::getpid(), SIGTERM);
             }

@@ -1,6 +1,6 @@
 // The listener and the event loops: loop 0 accepts connections up to the cap
-// and hands each to the loop serving the fewest, reloads the policy on SIGHUP or when
-// its file changes, and shuts every loop down cleanly on SIGTERM/SIGINT.
+// and hands each to the loop serving the fewest, reloads the policy on SIGHUP
+// or when its file changes, and shuts every loop down cleanly on SIGTERM/SIGINT.
 #pragma once
 
 #include "egress_proxy/proxy_context.hpp"
@@ -9,7 +9,10 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
 
 namespace agentctl::egress_proxy {
 
