@@ -235,9 +235,7 @@ agentctl::policy::NetworkPolicy policy_allowing(const std::vector<std::string>& 
 Client::Client(std::uint16_t proxy_port, std::chrono::milliseconds timeout) {
     m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (m_fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-    ::setsockopt(m_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    ::setsockopt(m_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    set_timeout(timeout);
     int one = 1;
     ::setsockopt(m_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     sockaddr_in address{};
@@ -249,6 +247,12 @@ Client::Client(std::uint16_t proxy_port, std::chrono::milliseconds timeout) {
         ::close(m_fd);
         throw std::runtime_error(std::string("connect to the proxy: ") + std::strerror(err));
     }
+}
+
+void Client::set_timeout(std::chrono::milliseconds timeout) const {
+    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+    ::setsockopt(m_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(m_fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
 Client::~Client() {

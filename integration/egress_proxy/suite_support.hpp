@@ -109,6 +109,8 @@ public:
     Client(const Client&) = delete;
     Client& operator=(const Client&) = delete;
 
+    // The receive and send timeout from now on (the constructor's `timeout`).
+    void set_timeout(std::chrono::milliseconds timeout) const;
     void send(const std::string& bytes) const;
     // Reads one response head (up to CRLFCRLF) and, with Content-Length, its body.
     struct Response {

@@ -5,8 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 
 #include <filesystem>
 #include <iterator>
@@ -27,11 +25,6 @@ std::size_t thread_count(pid_t pid) {
         ++count;
     }
     return count;
-}
-
-void set_receive_timeout(const suite::Client& client, std::chrono::milliseconds timeout) {
-    timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-    ::setsockopt(client.fd(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
 }  // namespace
@@ -104,7 +97,7 @@ TEST_CASE("two event loops: the connection cap counts both, and a connection end
 
     // The one on loop 1 ends: the accept loop (on loop 0) is woken and serves the fourth.
     open.erase(std::next(open.begin()));
-    set_receive_timeout(waiting, 3s);
+    waiting.set_timeout(3s);
     CHECK(waiting.read_response().status == 200);
     CHECK(suite::echo_on(waiting, "admitted"));
 
