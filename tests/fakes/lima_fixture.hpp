@@ -108,7 +108,7 @@ public:
         }
         // The proxies' pid files, where the provider writes them (lima_paths.hpp).
         const auto& state_dir = m_context.state_dir;
-        for (const auto& entry : fs::directory_iterator(fs::path(state_dir) / "lima", ec)) {
+        for (const auto& entry : fs::directory_iterator(agentctl::provider::lima::instances_dir(state_dir), ec)) {
             const auto name = entry.path().filename().string();
             agentctl::provider::lima::stop_proxy(agentctl::provider::lima::egress_pid_path(state_dir, name).string(),
                                                  std::chrono::milliseconds(500));

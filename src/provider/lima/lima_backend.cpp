@@ -138,7 +138,7 @@ std::vector<std::string> LimaBackend::proxy_argv(const std::string& name, std::u
 std::set<std::uint16_t> LimaBackend::ports_in_use_by_other_instances(const std::string& name) const {
     std::set<std::uint16_t> taken;
     std::error_code ec;
-    auto root = std::filesystem::path(m_ctx.state_dir) / "lima";
+    auto root = instances_dir(m_ctx.state_dir);
     for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
         auto other = entry.path().filename().string();
         if (other == name) continue;
@@ -204,7 +204,7 @@ void LimaBackend::remove(const std::string& name, bool force) {
 std::vector<InstanceInfo> LimaBackend::list() {
     std::vector<InstanceInfo> result;
     std::error_code ec;
-    auto root = std::filesystem::path(m_ctx.state_dir) / "lima";
+    auto root = instances_dir(m_ctx.state_dir);
     if (!std::filesystem::exists(root, ec)) return result;
     ProcessRequest request;
     request.argv = limactl_list("");

@@ -2,8 +2,10 @@
 
 namespace agentctl::provider::lima {
 
+std::filesystem::path instances_dir(const std::string& state_dir) { return std::filesystem::path(state_dir) / "lima"; }
+
 std::filesystem::path instance_state_dir(const std::string& state_dir, const std::string& name) {
-    return std::filesystem::path(state_dir) / "lima" / name;
+    return instances_dir(state_dir) / name;
 }
 
 std::filesystem::path state_file_path(const std::string& state_dir, const std::string& name) {

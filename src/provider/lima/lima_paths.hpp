@@ -15,6 +15,8 @@
 
 namespace agentctl::provider::lima {
 
+// lima/: one directory per instance below it.
+[[nodiscard]] std::filesystem::path instances_dir(const std::string& state_dir);
 [[nodiscard]] std::filesystem::path instance_state_dir(const std::string& state_dir, const std::string& name);
 [[nodiscard]] std::filesystem::path state_file_path(const std::string& state_dir, const std::string& name);
 [[nodiscard]] std::filesystem::path egress_policy_path(const std::string& state_dir, const std::string& name);
