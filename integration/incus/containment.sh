@@ -11,13 +11,13 @@
 # Two sandboxes, one image. Everything made here is removed on exit.
 #
 # Usage: containment.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
-# Environment: AGENTCTL_TEST_PREFIX (name prefix, default cnt), AGENTCTL_TEST_POOL
+# Environment: AGENTCTL_TEST_PREFIX (name prefix, default itest-cnt), AGENTCTL_TEST_POOL
 # (the subnet pool for the sandboxes' bridges, default 10.219.0.0/16).
 set -uo pipefail
 
 AGENTCTL=${1:?usage: containment.sh AGENTCTL_BINARY}
 IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-PREFIX=${AGENTCTL_TEST_PREFIX:-cnt}
+PREFIX=${AGENTCTL_TEST_PREFIX:-itest-cnt}
 POOL=${AGENTCTL_TEST_POOL:-10.219.0.0/16}
 TAG=$$
 A=$PREFIX-a-$TAG

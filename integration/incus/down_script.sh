@@ -29,10 +29,10 @@ before=$(incus list -f csv -c n | sort; incus image list -f csv -c f | sort; inc
 # 1. nothing recorded: only test sandboxes may be named, the daemon stays.
 out=$(down)
 echo "$out" | sed 's/^/    /'
-foreign=$(echo "$out" | grep 'would run' | grep -Ev 'would run: incus (delete --force|network delete|network acl delete) (itest-|doctest-|agc-|agentctl-(itest|doctest)-)')
+foreign=$(echo "$out" | grep 'would run' | grep -Ev 'would run: (incus (delete --force|network delete|network acl delete) (itest-|doctest-|agc-|agentctl-(itest|doctest)-)|nft delete table inet agentctl-agc-)')
 [ -z "$foreign" ] && ok "no records: nothing but test sandboxes would be removed" || bad "no records: would touch $foreign"
 echo "$out" | grep -q 'not started by up.sh: left running' && ok "no records: the daemon is left running" || bad "no records: daemon not left alone"
-echo "$out" | grep -Eq 'rm -rf|stop incusd|nft delete|losetup' && bad "no records: destructive step planned" || ok "no records: no stop, no wipe"
+echo "$out" | grep -Eq 'rm -rf|stop incusd|nft delete table (inet|bridge) incus|losetup' && bad "no records: destructive step planned" || ok "no records: no stop, no wipe"
 
 # 2. up.sh started the daemon (the recorded pid is a stand-in) but did not initialise it.
 echo "$STANDIN" >"$WORK/run/incusd.pid"
@@ -69,6 +69,22 @@ echo "$out" | grep -q 'core.https_address' && bad "a listener up.sh did not set 
   || ok "an HTTPS listener up.sh did not set is left alone"
 
 after=$(incus list -f csv -c n | sort; incus image list -f csv -c f | sort; incus network list -f csv | sort)
+
+# 5. a test sandbox's bridge left behind: it goes, and so does agentctl's host
+# firewall table for it (a bridge and a table of this test's own, no instance).
+BR=agc-dn$$
+if incus network create "$BR" --type bridge ipv4.address=none ipv6.address=none \
+  "user.agentctl.sandbox=itest-down-$$" >/dev/null && nft add table inet "agentctl-$BR"; then
+  out=$(down)
+  echo "$out" | grep -q "would run: incus network delete $BR" && ok "a test sandbox's bridge: deleted" \
+    || bad "a test sandbox's bridge would be kept: $out"
+  echo "$out" | grep -q "would run: nft delete table inet agentctl-$BR" && ok "and agentctl's firewall table for it" \
+    || bad "agentctl's firewall table for a test bridge would be kept: $out"
+else
+  bad "could not make a test bridge and its table"
+fi
+nft delete table inet "agentctl-$BR" 2>/dev/null
+incus network delete "$BR" >/dev/null 2>&1
 [ "$before" = "$after" ] && ok "a dry run changed nothing in Incus" || bad "a dry run changed Incus"
 kill -0 "$STANDIN" && ok "the stand-in daemon pid was not signalled" || bad "the stand-in was killed"
 echo "down.sh: $PASS passed, $FAIL failed"

@@ -19,8 +19,8 @@ set -uo pipefail
 AGENTCTL=${1:?usage: egress.sh AGENTCTL_BINARY}
 IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 TAG=$$
-A=e10-a-$TAG
-B=e10-b-$TAG
+A=itest-e10-a-$TAG
+B=itest-e10-b-$TAG
 NS=ag10n$TAG
 VETH_HOST=ag10${TAG}h
 VETH_NS=ag10${TAG}n

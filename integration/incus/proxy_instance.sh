@@ -13,7 +13,7 @@ set -uo pipefail
 AGENTCTL=${1:?usage: proxy_instance.sh AGENTCTL_BINARY}
 IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 TAG=$$
-A=h14c-$TAG
+A=itest-h14c-$TAG
 C=$A-egress
 NS=h14cn$TAG
 VETH_HOST=h14c${TAG}h

@@ -21,7 +21,7 @@ IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 HERE=$(cd "$(dirname "$0")" && pwd)
 TAG=$$
 REMOTE=elsewhere
-S=rel-$TAG                       # the sandbox
+S=itest-rel-$TAG                    # the sandbox
 RNS=agrn$TAG RVH=agr${TAG}h RVN=agr${TAG}n
 RNET=10.246.$((TAG % 250 + 1))   # /30: .1 this host's veth end, .2 the "server"
 NS=agpn$TAG VETH_HOST=agp${TAG}h VETH_NS=agp${TAG}n

@@ -3,9 +3,9 @@
 #
 # It removes:
 #   - sandboxes whose names start with a test prefix ($AGENTCTL_TEST_PREFIXES) and
-#     that agentctl made (user.agentctl.managed=true), with their bridges and
-#     ACLs (found by user.agentctl.sandbox), and such bridges/ACLs left over by
-#     an interrupted create;
+#     that agentctl made (user.agentctl.managed=true), with their bridges, ACLs
+#     (found by user.agentctl.sandbox) and agentctl's host firewall tables for
+#     those bridges, and such bridges/ACLs left over by an interrupted create;
 #   - the image up.sh imported (recorded in $AGENTCTL_INCUS_OWNED/image);
 #   - the HTTPS listener up.sh set (core.https_address, recorded in
 #     $AGENTCTL_INCUS_OWNED/https-address), if it is still the one it set;
@@ -22,8 +22,7 @@
 # ("itest- doctest-"); AGENTCTL_DOWN_DRY_RUN=1 prints what would be done and
 # changes nothing.
 set -uo pipefail
-RUN_DIR=${AGENTCTL_INCUS_RUN:-/run/agentctl-incus}
-OWNED_DIR=${AGENTCTL_INCUS_OWNED:-/var/lib/agentctl-incus-owned}
+. "$(dirname "$0")/common.sh"
 TEST_PREFIXES=${AGENTCTL_TEST_PREFIXES:-itest- doctest-}
 DRY_RUN=${AGENTCTL_DOWN_DRY_RUN:-0}
 [ "$(id -u)" = 0 ] || { echo "down.sh: must run as root" >&2; exit 1; }
@@ -37,7 +36,6 @@ is_test_name() {
   for p in $TEST_PREFIXES; do case "$1" in "$p"*) return 0 ;; esac; done
   return 1
 }
-owned() { [ -e "$OWNED_DIR/$1" ]; }
 
 daemon_up=0
 command -v incus >/dev/null 2>&1 && incus admin waitready --timeout=2 >/dev/null 2>&1 && daemon_up=1
@@ -53,7 +51,12 @@ if [ "$daemon_up" = 1 ]; then
   done
   for n in $(incus network list -f csv | awk -F, '$3=="YES"{print $1}'); do
     owner=$(incus network get "$n" user.agentctl.sandbox 2>/dev/null)
-    if [ -n "$owner" ] && is_test_name "$owner"; then act incus network delete "$n" || true; fi
+    if [ -n "$owner" ] && is_test_name "$owner"; then
+      act incus network delete "$n" || true
+      # agentctl's host firewall table for that bridge (named in
+      # src/provider/incus/host_firewall.cpp), which `agentctl delete` removes.
+      if nft list table inet "agentctl-$n" >/dev/null 2>&1; then act nft delete table inet "agentctl-$n"; fi
+    fi
   done
   for a in $(incus network acl list -f csv | cut -d, -f1); do
     owner=$(incus network acl get "$a" user.agentctl.sandbox 2>/dev/null)
@@ -116,7 +119,8 @@ grep -E ' /var/lib/incus(/| )' /proc/mounts | awk '{print $2}' | sort -r | while
 for dev in $(losetup -nO NAME,BACK-FILE 2>/dev/null | awk '$2 ~ "^/var/lib/incus/" {print $1}'); do act losetup -d "$dev"; done
 if owned started-lxcfs; then
   stop_pid "$RUN_DIR/lxcfs.pid" lxcfs
-  mountpoint -q /var/lib/lxcfs 2>/dev/null && act umount -l /var/lib/lxcfs
+  # Stopped, lxcfs takes its mount down; killed, it leaves it (see common.sh).
+  if lxcfs_mounted; then act umount -l "$LXCFS_DIR"; fi
 fi
 act rm -rf /var/lib/incus /var/log/incus /var/cache/incus
 act rm -f "$OWNED_DIR/started-incusd" "$OWNED_DIR/initialised" "$OWNED_DIR/started-lxcfs"

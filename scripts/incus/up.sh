@@ -34,8 +34,7 @@
 #                             over HTTPS (core.https_address), for the remote suite
 set -euo pipefail
 
-RUN_DIR=${AGENTCTL_INCUS_RUN:-/run/agentctl-incus}
-OWNED_DIR=${AGENTCTL_INCUS_OWNED:-/var/lib/agentctl-incus-owned}
+. "$(dirname "$0")/common.sh"
 CACHE_DIR=${AGENTCTL_INCUS_CACHE:-/var/cache/agentctl-ci}
 IMAGE_ALIAS=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 POOL_DRIVER=${AGENTCTL_INCUS_POOL:-btrfs}
@@ -88,13 +87,18 @@ for f in /etc/subuid /etc/subgid; do
     grep -qx "root:$id:1" "$f" || echo "root:$id:1" >>"$f"
   done
 done
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-mkdir -p /var/log/incus /var/lib/lxcfs
-if command -v lxcfs >/dev/null 2>&1 && ! mountpoint -q /var/lib/lxcfs; then
-  setsid lxcfs /var/lib/lxcfs >"$RUN_DIR/lxcfs.log" 2>&1 </dev/null &
+if take_down_dead_lxcfs; then
+  say "took down the dead lxcfs mount an earlier up.sh left (its lxcfs had been killed)"
+fi
+mkdir -p /var/log/incus
+if lxcfs_dead; then
+  say "warning: $LXCFS_DIR is a dead FUSE mount that up.sh did not make: containers start without lxcfs (to repair: umount -l $LXCFS_DIR, then run up.sh again)"
+elif command -v lxcfs >/dev/null 2>&1 && ! lxcfs_mounted; then
+  mkdir -p "$LXCFS_DIR"
+  setsid lxcfs "$LXCFS_DIR" >"$RUN_DIR/lxcfs.log" 2>&1 </dev/null &
   echo $! >"$RUN_DIR/lxcfs.pid"
   : >"$OWNED_DIR/started-lxcfs"
-  for _ in $(seq 50); do mountpoint -q /var/lib/lxcfs && break; sleep 0.1; done
+  for _ in $(seq 50); do lxcfs_mounted && break; sleep 0.1; done
 fi
 if ! incus admin waitready --timeout=1 >/dev/null 2>&1; then
   getent group incus-admin >/dev/null || groupadd --system incus-admin
