@@ -19,6 +19,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -40,6 +41,29 @@ int run(const std::string& command) {
 
 void must(const std::string& command) {
     if (run(command) != 0) throw std::runtime_error("setup command failed: " + command);
+}
+
+constexpr std::string_view k_namespace_prefix = "ag11proxy";  // + the pid of the suite that made it
+constexpr std::string_view k_veth_prefix = "ag11x";           // + that pid + "a" (this side) or "b"
+
+// A run killed part-way leaves its namespace and veth pair behind, still
+// holding 192.0.3.0/24 (and the next run's route check would refuse to start).
+// They are named after that run's pid, so the ones whose suite is gone are
+// known to be this suite's own leftovers, and go.
+void remove_leftover_networks() {
+    std::string list;
+    if (run_capture("ip netns list", list) != 0) return;
+    std::istringstream lines(list);
+    for (std::string line; std::getline(lines, line);) {
+        std::string name = line.substr(0, line.find(' '));
+        if (!name.starts_with(k_namespace_prefix)) continue;
+        std::string pid = name.substr(k_namespace_prefix.size());
+        if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+        if (::kill(std::stoi(pid), 0) == 0 || errno != ESRCH) continue;  // its suite still runs
+        run("ip netns pids " + name + " | xargs -r kill -KILL");         // its origin servers, if they outlived it
+        run("ip netns del " + name);
+        run("ip link del " + std::string(k_veth_prefix) + pid + "a");
+    }
 }
 
 }  // namespace
@@ -122,8 +146,9 @@ Network::Network() {
     std::string id = std::to_string(::getpid());
     // Names and subnets are this suite's own (ag11*, 192.0.3.0/24, 10.231.0.0/24),
     // so it can run next to other suites that build namespaces on this machine.
-    name = "ag11proxy" + id;
-    m_veth = "ag11x" + id;
+    name = std::string(k_namespace_prefix) + id;
+    m_veth = std::string(k_veth_prefix) + id;
+    remove_leftover_networks();
     run("ip netns del " + name);
     run("ip link del " + m_veth + "a");
     try {
@@ -139,6 +164,14 @@ Network::Network() {
         must(in_ns + "ip addr add " + std::string(k_origin_b) + "/24 dev " + m_veth + "b");
         must(in_ns + "ip addr add " + std::string(k_lan_origin) + "/24 dev " + m_veth + "b");
         must(in_ns + "ip link set " + m_veth + "b up");
+        // Test traffic goes to this pair only: every origin must be routed through it.
+        for (const char* origin : {k_origin_a, k_origin_b, k_lan_origin}) {
+            std::string route;
+            run_capture(std::string("ip -o route get ") + origin, route);
+            if (route.find(" dev " + m_veth + "a ") == std::string::npos)
+                throw std::runtime_error(std::string(origin) + " is not routed to this suite's veth " + m_veth +
+                                         "a but: " + route);
+        }
         // Addresses go through duplicate address detection only for v6; v4 is usable at once.
         m_upstream.emplace(std::vector<std::string>{
             "ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "http:" + std::string(k_origin_a) + ":80",

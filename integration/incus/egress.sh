@@ -62,6 +62,7 @@ EOF
 "$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
 
 # ---------------------------------------------------------------- namespace with "public" test servers
+remove_leftover_namespaces ag10n ag10
 start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$PUB" "$PUB_IP" || exit 1
 SERVER_PIDS+=("$PUBLIC_PID")
 check "test servers answer from the host" bash -c "curl -s http://$PUB:$PORT/ | grep -q hello && curl -s http://$PUB_IP:$PORT/ | grep -q hello"

@@ -95,6 +95,24 @@ for addr in sys.argv[1:]:
 time.sleep(900)
 '
 
+# remove_leftover_namespaces NS_PREFIX VETH_PREFIX: a suite killed part-way
+# leaves its namespace (NS_PREFIX + its pid) and the host end of its veth pair
+# (VETH_PREFIX + that pid + "h") holding its test subnet, and the next run
+# would refuse to send traffic there. The ones whose suite is gone are this
+# suite's own leftovers: their processes are stopped and they are removed.
+remove_leftover_namespaces() {
+  local ns pid
+  for ns in $(ip netns list | awk '{print $1}'); do
+    pid=${ns#"$1"}
+    [[ "$ns" != "$pid" && "$pid" =~ ^[0-9]+$ ]] || continue
+    kill -0 "$pid" 2>/dev/null && continue  # its suite still runs
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+    ip link del "$2${pid}h" 2>/dev/null
+    echo "# removed $ns, left by a run of this suite that was killed (pid $pid)"
+  done
+}
+
 # start_public_hosts NS VETH_HOST VETH_NS NET ADDR...: a network namespace NS
 # behind a veth pair, NET.1/24 on the host side and every ADDR (in NET) inside,
 # each running the servers above. Every ADDR must be routed to the veth (checked

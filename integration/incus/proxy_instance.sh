@@ -60,6 +60,7 @@ $PUB allowed.test
 $PUB_IP other.test
 EOF
 "$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
+remove_leftover_namespaces h14cn h14c
 start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$PUB" "$PUB_IP" || exit 1
 
 # ---------------------------------------------------------------- create

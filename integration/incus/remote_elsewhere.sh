@@ -56,6 +56,8 @@ cleanup() {
 trap cleanup EXIT
 
 # ---------------------------------------------------------------- the server "elsewhere"
+remove_leftover_namespaces agrn agr
+remove_leftover_namespaces agpn agp
 ip netns add "$RNS" || { echo "cannot create a network namespace"; exit 1; }
 ip link add "$RVH" type veth peer name "$RVN"
 ip link set "$RVN" netns "$RNS"

@@ -68,6 +68,7 @@ time.sleep(300)
 '
 
 # ---------------------------------------------------------------- namespace with test servers
+remove_leftover_namespaces agcit agcit
 ip netns add "$NS" || { echo "cannot create a network namespace"; exit 1; }
 ip link add "$VETH_HOST" type veth peer name "$VETH_NS"
 ip link set "$VETH_NS" netns "$NS"
