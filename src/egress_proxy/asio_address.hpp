@@ -1,5 +1,6 @@
 // policy::IpAddress to and from Asio's address types: the one conversion the
-// proxy uses wherever an address crosses between the policy and a socket.
+// proxy uses wherever an address crosses between the policy and a socket; and
+// how an endpoint is written in its messages and log lines.
 #pragma once
 
 #include <boost/asio/ip/address.hpp>
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "agentctl/policy.hpp"
 
@@ -35,6 +37,13 @@ namespace agentctl::egress_proxy {
         std::copy(bytes.begin(), bytes.end(), out.bytes.begin());
     }
     return out;
+}
+
+// ADDRESS:PORT, with a v6 address in brackets ([::1]:3128).
+[[nodiscard]] inline std::string endpoint_text(const boost::asio::ip::tcp::endpoint& endpoint) {
+    const auto address = endpoint.address().to_string();
+    const auto port = std::to_string(endpoint.port());
+    return endpoint.address().is_v6() ? "[" + address + "]:" + port : address + ":" + port;
 }
 
 }  // namespace agentctl::egress_proxy

@@ -96,12 +96,6 @@ rlim_t raise_descriptor_limit() {
     return limit.rlim_cur;
 }
 
-std::string endpoint_text(const tcp::endpoint& endpoint) {
-    if (endpoint.address().is_v6())
-        return "[" + endpoint.address().to_string() + "]:" + std::to_string(endpoint.port());
-    return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
-}
-
 // `wanted`, or (0) one loop per CPU this process may run on, at most k_max_event_loops.
 std::size_t event_loop_count(std::size_t wanted) {
     std::size_t cpus = wanted;

@@ -38,12 +38,6 @@ double ms_since(Clock::time_point start) {
 
 double round_ms(double ms) { return static_cast<double>(static_cast<long long>(ms * 1000.0 + 0.5)) / 1000.0; }
 
-std::string endpoint_text(const tcp::endpoint& endpoint) {
-    auto address = endpoint.address();
-    if (address.is_v6()) return "[" + address.to_string() + "]:" + std::to_string(endpoint.port());
-    return address.to_string() + ":" + std::to_string(endpoint.port());
-}
-
 std::string_view buffer_view(const beast::flat_buffer& buffer) {
     auto data = buffer.data();
     return {static_cast<const char*>(data.data()), data.size()};
