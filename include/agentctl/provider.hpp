@@ -94,7 +94,10 @@ struct InstanceInfo {
     std::string isolation;           // vm | container
     std::string user;
     std::optional<policy::NetworkPolicy> network;  // nullopt: unknown
-    ConfinementStatus confinement;                 // "verified (...)", "not verified: <why>", empty when not known
+    // The sandbox's own resolver answers allowlisted names only (Incus: the
+    // bridge's dnsmasq), forwarding them to network.dns.servers or the host's.
+    bool dns_allowlisted_only = false;
+    ConfinementStatus confinement;  // "verified (...)", "not verified: <why>", empty when not known
     std::vector<std::string> widenings;
     std::vector<std::pair<std::string, std::string>> extra;  // provider-specific key/values
 };

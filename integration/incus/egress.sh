@@ -86,6 +86,9 @@ agentctl status "$A" >"$WORK/status-a" 2>&1
 check "status: Confinement: verified (N/N probes, TIME)" grep -Eq "^Confinement: +verified \(7/7 probes, [0-9T:-]+Z\)" "$WORK/status-a"
 check "status: the egress proxy runs, as nobody" grep -Eq "^Egress proxy: +10\.220\.[0-9.]+:3128 \(running, pid [0-9]+, as nobody\)" "$WORK/status-a"
 check "status: the resolver answers allowlisted names only" grep -q "answers allowlisted names only" "$WORK/status-a"
+check "status: the network line says so too" grep -Eq "^Network: +default deny; .*DNS for allowlisted names only" "$WORK/status-a"
+check "status --output json: dns.allowlistedOnly" bash -c \
+  "agentctl status '$A' --output json | python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)[\"network\"][\"dns\"][\"allowlistedOnly\"] is not True)'"
 PROBES=$(incus config get "$A" user.agentctl.confinement.probes)
 for p in direct-bypass host-port host-address dns-tcp-elsewhere dns-udp-elsewhere proxy-denied-name dns-denied-name; do
   check "probe $p is recorded as held" \

@@ -88,7 +88,10 @@ nlohmann::json instance_json(const InstanceInfo& info) {
                         {"denyLAN", info.network->deny_lan},
                         {"allowLAN", info.network->allow_lan},
                         {"allow", allow},
-                        {"dns", {{"servers", info.network->dns.servers}, {"disabled", info.network->dns.disabled}}}};
+                        {"dns",
+                         {{"servers", info.network->dns.servers},
+                          {"disabled", info.network->dns.disabled},
+                          {"allowlistedOnly", info.dns_allowlisted_only}}}};
     }
     for (const auto& [key, value] : info.extra) j["extra"][key] = value;
     return j;
@@ -135,14 +138,12 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
         if (!net.enabled) {
             out << "Network:     no policy: egress is unrestricted\n";
         } else {
-            // Incus: the bridge's resolver answers allowlisted names only,
-            // forwarding them to the listed servers (or the host's).
-            const bool incus = info.provider == "incus";
             out << fmt::format(
                 "Network:     default deny; LAN {}; DNS {}\n", net.allow_lan ? "OPEN (--allow-lan)" : "blocked",
                 net.dns.disabled ? "disabled"
-                : incus          ? "for allowlisted names only" +
-                              (net.dns.servers.empty() ? std::string() : ", from " + join(net.dns.servers, ", "))
+                : info.dns_allowlisted_only
+                    ? "for allowlisted names only" +
+                          (net.dns.servers.empty() ? std::string() : ", from " + join(net.dns.servers, ", "))
                 : net.dns.servers.empty() ? "to any server"
                                           : "to " + join(net.dns.servers, ", "));
             if (net.allow.empty()) out << "  (no destinations allowed)\n";

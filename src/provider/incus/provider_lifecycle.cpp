@@ -316,6 +316,7 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
     if (network.is_object()) {
         try {
             info.network = policy::from_policy_file(network);
+            info.dns_allowlisted_only = true;  // the bridge's resolver (provider_network.cpp)
         } catch (const Error&) {
             info.network.reset();
         }
