@@ -12,7 +12,7 @@
 # Usage: lxcfs_dead_mount.sh REPO_ROOT     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 ROOT=${1:?usage: lxcfs_dead_mount.sh REPO_ROOT}
-skip() { echo "SKIP: $*"; exit 77; }
+. "$ROOT/integration/incus/lib.sh"  # skip, ok, bad, finish
 [ "$(id -u)" = 0 ] || skip "needs root (FUSE mounts, up.sh)"
 [ -c /dev/fuse ] || skip "no /dev/fuse"
 command -v incus >/dev/null 2>&1 || skip "the incus client is not installed"
@@ -20,17 +20,14 @@ incus admin waitready --timeout=3 >/dev/null 2>&1 || skip "no Incus daemon is re
 image=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 incus image alias list -f csv | cut -d, -f1 | grep -qx "$image" || skip "image $image is missing (scripts/incus/up.sh)"
 
-PASS=0 FAIL=0
-ok() { PASS=$((PASS + 1)); echo "ok   - $*"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
 WORK=$(mktemp -d /tmp/agentctl-lxcfs-test.XXXXXX)
 DIR=$WORK/lxcfs
 export AGENTCTL_LXCFS_DIR=$DIR AGENTCTL_INCUS_OWNED=$WORK/owned AGENTCTL_INCUS_RUN=$WORK/run
-mounted() { awk -v dir="$DIR" '$2 == dir {found = 1} END {exit !found}' /proc/mounts; }
+. "$ROOT/scripts/incus/common.sh"  # lxcfs_mounted, on $DIR
 cleanup() {
   # up.sh starts an lxcfs of its own on the scratch directory where lxcfs is installed.
   [ -s "$WORK/run/lxcfs.pid" ] && kill "$(cat "$WORK/run/lxcfs.pid")" 2>/dev/null && sleep 0.5
-  while mounted; do umount -l "$DIR" || break; done
+  while lxcfs_mounted; do umount -l "$DIR" || break; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -70,7 +67,7 @@ stat "$DIR" >/dev/null 2>&1 && ok "the directory is usable again" || bad "the di
 [ "$(cat "$WORK/run/lxcfs.pid" 2>/dev/null)" = "$gone" ] && bad "the killed lxcfs is still on record" \
   || ok "the killed lxcfs is no longer on record"
 [ -s "$WORK/run/lxcfs.pid" ] && kill "$(cat "$WORK/run/lxcfs.pid")" 2>/dev/null && sleep 0.5
-while mounted; do umount -l "$DIR" || break; done
+while lxcfs_mounted; do umount -l "$DIR" || break; done
 rm -f "$WORK/owned/started-lxcfs" "$WORK/run/lxcfs.pid"
 
 # 2. A dead mount up.sh did not make: left as it is, with a warning.
@@ -80,8 +77,7 @@ echo "$out" | sed 's/^/    /'
 [ "$status" = 0 ] && ok "up.sh with a dead mount that is not its own: exit 0" || bad "up.sh: exit $status"
 echo "$out" | grep -q "warning: $DIR is a dead FUSE mount that up.sh did not make" && ok "up.sh warns and names the repair" \
   || bad "no warning about the foreign dead mount"
-mounted && ! stat "$DIR" >/dev/null 2>&1 && ok "the foreign dead mount is left as it was" || bad "the foreign dead mount was touched"
+lxcfs_mounted && ! stat "$DIR" >/dev/null 2>&1 && ok "the foreign dead mount is left as it was" || bad "the foreign dead mount was touched"
 [ -e "$WORK/owned/started-lxcfs" ] && bad "up.sh recorded an lxcfs it did not start" || ok "no lxcfs recorded"
 
-echo "lxcfs dead mount: $PASS passed, $FAIL failed"
-[ "$FAIL" = 0 ]
+finish
