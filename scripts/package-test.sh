@@ -26,6 +26,8 @@ rm -f "$build"/agentctl_*.deb
 (cd "$build" && cpack -G DEB >/dev/null)
 deb=$(ls "$build"/agentctl_*.deb)
 echo "package: $deb ($(du -k "$deb" | cut -f1) KiB)"
+# agentctl opens libssl.so.3 itself (for HTTPS remotes), so no linker-derived dependency names it.
+dpkg-deb -f "$deb" Depends | grep -qw libssl3 || fail "the package does not depend on libssl3: $(dpkg-deb -f "$deb" Depends)"
 
 mkdir -p "$(dirname "$owned")"
 dpkg-deb -f "$deb" Version >"$owned"  # the version it installs, so that only that one is ever taken for its own

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include "core/files.hpp"
@@ -211,6 +214,13 @@ TEST_CASE("the real binary: agentctl egress-proxy serves and stops the same way"
     auto response = suite::connect_through(refused, "other.test:7");
     CHECK(response.status == 403);
     CHECK(response.body.find("agentctl policy add box7 other.test:7") != std::string::npos);
+    // Start-up: the proxy never loads OpenSSL (only the HTTPS transport to a
+    // remote Incus server opens it, on first use: openssl_on_demand.hpp).
+    std::ifstream maps("/proc/" + std::to_string(proxy.process().pid()) + "/maps");
+    std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    CHECK(mapped.find("/libc.so") != std::string::npos);  // the maps were read
+    CHECK(mapped.find("libssl") == std::string::npos);
+    CHECK(mapped.find("libcrypto") == std::string::npos);
     proxy.process().signal(SIGTERM);
     CHECK(proxy.process().wait_exit(3s) == 0);
     CHECK_FALSE(std::filesystem::exists(files.pid));
