@@ -1,7 +1,8 @@
 // The proxy's event loops: one listener hands each connection to the loop
 // serving the fewest, loop 0 on a tie (Server::accept_loop), so with two loops
-// connections that stay open alternate between the two threads. What must hold across loops: a reload reaches
-// every connection, the connection cap counts every loop, ids stay unique.
+// connections that stay open alternate between the two threads; each decision
+// line names its loop. What must hold across loops: a reload reaches every
+// connection, the connection cap counts every loop, ids stay unique.
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <list>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "suite_support.hpp"
 
@@ -59,6 +61,7 @@ TEST_CASE("two event loops: a reload closes the revoked tunnels on every loop, a
     std::size_t reported = 0;
     std::set<std::uint64_t> ids;
     std::size_t decisions = 0;
+    std::vector<int> loops;
     for (const auto& line : files.log_lines()) {
         const auto event = line.value("event", "");
         if (event == "close" && line.value("closed_by", "") == "policy-reload") ++closed_by_reload;
@@ -67,8 +70,11 @@ TEST_CASE("two event loops: a reload closes the revoked tunnels on every loop, a
         if (event == "decision") {
             ++decisions;
             ids.insert(line.value("id", std::uint64_t{0}));
+            loops.push_back(line.value("loop", -1));
         }
     }
+    // Revoked tunnels on both loops (0, 1, 1, 0), kept ones on both (0, 1).
+    CHECK(loops == std::vector<int>{0, 1, 0, 1, 0, 1});
     CHECK(closed_by_reload == revoked.size());
     CHECK(reported == revoked.size());  // one tally over both loops
     CHECK(decisions == 6);
@@ -96,6 +102,12 @@ TEST_CASE("two event loops: the connection cap counts both, and a connection end
     for (auto& client : open) CHECK(suite::echo_on(client, "still served"));
 
     // The one on loop 1 ends: the accept loop (on loop 0) is woken and serves the fourth.
+    std::this_thread::sleep_for(100ms);  // decision lines are written within 20 ms
+    std::vector<int> loops;
+    for (const auto& line : files.log_lines()) {
+        if (line.value("event", "") == "decision") loops.push_back(line.value("loop", -1));
+    }
+    REQUIRE(loops == std::vector<int>{0, 1, 0});
     open.erase(std::next(open.begin()));
     waiting.set_timeout(3s);
     CHECK(waiting.read_response().status == 200);

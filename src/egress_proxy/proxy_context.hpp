@@ -83,12 +83,13 @@ struct ProxyShared {
 // One event loop: its io_context, and the connections it serves. Only the
 // loop's own thread touches these, but for the atomic count.
 struct ProxyContext {
-    ProxyContext(boost::asio::io_context& io_context, ProxyShared& proxy, std::size_t spares)
-        : io(io_context), shared(proxy), limits(proxy.limits), spare_pipe_limit(spares) {}
+    ProxyContext(boost::asio::io_context& io_context, ProxyShared& proxy, std::size_t loop_index, std::size_t spares)
+        : io(io_context), shared(proxy), limits(proxy.limits), index(loop_index), spare_pipe_limit(spares) {}
 
     boost::asio::io_context& io;
     ProxyShared& shared;
     const ProxyLimits& limits;  // shared.limits
+    const std::size_t index;    // 0: the loop that accepts; decision lines carry it as `loop`
     // This loop's live connections, for reloads and shutdown.
     std::unordered_set<Session*> sessions;
     // The same count, for the accept loop on loop 0 to pick the least busy

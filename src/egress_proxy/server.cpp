@@ -49,14 +49,14 @@ void log_policy(AccessLog& log, const PolicySnapshot& snapshot, const char* trig
     log.write(entry);
 }
 
-Server::Loop::Loop(ProxyShared& shared, std::size_t spare_pipes)
-    : context(io, shared, spare_pipes), io(1), exit_timer(io), work(asio::make_work_guard(io)) {}
+Server::Loop::Loop(ProxyShared& shared, std::size_t index, std::size_t spare_pipes)
+    : context(io, shared, index, spare_pipes), io(1), exit_timer(io), work(asio::make_work_guard(io)) {}
 
 std::vector<std::unique_ptr<Server::Loop>> Server::make_loops(ProxyShared& shared, std::size_t count) {
     count = std::max<std::size_t>(count, 1);
     std::vector<std::unique_ptr<Loop>> loops;
     for (std::size_t i = 0; i < count; ++i)
-        loops.push_back(std::make_unique<Loop>(shared, std::max<std::size_t>(k_spare_pipes / count, 1)));
+        loops.push_back(std::make_unique<Loop>(shared, i, std::max<std::size_t>(k_spare_pipes / count, 1)));
     return loops;
 }
 

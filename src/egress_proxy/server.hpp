@@ -40,7 +40,7 @@ public:
 
 private:
     struct Loop {
-        Loop(ProxyShared& shared, std::size_t spare_pipes);
+        Loop(ProxyShared& shared, std::size_t index, std::size_t spare_pipes);
         // Declared before `io`, so it outlives every handler the io_context destroys.
         ProxyContext context;
         boost::asio::io_context io;

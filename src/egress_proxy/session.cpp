@@ -223,10 +223,15 @@ asio::awaitable<void> Session::serve() {
     close();
 }
 
+LogLine Session::decision_line(std::string_view method) const {
+    LogLine entry("decision");
+    entry.add("id", m_id).add("loop", m_context.index).add("client", m_client_text).add("method", method);
+    return entry;
+}
+
 void Session::log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                                    std::uint16_t port) {
-    LogLine entry("decision");
-    entry.add("id", m_id).add("client", m_client_text).add("method", method);
+    LogLine entry = decision_line(method);
     if (!host.empty()) entry.add("host", host).add("port", port);
     add_refusal(entry, refusal);
     m_context.shared.access_log.write(entry);
@@ -312,8 +317,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
                                                   std::optional<policy::Decision> decision) {
     auto self = shared_from_this();
     auto started = Clock::now();
-    LogLine entry("decision");
-    entry.add("id", m_id).add("client", m_client_text).add("method", method);
+    LogLine entry = decision_line(method);
     entry.add("host", target.host).add("port", target.port);
     if (!snapshot->usable) {
         entry.add("problem", snapshot->problem);

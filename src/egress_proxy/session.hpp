@@ -74,6 +74,8 @@ private:
     boost::asio::awaitable<bool> refuse(LogLine& entry, const Refusal& refusal, const RequestTarget& target);
     static void add_refusal(LogLine& entry, const Refusal& refusal);
     boost::asio::awaitable<void> send_refusal(const Refusal& refusal, std::string_view host, std::uint16_t port);
+    // A `decision` line begun with this connection's id, loop, client and the method.
+    [[nodiscard]] LogLine decision_line(std::string_view method) const;
     void log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                               std::uint16_t port);
 
