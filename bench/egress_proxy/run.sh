@@ -170,6 +170,21 @@ for c in agentctl squid tinyproxy; do
   R[$c,rss_idle]=$(rss_kib "$pid")
 done
 
+iperf3_gbps() {  # ADDR PORT: Gbit/s received in a 5 s run, or "failed: WHY"
+  python3 -c "import json,sys
+d = json.loads(sys.argv[1])
+print(round(d['end']['sum_received']['bits_per_second']/1e9, 2) if 'sum_received' in d.get('end', {}) else 'failed: ' + d.get('error', '?'))" \
+    "$(iperf3 -c "$1" -p "$2" -t 5 -J)"
+}
+iperf3_bridged() {  # VIA: iperf3 through proxy_bench's bridge, which opens a tunnel through VIA (or dials for direct)
+  "$PB" bridge --via "$1" --target "$ORIGIN:5201" --listen $P_BRIDGE >/dev/null & local bridge=$!
+  # Not wait_port: a probe connection would reach the iperf3 server through
+  # the bridge as a bogus test and make it drop the real client's control socket.
+  wait_listening $P_BRIDGE
+  iperf3_gbps 127.0.0.1 $P_BRIDGE
+  kill $bridge; wait $bridge 2>/dev/null || true
+}
+
 run_contender() {  # name via pid
   local c=$1 via=$2 pid=$3 before after out
   echo "== $c" >&2
@@ -179,21 +194,17 @@ run_contender() {  # name via pid
   after=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
   R[$c,dl]=$(json "$out" median_MBps)
   R[$c,cpu_mb]=$(calc "($after - $before) / ($(json "$out" bytes) / 1048576)" 1)
-  # iperf3 through a CONNECT tunnel (a local bridge opens it).
+  # iperf3 through a CONNECT tunnel (a local bridge opens it). Direct runs
+  # twice: straight to the origin (what the ratio is to), and through the
+  # bridge dialling the origin itself, which shows what the bridge alone costs.
   if [ "$via" = direct ]; then
-    out=$(iperf3 -c "$ORIGIN" -p 5201 -t 5 -J)
+    R[$c,iperf]=$(iperf3_gbps "$ORIGIN" 5201)
+    sleep 1  # let the iperf3 server finish the test before the next one
+    R[$c,iperf_bridged]=$(iperf3_bridged direct)
   else
-    "$PB" bridge --via "$via" --target "$ORIGIN:5201" --listen $P_BRIDGE >/dev/null & local bridge=$!
-    # Not wait_port: a probe connection would reach the iperf3 server through
-    # the bridge as a bogus test and make it drop the real client's control socket.
-    wait_listening $P_BRIDGE
-    out=$(iperf3 -c 127.0.0.1 -p $P_BRIDGE -t 5 -J)
-    kill $bridge; wait $bridge 2>/dev/null || true
+    R[$c,iperf]=$(iperf3_bridged "$via")
   fi
-  R[$c,iperf]=$(python3 -c "import json,sys
-d = json.loads(sys.argv[1])
-print(round(d['end']['sum_received']['bits_per_second']/1e9, 2) if 'sum_received' in d.get('end', {}) else 'failed: ' + d.get('error', '?'))" "$out")
-  sleep 1  # let the iperf3 server finish the test before the next one
+  sleep 1
   # New connection + CONNECT + 1 KiB GET + close, 32 at a time.
   before=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
   out=$("$PB" rate --via "$via" --target "$ORIGIN:80" --path /1k --concurrency 32 --seconds "$SECONDS_RATE")
@@ -233,7 +244,7 @@ print(int(m) if all(x.lstrip('-').isdigit() for x in v) and m == int(m) else rou
 }
 # Figures kept per round (text, such as wrk's error line, is the last round's;
 # memory is measured in the first round only).
-FIGURES="dl cpu_mb iperf rate32 p50_32 p99_32 fail32 cpu_conn p50_1 p99_1 wrk"
+FIGURES="dl cpu_mb iperf iperf_bridged rate32 p50_32 p99_32 fail32 cpu_conn p50_1 p99_1 wrk"
 declare -A ALL
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round of $ROUNDS" >&2
@@ -245,13 +256,16 @@ for round in $(seq 1 "$ROUNDS"); do
     for f in $FIGURES; do [[ ${R[$c,$f]:-} =~ ^-?[0-9.]+$ ]] && ALL[$c,$f]+=" ${R[$c,$f]}"; done
     [ "$c" = direct ] && continue
     ALL[$c,dl_ratio]+=" $(calc "${R[$c,dl]} / ${R[direct,dl]}" 3)"
-    case ${R[$c,iperf]} in failed*) ;; *) ALL[$c,iperf_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf]}" 3)";; esac
+    case ${R[$c,iperf]} in failed*) ;; *)
+      ALL[$c,iperf_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf]}" 3)"
+      case ${R[direct,iperf_bridged]} in failed*) ;; *)
+        ALL[$c,iperf_bridged_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf_bridged]}" 3)";; esac;; esac
     ALL[$c,wrk_ratio]+=" $(calc "${R[$c,wrk]} / ${R[direct,wrk]}" 3)"
     ALL[$c,added_ms]+=" $(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 4)"
   done
 done
 for c in direct agentctl squid tinyproxy; do
-  for f in $FIGURES dl_ratio iperf_ratio wrk_ratio added_ms; do
+  for f in $FIGURES dl_ratio iperf_ratio iperf_bridged_ratio wrk_ratio added_ms; do
     # shellcheck disable=SC2086  # the list is space-separated on purpose
     [ -n "${ALL[$c,$f]:-}" ] && R[$c,$f]=$(median 3 ${ALL[$c,$f]})
   done
@@ -286,6 +300,8 @@ row "  ratio to direct" dl_ratio
 row "proxy CPU per MiB moved, us" cpu_mb
 row "iperf3 through CONNECT, Gbit/s" iperf
 row "  ratio to direct" iperf_ratio
+row "  direct through the bridge alone (control), Gbit/s" iperf_bridged
+row "  ratio to direct through the bridge" iperf_bridged_ratio
 row "connect+CONNECT+1 KiB GET+close, c=32, per s" rate32
 row "  p50 / p99 latency, us" p50_32
 row "  p99 latency, us" p99_32
