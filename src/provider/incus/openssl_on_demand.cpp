@@ -5,14 +5,17 @@
 // and those of Boost.Asio's SSL layer (boost/asio/ssl, header-only), in every
 // build type (an unoptimised build calls a few that an optimised one folds
 // away). A call to one that is missing here fails the link ("undefined
-// reference"), so the list cannot silently fall behind the code. Each forwarder is defined with the
-// prototype of OpenSSL's header, which the compiler checks: a C function
-// declared twice with different parameters does not compile. The forwarders
-// are hidden, so a program that also links OpenSSL itself (the transport's
-// tests) keeps OpenSSL's own functions for OpenSSL's internal calls.
+// reference"), so the list cannot silently fall behind the code. Each
+// forwarder is defined with the prototype of OpenSSL's header, which the
+// compiler checks: a C function declared twice with different parameters does
+// not compile. The forwarders are hidden, so a program that also links OpenSSL
+// itself (the transport's tests) keeps OpenSSL's own functions for OpenSSL's
+// internal calls.
 //
 // The ABI is OpenSSL 3's: soname libssl.so.3, which resolves libcrypto.so.3
-// as its own dependency. dlsym(3) on its handle searches both.
+// as its own dependency; dlsym(3) on its handle searches both. The dynamic
+// loader finds it the way it finds libc, which agentctl links anyway, so
+// opening it adds no way to put other code into the process.
 #include "provider/incus/openssl_on_demand.hpp"
 
 #include <dlfcn.h>

@@ -4,7 +4,7 @@
 // OpenSSL, but every start of the binary paid for it: agentctl is also the
 // sandboxes' egress proxy, where start-up time is the time until a sandbox has
 // network. Linked in statically, OpenSSL's tables are ~400 KiB of data the
-// loader relocates at every start (~107 extra page faults, 0.35-0.4 ms of a
+// loader relocates at every start (~110 extra page faults, 0.35-0.4 ms of a
 // 1.9 ms start here); linked as shared libraries, loading libssl and libcrypto
 // costs as much. So the binary does not link OpenSSL: openssl_on_demand.cpp
 // defines each OpenSSL function the transport and Asio's SSL layer call, with
