@@ -204,7 +204,7 @@ run_contender() {  # name via pid
   else
     R[$c,iperf]=$(iperf3_bridged "$via")
   fi
-  sleep 1
+  sleep 1  # let the iperf3 server finish the test before the next one
   # New connection + CONNECT + 1 KiB GET + close, 32 at a time.
   before=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
   out=$("$PB" rate --via "$via" --target "$ORIGIN:80" --path /1k --concurrency 32 --seconds "$SECONDS_RATE")

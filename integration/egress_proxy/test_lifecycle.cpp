@@ -5,8 +5,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 
@@ -216,8 +214,7 @@ TEST_CASE("the real binary: agentctl egress-proxy serves and stops the same way"
     CHECK(response.body.find("agentctl policy add box7 other.test:7") != std::string::npos);
     // Start-up: the proxy never loads OpenSSL (only the HTTPS transport to a
     // remote Incus server opens it, on first use: openssl_on_demand.hpp).
-    std::ifstream maps("/proc/" + std::to_string(proxy.process().pid()) + "/maps");
-    std::string mapped((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+    const std::string mapped = agentctl::core::read_file("/proc/" + std::to_string(proxy.process().pid()) + "/maps");
     CHECK(mapped.find("/libc.so") != std::string::npos);  // the maps were read
     CHECK(mapped.find("libssl") == std::string::npos);
     CHECK(mapped.find("libcrypto") == std::string::npos);
