@@ -177,7 +177,8 @@ Network::Network() {
             "ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "http:" + std::string(k_origin_a) + ":80",
             "echo:" + std::string(k_origin_a) + ":7", "echo:" + std::string(k_origin_a) + ":9",
             "drain:" + std::string(k_origin_a) + ":10", "backlog:" + std::string(k_origin_a) + ":81",
-            "http:" + std::string(k_origin_b) + ":80", "http:" + std::string(k_lan_origin) + ":80"});
+            "late:" + std::string(k_origin_a) + ":82", "http:" + std::string(k_origin_b) + ":80",
+            "http:" + std::string(k_lan_origin) + ":80"});
         if (m_upstream->wait_for_line("ready", 10s).empty())
             throw std::runtime_error("the origin servers did not start");
     } catch (...) {
@@ -187,6 +188,8 @@ Network::Network() {
         throw;
     }
 }
+
+void Network::open_late_origin() { m_upstream->signal(SIGUSR1); }
 
 Network::~Network() {
     if (m_upstream) {

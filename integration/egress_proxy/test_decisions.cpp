@@ -190,6 +190,31 @@ TEST_CASE("unresolvable names, refused connections and timeouts get 502 and 504"
     CHECK(took < 3s);
 }
 
+TEST_CASE("a destination that answers late is waited for, then tunnelled") {
+    SUITE_REQUIRE_READY();
+    suite::Network network;
+    suite::ProxyFiles files;
+    files.write_policy(suite::policy_allowing({"allowed.test:82"}));
+    files.write_resolve(k_hosts);
+    suite::Proxy proxy(files, {"--connect-timeout-ms", "5000"});
+    // The origin drops the proxy's SYN (its accept queue is full) until it is
+    // opened; the kernel sends the SYN again about a second after the first,
+    // so the proxy's connect(2) is still in progress when it first asks.
+    std::thread opener([&network] {
+        std::this_thread::sleep_for(300ms);
+        network.open_late_origin();
+    });
+    suite::Client client(proxy.port);
+    auto started = std::chrono::steady_clock::now();
+    auto response = suite::connect_through(client, "allowed.test:82");
+    auto took = std::chrono::steady_clock::now() - started;
+    opener.join();
+    CHECK(response.status == 200);
+    CHECK(took >= 900ms);  // the SYN was sent again: the proxy waited for the handshake
+    client.send("late ping");
+    CHECK(client.read_exact(9) == "late ping");
+}
+
 TEST_CASE("each decision and each closed tunnel is one log line") {
     SUITE_REQUIRE_READY();
     Fixture f;

@@ -11,6 +11,8 @@
 //   drain:ADDR:PORT    reads until the client's FIN, then answers `received N bytes` and closes
 //   backlog:ADDR:PORT  listens with backlog 0 and never accepts; the queue is
 //                      filled once, so further SYNs are dropped (connect timeout)
+//   late:ADDR:PORT     the same until SIGUSR1, then accepts and echoes: a SYN
+//                      dropped before is answered when the client sends it again
 // Prints `ready` on stdout once every listener is up; exits on SIGTERM.
 #include <utility>
 
@@ -219,6 +221,7 @@ int main(int argc, char** argv) {
     asio::io_context io(1);
     std::list<tcp::socket> fillers;
     std::list<tcp::acceptor> parked;
+    std::list<tcp::acceptor> late;
     for (int i = 1; i < argc; ++i) {
         std::string spec = argv[i];
         auto first = spec.find(':');
@@ -230,7 +233,7 @@ int main(int argc, char** argv) {
         acceptor.open(endpoint.protocol());
         acceptor.set_option(tcp::acceptor::reuse_address(true));
         acceptor.bind(endpoint);
-        if (kind == "backlog") {
+        if (kind == "backlog" || kind == "late") {
             acceptor.listen(0);
             // Fill the accept queue so later SYNs are dropped, never answered.
             for (int k = 0; k < 2; ++k) {
@@ -240,7 +243,7 @@ int main(int argc, char** argv) {
                 // Raw connect(2): completes in the kernel's queue without anyone accepting.
                 ::connect(s.native_handle(), endpoint.data(), static_cast<socklen_t>(endpoint.size()));
             }
-            parked.push_back(std::move(acceptor));
+            (kind == "late" ? late : parked).push_back(std::move(acceptor));
             continue;
         }
         acceptor.listen(4096);
@@ -248,6 +251,12 @@ int main(int argc, char** argv) {
     }
     asio::signal_set signals(io, SIGTERM, SIGINT);
     signals.async_wait([&](const boost::system::error_code&, int) { io.stop(); });
+    asio::signal_set open_late(io, SIGUSR1);
+    open_late.async_wait([&](const boost::system::error_code& ec, int) {
+        if (ec) return;
+        for (auto& acceptor : late) asio::co_spawn(io, accept_loop(std::move(acceptor), "echo"), asio::detached);
+        late.clear();
+    });
     std::printf("ready\n");
     std::fflush(stdout);
     io.run();

@@ -67,6 +67,8 @@ private:
     // Resolves target.host (the resolve file first, then the system resolver);
     // records how on `entry`. Empty: the name has no address.
     boost::asio::awaitable<std::vector<policy::IpAddress>> look_up(const RequestTarget& target, LogLine& entry);
+    // Opens m_upstream and connects it to `endpoint`; the connection's error.
+    boost::asio::awaitable<boost::system::error_code> open_and_connect(const tcp::endpoint& endpoint);
     // Opens and connects m_upstream within the connect timeout; the refusal to
     // answer when it fails.
     boost::asio::awaitable<std::optional<Refusal>> connect_upstream(const tcp::endpoint& endpoint, LogLine& entry);
@@ -82,6 +84,8 @@ private:
     // Tunnel: both directions spliced concurrently; the session ends when both end.
     void start_tunnel();
     boost::asio::awaitable<void> relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter);
+    // The source's FIN: pass it on to `to` (the relay then ends).
+    void pass_fin(tcp::socket& to);
     void relay_finished();
 
     // Deadline handling: one timer per connection, re-armed lazily.
@@ -95,6 +99,9 @@ private:
     void close_upstream(const char* why);
     void log_upstream_closed();
 
+    // Bytes of a plain-HTTP body moved per read (m_body_chunk).
+    static constexpr std::size_t k_body_chunk = 16 * 1024;
+
     ProxyContext& m_context;
     tcp::socket m_client;
     tcp::socket m_upstream;
@@ -103,6 +110,7 @@ private:
     Clock::time_point m_timer_expiry = Clock::time_point::max();
     boost::beast::flat_buffer m_buffer;     // client bytes read ahead
     boost::beast::flat_buffer m_up_buffer;  // upstream bytes read ahead (plain HTTP)
+    std::unique_ptr<char[]> m_body_chunk;   // plain-HTTP bodies pass through here, one direction at a time
     Phase m_phase = Phase::Header;
     bool m_timed_out = false;
     bool m_upgraded = false;  // a plain-HTTP request was upgraded (101): the connection is now a tunnel

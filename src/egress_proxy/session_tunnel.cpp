@@ -177,6 +177,16 @@ void Session::start_tunnel() {
         [self](std::exception_ptr) { self->relay_finished(); });
 }
 
+void Session::pass_fin(tcp::socket& to) {
+    // Half-close while the other direction still runs: it may go on sending.
+    // When it has ended, relay_finished closes both sockets next, and closing
+    // `to` sends the same FIN (its receive queue is empty: the other direction
+    // read it to its end), so the shutdown(2) would be one call too many.
+    if (m_relays_running < 2) return;
+    boost::system::error_code ignored;
+    to.shutdown(tcp::socket::shutdown_send, ignored);
+}
+
 void Session::relay_finished() {
     if (--m_relays_running > 0) return;
     clear_deadline();
@@ -215,9 +225,8 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
                 in_pipe = static_cast<std::size_t>(n);
                 pipe.note_read(in_pipe);
             } else if (n == 0) {
-                // Half-close: pass the FIN on and let the other direction finish.
                 pipe.release(true);
-                to.shutdown(tcp::socket::shutdown_send, ec);
+                pass_fin(to);
                 co_return;
             } else if (errno == EAGAIN) {
                 source_ready = false;
@@ -260,7 +269,7 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
         if (source_eof) {
             // Half-close seen while topping up: pass the FIN on now that the pipe is empty.
             pipe.release(true);
-            to.shutdown(tcp::socket::shutdown_send, ec);
+            pass_fin(to);
             co_return;
         }
     }
@@ -282,8 +291,7 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
         if (!from.is_open() || !to.is_open()) break;
         std::size_t n = co_await from.async_read_some(asio::buffer(buffer), redirect_error(use_awaitable, ec));
         if (ec == asio::error::eof) {
-            // Half-close: pass the FIN on and let the other direction finish.
-            to.shutdown(tcp::socket::shutdown_send, ec);
+            pass_fin(to);
             co_return;
         }
         if (ec) break;
