@@ -5,8 +5,6 @@
 //        new connection (+ CONNECT) + GET + read + close, repeated; rate and latency percentiles
 //   proxy_bench download --via PROXY|direct --target ADDR:PORT --path P --repeat N
 //        GET through one tunnel N times; MB/s per transfer (median) and overall
-//   proxy_bench bridge   --via PROXY --target ADDR:PORT --listen PORT
-//        accepts local connections and bridges each through a CONNECT tunnel (for iperf3)
 //   proxy_bench idle     --via PROXY --target ADDR:PORT --count N
 //        opens N tunnels, prints {"ready":N}, holds them until stdin closes
 //   proxy_bench spawn    --port PORT -- COMMAND...
@@ -207,64 +205,6 @@ int download(std::map<std::string, std::string> o) {
     return 0;
 }
 
-// Moves bytes from one socket to the other through a kernel pipe (splice(2)),
-// so the bridge copies nothing in user space and is not what limits a run.
-void pump(int from, int to) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) {
-        ::shutdown(to, SHUT_WR);
-        return;
-    }
-    ::fcntl(fds[1], F_SETPIPE_SZ, 1 << 20);
-    for (;;) {
-        ssize_t n = ::splice(from, nullptr, fds[1], nullptr, 1 << 20, SPLICE_F_MOVE);
-        if (n <= 0) break;
-        while (n > 0) {
-            ssize_t m = ::splice(fds[0], nullptr, to, nullptr, static_cast<std::size_t>(n), SPLICE_F_MOVE);
-            if (m <= 0) break;
-            n -= m;
-        }
-        if (n > 0) break;
-    }
-    ::close(fds[0]);
-    ::close(fds[1]);
-    ::shutdown(to, SHUT_WR);
-}
-
-int bridge(std::map<std::string, std::string> o) {
-    Endpoint target = parse_endpoint(o["--target"]);
-    int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(std::stoi(o["--listen"])));
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(listener, 64) != 0) {
-        std::perror("bridge listen");
-        return 1;
-    }
-    std::printf("{\"ready\":true}\n");
-    std::fflush(stdout);
-    for (;;) {
-        int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-        if (client < 0) continue;
-        ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        std::thread([client, target, via = o["--via"]] {
-            int upstream = open_tunnel(via, target);
-            if (upstream < 0) {
-                ::close(client);
-                return;
-            }
-            std::thread up([&] { pump(client, upstream); });
-            pump(upstream, client);
-            up.join();
-            ::close(upstream);
-            ::close(client);
-        }).detach();
-    }
-}
-
 int idle(std::map<std::string, std::string> o) {
     Endpoint target = parse_endpoint(o["--target"]);
     int count = std::stoi(o["--count"]);
@@ -328,7 +268,7 @@ int spawn(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: proxy_bench rate|download|bridge|idle|spawn ...\n");
+        std::fprintf(stderr, "usage: proxy_bench rate|download|idle|spawn ...\n");
         return 2;
     }
     ::signal(SIGPIPE, SIG_IGN);
@@ -336,7 +276,6 @@ int main(int argc, char** argv) {
     try {
         if (mode == "rate") return rate(options(argc, argv, 2));
         if (mode == "download") return download(options(argc, argv, 2));
-        if (mode == "bridge") return bridge(options(argc, argv, 2));
         if (mode == "idle") return idle(options(argc, argv, 2));
         if (mode == "spawn") return spawn(argc, argv);
     } catch (const std::exception& e) {

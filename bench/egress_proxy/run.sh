@@ -31,13 +31,13 @@ SPAWNS=${SPAWNS:-9}
 # A clean clone: the build dependencies first (idempotent), then the contenders.
 "$ROOT/scripts/install-deps.sh" >&2
 missing=()
-for tool in squid tinyproxy nginx iperf3 wrk; do
+for tool in squid tinyproxy nginx iperf3 wrk proxychains4; do
   command -v "$tool" >/dev/null 2>&1 || [ -x "/usr/sbin/$tool" ] || missing+=("$tool")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: squid tinyproxy nginx-light iperf3 wrk" >&2
+  echo "installing: squid tinyproxy nginx-light iperf3 wrk proxychains4" >&2
   DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends \
-    squid tinyproxy nginx-light iperf3 wrk >&2
+    squid tinyproxy nginx-light iperf3 wrk proxychains4 >&2
   # Debian starts the packaged services; the bench runs its own instances.
   for service in squid tinyproxy nginx; do
     command -v systemctl >/dev/null 2>&1 && systemctl stop "$service" >/dev/null 2>&1 || true
@@ -101,7 +101,7 @@ ip netns exec "$NS" iperf3 -s -B "$ORIGIN" -p 5201 >/dev/null 2>&1 & PIDS+=($!)
 
 # ---------------------------------------------------------------- contenders
 # Below the ephemeral port range (32768-60999), so no client socket of the run can hold them.
-P_AGENTCTL=18101; P_SQUID=18102; P_TINY=18103; P_BRIDGE=18104
+P_AGENTCTL=18101; P_SQUID=18102; P_TINY=18103
 mkdir -p "$WORK/bench1"
 cat > "$WORK/bench1/egress-policy.json" <<JSON
 {"version":1,"enabled":true,"denyLAN":true,"allowLAN":false,
@@ -152,7 +152,6 @@ tiny_conf $P_TINY "$WORK/tinyproxy.conf"
 squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID_SQUID=$!; PIDS+=($PID_SQUID)
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID_TINY=$!; PIDS+=($PID_TINY)
 
-wait_listening() { for _ in $(seq 1 200); do ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.05; done; echo "run.sh: nothing listens on port $1" >&2; exit 1; }
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
 wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY
 sleep 1
@@ -170,23 +169,25 @@ for c in agentctl squid tinyproxy; do
   R[$c,rss_idle]=$(rss_kib "$pid")
 done
 
-iperf3_gbps() {  # ADDR PORT: Gbit/s received in a 5 s run, or "failed: WHY"
+iperf3_gbps() {  # [PROXY_PORT]: Gbit/s received in a 5 s run to the origin, or "failed: WHY"
+  # Through a proxy, proxychains4 (proxychains-ng) makes iperf3's own
+  # connect(2) open a CONNECT tunnel, so nothing but the proxy stands between
+  # iperf3 and the origin (runs 6-11 put a relay of the bench's own in between).
+  local via=()
+  if [ -n "${1:-}" ]; then
+    printf 'strict_chain\nquiet_mode\ntcp_read_time_out 15000\ntcp_connect_time_out 8000\n[ProxyList]\nhttp 127.0.0.1 %s\n' \
+      "$1" > "$WORK/proxychains-$1.conf"
+    via=(proxychains4 -q -f "$WORK/proxychains-$1.conf")
+  fi
   python3 -c "import json,sys
 d = json.loads(sys.argv[1])
 print(round(d['end']['sum_received']['bits_per_second']/1e9, 2) if 'sum_received' in d.get('end', {}) else 'failed: ' + d.get('error', '?'))" \
-    "$(iperf3 -c "$1" -p "$2" -t 5 -J)"
-}
-iperf3_bridged() {  # VIA: iperf3 through proxy_bench's bridge, which opens a tunnel through VIA (or dials for direct)
-  "$PB" bridge --via "$1" --target "$ORIGIN:5201" --listen $P_BRIDGE >/dev/null & local bridge=$!
-  # Not wait_port: a probe connection would reach the iperf3 server through
-  # the bridge as a bogus test and make it drop the real client's control socket.
-  wait_listening $P_BRIDGE
-  iperf3_gbps 127.0.0.1 $P_BRIDGE
-  kill $bridge; wait $bridge 2>/dev/null || true
+    "$("${via[@]}" iperf3 -c "$ORIGIN" -p 5201 -t 5 -J 2>/dev/null)"
 }
 
 run_contender() {  # name via pid
-  local c=$1 via=$2 pid=$3 before after out
+  local c=$1 via=$2 pid=$3 before after out port=""
+  [ "$via" = direct ] || port=${via##*:}
   echo "== $c" >&2
   # 100 MiB through CONNECT (direct: same GETs without a proxy), repeated.
   before=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
@@ -194,16 +195,8 @@ run_contender() {  # name via pid
   after=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
   R[$c,dl]=$(json "$out" median_MBps)
   R[$c,cpu_mb]=$(calc "($after - $before) / ($(json "$out" bytes) / 1048576)" 1)
-  # iperf3 through a CONNECT tunnel (a local bridge opens it). Direct runs
-  # twice: straight to the origin (what the ratio is to), and through the
-  # bridge dialling the origin itself, which shows what the bridge alone costs.
-  if [ "$via" = direct ]; then
-    R[$c,iperf]=$(iperf3_gbps "$ORIGIN" 5201)
-    sleep 1  # let the iperf3 server finish the test before the next one
-    R[$c,iperf_bridged]=$(iperf3_bridged direct)
-  else
-    R[$c,iperf]=$(iperf3_bridged "$via")
-  fi
+  # iperf3, through a CONNECT tunnel for the proxies.
+  R[$c,iperf]=$(iperf3_gbps "$port")
   sleep 1  # let the iperf3 server finish the test before the next one
   # New connection + CONNECT + 1 KiB GET + close, 32 at a time.
   before=$( [ -n "$pid" ] && cpu_us "$pid" || echo 0)
@@ -244,7 +237,7 @@ print(int(m) if all(x.lstrip('-').isdigit() for x in v) and m == int(m) else rou
 }
 # Figures kept per round (text, such as wrk's error line, is the last round's;
 # memory is measured in the first round only).
-FIGURES="dl cpu_mb iperf iperf_bridged rate32 p50_32 p99_32 fail32 cpu_conn p50_1 p99_1 wrk"
+FIGURES="dl cpu_mb iperf rate32 p50_32 p99_32 fail32 cpu_conn p50_1 p99_1 wrk"
 declare -A ALL
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round of $ROUNDS" >&2
@@ -257,15 +250,13 @@ for round in $(seq 1 "$ROUNDS"); do
     [ "$c" = direct ] && continue
     ALL[$c,dl_ratio]+=" $(calc "${R[$c,dl]} / ${R[direct,dl]}" 3)"
     case ${R[$c,iperf]} in failed*) ;; *)
-      ALL[$c,iperf_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf]}" 3)"
-      case ${R[direct,iperf_bridged]} in failed*) ;; *)
-        ALL[$c,iperf_bridged_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf_bridged]}" 3)";; esac;; esac
+      ALL[$c,iperf_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf]}" 3)";; esac
     ALL[$c,wrk_ratio]+=" $(calc "${R[$c,wrk]} / ${R[direct,wrk]}" 3)"
     ALL[$c,added_ms]+=" $(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 4)"
   done
 done
 for c in direct agentctl squid tinyproxy; do
-  for f in $FIGURES dl_ratio iperf_ratio iperf_bridged_ratio wrk_ratio added_ms; do
+  for f in $FIGURES dl_ratio iperf_ratio wrk_ratio added_ms; do
     # shellcheck disable=SC2086  # the list is space-separated on purpose
     [ -n "${ALL[$c,$f]:-}" ] && R[$c,$f]=$(median 3 ${ALL[$c,$f]})
   done
@@ -300,8 +291,6 @@ row "  ratio to direct" dl_ratio
 row "proxy CPU per MiB moved, us" cpu_mb
 row "iperf3 through CONNECT, Gbit/s" iperf
 row "  ratio to direct" iperf_ratio
-row "  direct through the bridge alone (control), Gbit/s" iperf_bridged
-row "  ratio to direct through the bridge" iperf_bridged_ratio
 row "connect+CONNECT+1 KiB GET+close, c=32, per s" rate32
 row "  p50 / p99 latency, us" p50_32
 row "  p99 latency, us" p99_32
