@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -415,24 +416,51 @@ std::size_t open_fds(pid_t pid) {
     return count;
 }
 
-std::size_t pipes_of_size(pid_t pid, std::size_t bytes) {
+namespace {
+
+// Calls `use` with a duplicate (pidfd_getfd(2)) of each of the process's
+// descriptors whose /proc link starts with `kind` ("pipe:", "socket:"), once
+// per link target however many of its descriptors are open.
+void for_each_descriptor(pid_t pid, const std::string& kind, const std::function<void(int)>& use) {
     // Through syscall(2): glibc 2.36's <sys/pidfd.h> lacks extern "C" for C++.
     int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
     if (pidfd < 0) throw std::runtime_error(std::string("pidfd_open: ") + std::strerror(errno));
     std::set<std::string> seen;
-    std::size_t count = 0;
     for (const auto& entry : fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
         std::error_code ec;
         std::string target = fs::read_symlink(entry.path(), ec).string();
-        if (ec || target.rfind("pipe:", 0) != 0 || !seen.insert(target).second) continue;
+        if (ec || target.rfind(kind, 0) != 0 || !seen.insert(target).second) continue;
         int fd = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, std::stoi(entry.path().filename().string()), 0));
         if (fd < 0) continue;  // closed since the listing
-        int size = ::fcntl(fd, F_GETPIPE_SZ);
+        use(fd);
         ::close(fd);
-        if (size > 0 && static_cast<std::size_t>(size) >= bytes) ++count;
     }
     ::close(pidfd);
+}
+
+}  // namespace
+
+std::size_t pipes_of_size(pid_t pid, std::size_t bytes) {
+    std::size_t count = 0;
+    for_each_descriptor(pid, "pipe:", [&](int fd) {
+        int size = ::fcntl(fd, F_GETPIPE_SZ);
+        if (size > 0 && static_cast<std::size_t>(size) >= bytes) ++count;
+    });
     return count;
+}
+
+std::string congestion_control_of(pid_t pid, std::uint16_t peer_port) {
+    std::string found;
+    for_each_descriptor(pid, "socket:", [&](int fd) {
+        sockaddr_storage peer{};
+        socklen_t length = sizeof peer;
+        if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &length) != 0 || peer.ss_family != AF_INET) return;
+        if (ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port) != peer_port) return;
+        char name[32] = {};
+        socklen_t size = sizeof name - 1;
+        if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &size) == 0) found = name;
+    });
+    return found;
 }
 
 std::size_t rss_kib(pid_t pid) {

@@ -156,5 +156,8 @@ std::size_t rss_kib(pid_t pid);
 // counted once, however many of its ends are open). Reads the sizes through
 // duplicates of the descriptors (pidfd_getfd(2), Linux 5.6; needs root).
 std::size_t pipes_of_size(pid_t pid, std::size_t bytes);
+// The congestion control (TCP_CONGESTION) of the process's IPv4 TCP socket
+// whose peer has port `peer_port`; empty when it has none. Same means as above.
+std::string congestion_control_of(pid_t pid, std::uint16_t peer_port);
 
 }  // namespace suite

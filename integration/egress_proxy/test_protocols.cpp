@@ -1,10 +1,15 @@
 // Every protocol an agent speaks through the proxy, with real sockets: each
 // either works or is refused with a clear reason, and none hangs.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
 #include <thread>
 
+#include "core/files.hpp"
 #include "suite_support.hpp"
 
 using namespace std::chrono_literals;
@@ -332,6 +337,33 @@ TEST_CASE("bulk through CONNECT: one proxy grows at most 16 pipes, however many 
         tunnel.send("ping");
         CHECK(tunnel.read_exact(4) == "ping");
     }
+}
+
+TEST_CASE("the sandbox leg of a tunnel uses cubic, the destination leg the host's default congestion control") {
+    // The host's default may pace every connection itself (BBR without fq);
+    // the leg to the sandbox stays on this machine and needs no pacing
+    // (docs/egress-proxy.md). The kernel's default is read, never changed.
+    SUITE_REQUIRE_READY();
+    Fixture f;
+    const pid_t proxy_pid = f.proxy->process().pid();
+    std::string host_default = agentctl::core::read_file("/proc/sys/net/ipv4/tcp_congestion_control");
+    host_default.erase(host_default.find_last_not_of("\n") + 1);
+    REQUIRE_FALSE(host_default.empty());
+
+    suite::Client client(f.proxy->port);
+    REQUIRE(suite::connect_through(client, "echo.test:7").status == 200);
+    REQUIRE(suite::echo_on(client, "hello"));
+    sockaddr_in local{};
+    socklen_t length = sizeof local;
+    REQUIRE(::getsockname(client.fd(), reinterpret_cast<sockaddr*>(&local), &length) == 0);
+
+    CHECK(suite::congestion_control_of(proxy_pid, ntohs(local.sin_port)) == "cubic");
+    CHECK(suite::congestion_control_of(proxy_pid, 7) == host_default);
+    bool logged = false;
+    for (const auto& line : f.files.log_lines()) {
+        if (line.value("event", "") == "start") logged = line.value("sandbox_leg_congestion", "") == "cubic";
+    }
+    CHECK(logged);
 }
 
 TEST_CASE("request heads near the 32 KiB limit pass, and past it they get 431") {

@@ -5,6 +5,8 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -16,6 +18,8 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include <boost/asio/post.hpp>
@@ -115,6 +119,29 @@ void keep_freed_memory() {
 #endif
 }
 
+// The leg between a sandbox and the proxy never leaves this machine (a
+// sandbox bridge, or loopback where Lima forwards the guest's traffic), so
+// nothing on it needs pacing. Where the host's default congestion control is
+// BBR without the fq qdisc, the kernel paces every connection itself with an
+// hrtimer per burst; on the download direction of that leg this was half of
+// the proxy's CPU per MiB (docs/benchmarks.md, "Eighth pass"). Accepted
+// sockets inherit the listener's choice, so the sandbox leg gets cubic with
+// one setsockopt here; the leg to the destination keeps the host's default.
+// Returns the algorithm the sandbox leg uses.
+std::string choose_sandbox_leg_congestion(tcp::acceptor& acceptor) {
+#if defined(__linux__) && defined(TCP_CONGESTION)
+    constexpr std::string_view k_unpaced = "cubic";
+    const int fd = acceptor.native_handle();
+    ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, k_unpaced.data(), static_cast<socklen_t>(k_unpaced.size()));
+    char name[32] = {};  // TCP_CA_NAME_MAX is 16
+    socklen_t length = sizeof name - 1;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &length) == 0) return std::string(name);
+#else
+    (void)acceptor;
+#endif
+    return "system default";
+}
+
 // `wanted`, or (0) one loop per CPU this process may run on, at most k_max_event_loops.
 std::size_t event_loop_count(std::size_t wanted) {
     std::size_t cpus = wanted;
@@ -167,6 +194,7 @@ int run_egress_proxy(const ProxyOptions& options) {
         // Accepted sockets inherit TCP_NODELAY from the listener: one setsockopt
         // here instead of one per connection.
         if (!ec) acceptor.set_option(tcp::no_delay(true), ec);
+        const std::string sandbox_leg_congestion = ec ? std::string() : choose_sandbox_leg_congestion(acceptor);
         if (!ec) acceptor.bind(endpoint, ec);
         if (!ec) acceptor.listen(4096, ec);
         if (!ec) acceptor.non_blocking(true, ec);  // the accept loop calls accept4(2) until EAGAIN
@@ -203,6 +231,7 @@ int run_egress_proxy(const ProxyOptions& options) {
                    {"pid", ::getpid()},
                    {"max_connections", limits.max_connections},
                    {"event_loops", loops},
+                   {"sandbox_leg_congestion", sandbox_leg_congestion},
                    {"resolve_file_names", resolve_map->size()}});
         log_policy(log, *shared.policy.get(), "start");
 
