@@ -164,7 +164,8 @@ asio::awaitable<void> Server::accept_loop() {
         // there, and the peer's address comes with it (no getpeername(2)).
         sockaddr_storage address{};
         socklen_t length = sizeof address;
-        const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC);
+        const int fd =
+            ::accept4(listener, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             const int error = errno;
             std::string why;

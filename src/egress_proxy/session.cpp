@@ -153,6 +153,70 @@ void Session::on_timer() {
     }
 }
 
+// ------------------------------------------------------------------ socket I/O
+
+// recv(2) and send(2) of its own before Asio: Asio's async_read_some and
+// async_write first make the socket non-blocking with ioctl(2) (accepted and
+// upstream sockets already are) and hand even a result that was there at once
+// back through the event loop, a round with an epoll_wait(2) of its own. A
+// request head usually waits in the socket when its session starts, and a
+// status line or refusal fits a fresh socket's send buffer, so each costs one
+// system call. Only what cannot be done at once waits for the socket.
+
+namespace {
+
+#if defined(MSG_NOSIGNAL)
+constexpr int k_send_flags = MSG_DONTWAIT | MSG_NOSIGNAL;
+#else
+constexpr int k_send_flags = MSG_DONTWAIT;  // SIGPIPE is ignored (run_egress_proxy)
+#endif
+
+bool would_block(int error) { return error == EAGAIN || error == EWOULDBLOCK; }
+
+}  // namespace
+
+asio::awaitable<std::size_t> Session::read_some(tcp::socket& socket, asio::mutable_buffer into,
+                                                boost::system::error_code& ec) {
+    auto self = shared_from_this();
+    for (;;) {
+        const ssize_t n = ::recv(socket.native_handle(), into.data(), into.size(), MSG_DONTWAIT);
+        if (n > 0) co_return static_cast<std::size_t>(n);
+        if (n == 0) {
+            ec = asio::error::eof;
+            co_return 0;
+        }
+        if (errno == EINTR) continue;
+        if (!would_block(errno)) {
+            ec.assign(errno, asio::error::get_system_category());
+            co_return 0;
+        }
+        co_await socket.async_wait(tcp::socket::wait_read, redirect_error(use_awaitable, ec));
+        if (ec) co_return 0;  // closed (a deadline, the shutdown)
+    }
+}
+
+asio::awaitable<std::size_t> Session::write_all(tcp::socket& socket, asio::const_buffer bytes,
+                                                boost::system::error_code& ec) {
+    auto self = shared_from_this();
+    std::size_t sent = 0;
+    while (sent < bytes.size()) {
+        const ssize_t n = ::send(socket.native_handle(), static_cast<const char*>(bytes.data()) + sent,
+                                 bytes.size() - sent, k_send_flags);
+        if (n >= 0) {
+            sent += static_cast<std::size_t>(n);
+            continue;
+        }
+        if (errno == EINTR) continue;
+        if (!would_block(errno)) {
+            ec.assign(errno, asio::error::get_system_category());
+            co_return sent;
+        }
+        sent += co_await asio::async_write(socket, asio::buffer(bytes + sent), redirect_error(use_awaitable, ec));
+        break;
+    }
+    co_return sent;
+}
+
 // ------------------------------------------------------------------ requests
 
 asio::awaitable<void> Session::serve() {
@@ -183,8 +247,7 @@ asio::awaitable<void> Session::serve() {
                 if (screen.stage != ScreenResult::Stage::NeedMore) break;
             }
             std::size_t room = std::min<std::size_t>(k_read_chunk, max_head + 1 - std::min(max_head, bytes.size()));
-            auto n = co_await m_client.async_read_some(m_buffer.prepare(std::max<std::size_t>(room, 1)),
-                                                       redirect_error(use_awaitable, ec));
+            auto n = co_await read_some(m_client, m_buffer.prepare(std::max<std::size_t>(room, 1)), ec);
             if (ec) break;
             m_buffer.commit(n);
         }
@@ -252,7 +315,7 @@ asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_
     std::string response = refusal_response(refusal, host, port, m_context.shared.sandbox_name);
     set_deadline(std::chrono::seconds(5));
     boost::system::error_code ec;
-    co_await asio::async_write(m_client, asio::buffer(response), redirect_error(use_awaitable, ec));
+    co_await write_all(m_client, asio::buffer(response), ec);
     m_client.shutdown(tcp::socket::shutdown_send, ec);
     clear_deadline();
 }

@@ -81,6 +81,14 @@ private:
     void log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                               std::uint16_t port);
 
+    // Reads what `socket` has, up to `into`'s size (0 and `ec` set at EOF or on
+    // an error): at once when bytes are waiting, else once they arrive.
+    boost::asio::awaitable<std::size_t> read_some(tcp::socket& socket, boost::asio::mutable_buffer into,
+                                                  boost::system::error_code& ec);
+    // Writes all of `bytes` to `socket`; the count written (short, with `ec`, on an error).
+    boost::asio::awaitable<std::size_t> write_all(tcp::socket& socket, boost::asio::const_buffer bytes,
+                                                  boost::system::error_code& ec);
+
     // Tunnel: both directions spliced concurrently; the session ends when both end.
     void start_tunnel();
     boost::asio::awaitable<void> relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter);

@@ -147,11 +147,10 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
     }
     static constexpr std::string_view k_established = "HTTP/1.1 200 Connection established\r\n\r\n";
     boost::system::error_code ec;
-    co_await asio::async_write(m_client, asio::buffer(k_established), redirect_error(use_awaitable, ec));
+    co_await write_all(m_client, asio::buffer(k_established), ec);
     if (!ec && m_buffer.size() > 0) {
         // Bytes the client sent right behind its CONNECT head (e.g. a TLS ClientHello).
-        auto n = co_await asio::async_write(m_upstream, m_buffer.data(), redirect_error(use_awaitable, ec));
-        m_bytes_up += n;
+        m_bytes_up += co_await write_all(m_upstream, m_buffer.data(), ec);
     }
     m_buffer = boost::beast::flat_buffer();  // release the head buffer for the tunnel's lifetime
     if (ec) {
@@ -165,8 +164,8 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
 void Session::start_tunnel() {
     m_phase = Phase::Tunnel;
     set_deadline(m_context.limits.idle_timeout);
-    // Both descriptors are already O_NONBLOCK: Asio set that for the reads and
-    // the connect before, and splice(2) needs nothing more.
+    // Both descriptors are already O_NONBLOCK (accept4(2) and socket(2) made
+    // them so), and splice(2) needs nothing more.
     m_relays_running = 2;
     auto self = shared_from_this();
     asio::co_spawn(
