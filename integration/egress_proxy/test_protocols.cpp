@@ -239,6 +239,33 @@ TEST_CASE("pipelined keep-alive requests to two hosts are each decided, and a re
     CHECK(decided == std::vector<std::string>{"web.test=allow", "web2.test=allow", "other.test=deny"});
 }
 
+TEST_CASE("a refusal behind responses the client has not read yet arrives whole, after them") {
+    // 32 MiB of responses fill the socket buffers between the proxy and a
+    // client that does not read for a while; the refusal that follows them is
+    // written once the last of them is (whether it then finds room at once
+    // depends on timing), and must come whole, in order, then the close.
+    SUITE_REQUIRE_READY();
+    Fixture f(30s);
+    suite::Client client(f.proxy->port, 30s);
+    constexpr int k_responses = 8;
+    constexpr std::size_t k_body = 4 << 20;
+    std::string requests;
+    for (int i = 0; i < k_responses; ++i)
+        requests += "GET http://web.test/bytes/" + std::to_string(k_body) + " HTTP/1.1\r\nHost: web.test\r\n\r\n";
+    requests += "GET http://other.test/refused HTTP/1.1\r\nHost: other.test\r\n\r\n";
+    client.send(requests);
+    std::this_thread::sleep_for(300ms);
+    for (int i = 0; i < k_responses; ++i) {
+        auto response = client.read_response();
+        REQUIRE(response.status == 200);
+        CHECK(response.body == std::string(k_body, 'x'));
+    }
+    auto refused = client.read_response();
+    CHECK(refused.status == 403);
+    CHECK(refused.header("X-Agentctl-Reason") == "not-allowlisted");
+    CHECK(client.closed_by_peer());
+}
+
 TEST_CASE("HTTP/2 inside CONNECT: a long bidirectional exchange of opaque bytes") {
     SUITE_REQUIRE_READY();
     Fixture f;

@@ -123,8 +123,8 @@ void keep_freed_memory() {
 // sandbox bridge, or loopback where Lima forwards the guest's traffic), so
 // nothing on it needs pacing. Where the host's default congestion control is
 // BBR without the fq qdisc, the kernel paces every connection itself with an
-// hrtimer per burst; on the download direction of that leg this was half of
-// the proxy's CPU per MiB (docs/benchmarks.md, "Eighth pass"). Accepted
+// hrtimer per burst; on the download direction of that leg this was about
+// 40 % of the proxy's CPU per MiB (docs/benchmarks.md, "Eighth pass"). Accepted
 // sockets inherit the listener's choice, so the sandbox leg gets cubic with
 // one setsockopt here; the leg to the destination keeps the host's default.
 // Returns the algorithm the sandbox leg uses.

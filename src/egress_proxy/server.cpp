@@ -161,7 +161,9 @@ asio::awaitable<void> Server::accept_loop() {
             continue;
         }
         // accept4(2) itself, so that the loop is chosen once the connection is
-        // there, and the peer's address comes with it (no getpeername(2)).
+        // there, and the peer's address comes with it (no getpeername(2)). The
+        // socket is non-blocking from here: a tunnel's splice(2) needs it, and
+        // Asio, which would set it at its first wait, may never wait on it.
         sockaddr_storage address{};
         socklen_t length = sizeof address;
         const int fd =

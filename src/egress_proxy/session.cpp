@@ -156,12 +156,12 @@ void Session::on_timer() {
 // ------------------------------------------------------------------ socket I/O
 
 // recv(2) and send(2) of its own before Asio: Asio's async_read_some and
-// async_write first make the socket non-blocking with ioctl(2) (accepted and
-// upstream sockets already are) and hand even a result that was there at once
-// back through the event loop, a round with an epoll_wait(2) of its own. A
-// request head usually waits in the socket when its session starts, and a
-// status line or refusal fits a fresh socket's send buffer, so each costs one
-// system call. Only what cannot be done at once waits for the socket.
+// async_write hand even a result that was there at once back through the
+// event loop, a round with an epoll_wait(2) of its own. A request head usually
+// waits in the socket when its session starts, and a status line or refusal
+// fits a fresh socket's send buffer, so each costs one system call. Only what
+// cannot be done at once waits for the socket. (Accepted and upstream sockets
+// are O_NONBLOCK from the start: the relay's splice(2) depends on it.)
 
 namespace {
 
@@ -202,12 +202,12 @@ asio::awaitable<std::size_t> Session::write_all(tcp::socket& socket, asio::const
     while (sent < bytes.size()) {
         const ssize_t n = ::send(socket.native_handle(), static_cast<const char*>(bytes.data()) + sent,
                                  bytes.size() - sent, k_send_flags);
-        if (n >= 0) {
+        if (n > 0) {
             sent += static_cast<std::size_t>(n);
             continue;
         }
-        if (errno == EINTR) continue;
-        if (!would_block(errno)) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && !would_block(errno)) {
             ec.assign(errno, asio::error::get_system_category());
             co_return sent;
         }
