@@ -197,7 +197,7 @@ int run_egress_proxy(const ProxyOptions& options) {
         const std::string sandbox_leg_congestion = ec ? std::string() : choose_sandbox_leg_congestion(acceptor);
         if (!ec) acceptor.bind(endpoint, ec);
         if (!ec) acceptor.listen(4096, ec);
-        if (!ec) acceptor.non_blocking(true, ec);  // the accept loop calls accept4(2) until EAGAIN
+        if (!ec) acceptor.non_blocking(true, ec);  // the accept loop accepts until EAGAIN
         if (ec) {
             throw Error("cannot listen on " + endpoint_text(endpoint) + ": " + ec.message(),
                         "pick a free port, or stop whatever already listens there");

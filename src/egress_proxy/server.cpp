@@ -1,5 +1,6 @@
 #include "egress_proxy/server.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -30,6 +31,23 @@ using asio::use_awaitable;
 
 // Connections loop 0 accepts in a row before it lets its other work run.
 constexpr std::size_t k_accepts_per_turn = 16;
+
+// accept(2), the new socket close-on-exec and non-blocking: a tunnel's
+// splice(2) needs the latter, and Asio, which would set it at its first wait,
+// may never wait on the socket. One call on Linux; macOS has no accept4(2).
+int accept_connection(int listener, sockaddr_storage& address, socklen_t& length) {
+    auto* peer = reinterpret_cast<sockaddr*>(&address);
+#if defined(__linux__)
+    return ::accept4(listener, peer, &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+#else
+    const int fd = ::accept(listener, peer, &length);
+    if (fd >= 0) {
+        ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    }
+    return fd;
+#endif
+}
 
 }  // namespace
 
@@ -160,14 +178,11 @@ asio::awaitable<void> Server::accept_loop() {
             co_await m_slot_freed.async_wait(redirect_error(use_awaitable, ec));
             continue;
         }
-        // accept4(2) itself, so that the loop is chosen once the connection is
-        // there, and the peer's address comes with it (no getpeername(2)). The
-        // socket is non-blocking from here: a tunnel's splice(2) needs it, and
-        // Asio, which would set it at its first wait, may never wait on it.
+        // accept(2) itself, so that the loop is chosen once the connection is
+        // there, and the peer's address comes with it (no getpeername(2)).
         sockaddr_storage address{};
         socklen_t length = sizeof address;
-        const int fd =
-            ::accept4(listener, reinterpret_cast<sockaddr*>(&address), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        const int fd = accept_connection(listener, address, length);
         if (fd < 0) {
             const int error = errno;
             std::string why;

@@ -164,8 +164,8 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
 void Session::start_tunnel() {
     m_phase = Phase::Tunnel;
     set_deadline(m_context.limits.idle_timeout);
-    // Both descriptors are already O_NONBLOCK (accept4(2) and socket(2) made
-    // them so), and splice(2) needs nothing more.
+    // Both descriptors are already O_NONBLOCK (the accept loop and socket(2)
+    // made them so), and splice(2) needs nothing more.
     m_relays_running = 2;
     auto self = shared_from_this();
     asio::co_spawn(
