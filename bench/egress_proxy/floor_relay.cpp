@@ -55,8 +55,8 @@ struct Side {
 struct Connection {
     Side client;
     Side upstream;
-    Pipe up;    // client -> upstream
-    Pipe down;  // upstream -> client
+    Pipe up;              // client -> upstream
+    Pipe down;            // upstream -> client
     bool tunnel = false;  // the 200 is out
     bool done = false;    // closed; freed at the end of the event batch
     sockaddr_in target{};
@@ -181,7 +181,8 @@ private:
                 return false;
             target.sin_port = htons(static_cast<std::uint16_t>(std::atoi(authority.c_str() + colon + 1)));
             connection.target = target;
-            upstream = {&connection, ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), false, false, false};
+            upstream = {&connection, ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), false, false,
+                        false};
             error = dial(connection);
             // To a destination on this machine the handshake is over when the
             // first call returns; a second says so.
@@ -244,8 +245,7 @@ private:
         }
         if (!pump(connection.client, connection.upstream, connection.up) ||
             !pump(connection.upstream, connection.client, connection.down) ||
-            (connection.client.eof && connection.upstream.eof && connection.up.held == 0 &&
-             connection.down.held == 0))
+            (connection.client.eof && connection.upstream.eof && connection.up.held == 0 && connection.down.held == 0))
             finish(connection);
     }
 
