@@ -1,6 +1,7 @@
-// The floor for bench/egress_proxy/run.sh: the least a CONNECT relay can do
-// in user space on this machine, so that each figure can be read against what
-// any proxy could reach here, not only against direct access.
+// A floor for the figures of bench/egress_proxy/run.sh: the least a CONNECT
+// relay can do in user space on this machine, so that each figure can be read
+// against what any proxy could reach here, not only against direct access
+// (docs/benchmarks.md, ninth pass).
 //
 //   floor_relay --listen ADDR:PORT [--loops N]
 //
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -31,6 +33,17 @@
 #include <vector>
 
 namespace {
+
+// "a.b.c.d:port", as --listen and a CONNECT target give it.
+std::optional<sockaddr_in> ipv4_endpoint(std::string_view text) {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<std::uint16_t>(std::atoi(std::string(text.substr(colon + 1)).c_str())));
+    if (::inet_pton(AF_INET, std::string(text.substr(0, colon)).c_str(), &address.sin_addr) != 1) return std::nullopt;
+    return address;
+}
 
 constexpr std::size_t k_pipe_bytes = 1 << 20;
 constexpr std::string_view k_established = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -104,7 +117,8 @@ private:
             const int fd = ::accept4(m_listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) return;  // EAGAIN, or a client already gone
             auto* connection = new Connection;
-            connection->client = {connection, fd, false, false, false};
+            connection->client.connection = connection;
+            connection->client.fd = fd;
             watch(connection->client);
             step(*connection);  // the head is usually there already
         }
@@ -170,19 +184,14 @@ private:
             }
             // "CONNECT a.b.c.d:port HTTP/1.1", and nothing after the head (the
             // client waits for the 200)
-            const auto space = connection.head.find(' ', 8);
-            const std::string authority = connection.head.substr(8, space - 8);
-            const auto colon = authority.rfind(':');
-            sockaddr_in target{};
-            target.sin_family = AF_INET;
-            if (connection.head.compare(0, 8, "CONNECT ") != 0 || colon == std::string::npos ||
-                ::inet_pton(AF_INET, authority.substr(0, colon).c_str(), &target.sin_addr) != 1 ||
-                connection.head.size() != connection.head.find("\r\n\r\n") + 4)
+            const std::string_view head = connection.head;
+            const auto target = ipv4_endpoint(head.substr(8, head.find(' ', 8) - 8));
+            if (!head.starts_with("CONNECT ") || !target || !head.ends_with("\r\n\r\n") ||
+                head.find("\r\n\r\n") + 4 != head.size())
                 return false;
-            target.sin_port = htons(static_cast<std::uint16_t>(std::atoi(authority.c_str() + colon + 1)));
-            connection.target = target;
-            upstream = {&connection, ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), false, false,
-                        false};
+            connection.target = *target;
+            upstream.connection = &connection;
+            upstream.fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
             error = dial(connection);
             // To a destination on this machine the handshake is over when the
             // first call returns; a second says so.
@@ -266,17 +275,14 @@ int main(int argc, char** argv) {
         if (option == "--loops") loops = std::max(1, std::atoi(argv[i + 1]));
     }
     ::signal(SIGPIPE, SIG_IGN);
-    const auto colon = listen.rfind(':');
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(static_cast<std::uint16_t>(std::atoi(listen.c_str() + colon + 1)));
-    if (colon == std::string::npos || ::inet_pton(AF_INET, listen.substr(0, colon).c_str(), &address.sin_addr) != 1) {
+    const auto address = ipv4_endpoint(listen);
+    if (!address) {
         std::fprintf(stderr, "floor_relay: --listen ADDR:PORT (IPv4), got %s\n", listen.c_str());
         return 2;
     }
     try {
         std::vector<std::unique_ptr<Loop>> all;
-        for (int i = 0; i < loops; ++i) all.push_back(std::make_unique<Loop>(address));
+        for (int i = 0; i < loops; ++i) all.push_back(std::make_unique<Loop>(*address));
         std::vector<std::thread> threads;
         for (int i = 1; i < loops; ++i) threads.emplace_back([loop = all[i].get()] { loop->run(); });
         all[0]->run();
