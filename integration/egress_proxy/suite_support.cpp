@@ -177,9 +177,9 @@ Network::Network() {
         m_upstream.emplace(std::vector<std::string>{
             "ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "http:" + std::string(k_origin_a) + ":80",
             "echo:" + std::string(k_origin_a) + ":7", "echo:" + std::string(k_origin_a) + ":9",
-            "drain:" + std::string(k_origin_a) + ":10", "backlog:" + std::string(k_origin_a) + ":81",
-            "late:" + std::string(k_origin_a) + ":82", "http:" + std::string(k_origin_b) + ":80",
-            "http:" + std::string(k_lan_origin) + ":80"});
+            "drain:" + std::string(k_origin_a) + ":10", "greet:" + std::string(k_origin_a) + ":25",
+            "backlog:" + std::string(k_origin_a) + ":81", "late:" + std::string(k_origin_a) + ":82",
+            "http:" + std::string(k_origin_b) + ":80", "http:" + std::string(k_lan_origin) + ":80"});
         if (m_upstream->wait_for_line("ready", 10s).empty())
             throw std::runtime_error("the origin servers did not start");
     } catch (...) {

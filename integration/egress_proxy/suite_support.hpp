@@ -66,7 +66,7 @@ public:
     Network& operator=(const Network&) = delete;
 
     static constexpr const char* k_host_side = "192.0.3.1";  // this machine's end of the veth pair
-    // http :80, echo :7 and :9, drain :10, backlog :81, late :82 (open_late_origin)
+    // http :80, echo :7 and :9, drain :10, greet :25, backlog :81, late :82 (open_late_origin)
     static constexpr const char* k_origin_a = "192.0.3.2";
     static constexpr const char* k_origin_b = "192.0.3.3";     // http :80
     static constexpr const char* k_lan_origin = "10.231.0.2";  // http :80

@@ -25,8 +25,9 @@ struct Fixture {
     suite::ProxyFiles files;
     std::optional<suite::Proxy> proxy;
     explicit Fixture(std::chrono::milliseconds idle = k_idle) {
-        files.write_policy(suite::policy_allowing({"web.test:80", "web2.test:80", "echo.test:7", "drain.test:10"}));
-        files.write_resolve("192.0.3.2 web.test echo.test drain.test other.test\n192.0.3.3 web2.test\n");
+        files.write_policy(
+            suite::policy_allowing({"web.test:80", "web2.test:80", "echo.test:7", "drain.test:10", "greet.test:25"}));
+        files.write_resolve("192.0.3.2 web.test echo.test drain.test greet.test other.test\n192.0.3.3 web2.test\n");
         proxy.emplace(files, std::vector<std::string>{"--idle-timeout-ms", std::to_string(idle.count()),
                                                       "--header-timeout-ms", "2000"});
     }
@@ -190,6 +191,21 @@ TEST_CASE("large uploads stream through: chunked, and with Expect: 100-continue"
         CHECK(response.status == 200);
         CHECK(response.body.find(" body=" + std::to_string(mib << 20) + " ") != std::string::npos);
         CHECK(response.body.find(" expect= ") != std::string::npos);  // the proxy answered the expectation
+    }
+}
+
+TEST_CASE("a destination that speaks first is heard before the client sends a byte") {
+    SUITE_REQUIRE_READY();
+    Fixture f;
+    // SMTP and SSH servers greet first. The greeting may reach the proxy
+    // before its relay first waits on the destination or after: repeated, so
+    // that both orders occur.
+    const std::string greeting = std::string("220 ") + suite::Network::k_origin_a + ":25 ready\r\n";
+    for (int i = 0; i < 20; ++i) {
+        suite::Client client(f.proxy->port, 3s);
+        REQUIRE(suite::connect_through(client, "greet.test:25").status == 200);
+        REQUIRE(client.read_exact(greeting.size()) == greeting);
+        CHECK(suite::echo_on(client, "EHLO agent.test\r\n"));
     }
 }
 

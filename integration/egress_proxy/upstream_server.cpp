@@ -8,6 +8,8 @@
 //                      /quiet sends one event and then nothing until the connection closes;
 //                      a WebSocket upgrade (any target) echoes every message back (Boost.Beast)
 //   echo:ADDR:PORT     echoes every byte back
+//   greet:ADDR:PORT    speaks first, as SMTP and SSH servers do: sends `220 ADDR:PORT ready` at
+//                      once, then echoes
 //   drain:ADDR:PORT    reads until the client's FIN, then answers `received N bytes` and closes
 //   backlog:ADDR:PORT  listens with backlog 0 and never accepts; the queue is
 //                      filled once, so further SYNs are dropped (connect timeout)
@@ -178,9 +180,13 @@ asio::awaitable<void> serve_drain(tcp::socket socket) {
     socket.shutdown(tcp::socket::shutdown_send, ec);
 }
 
-asio::awaitable<void> serve_echo(tcp::socket socket) {
+asio::awaitable<void> serve_echo(tcp::socket socket, std::string greeting = {}) {
     std::vector<char> data(16384);
     boost::system::error_code ec;
+    if (!greeting.empty()) {
+        co_await asio::async_write(socket, asio::buffer(greeting), redirect_error(use_awaitable, ec));
+        if (ec) co_return;
+    }
     for (;;) {
         auto n = co_await socket.async_read_some(asio::buffer(data), redirect_error(use_awaitable, ec));
         if (ec) co_return;
@@ -204,6 +210,9 @@ asio::awaitable<void> accept_loop(tcp::acceptor acceptor, std::string kind) {
             asio::co_spawn(acceptor.get_executor(), serve_http(std::move(socket), name), asio::detached);
         } else if (kind == "drain") {
             asio::co_spawn(acceptor.get_executor(), serve_drain(std::move(socket)), asio::detached);
+        } else if (kind == "greet") {
+            asio::co_spawn(acceptor.get_executor(), serve_echo(std::move(socket), "220 " + name + " ready\r\n"),
+                           asio::detached);
         } else {
             asio::co_spawn(acceptor.get_executor(), serve_echo(std::move(socket)), asio::detached);
         }

@@ -102,7 +102,7 @@ Server::~Server() {
 
 void Server::start(tcp::acceptor acceptor) {
     m_acceptor.emplace(std::move(acceptor));
-    asio::co_spawn(main_io(), accept_loop(), asio::detached);
+    asio::co_spawn(main_io(), accept_loop(false), asio::detached);
     asio::co_spawn(main_io(), watch_policy_file(), asio::detached);
     wait_for_signal();
     wait_for_hangup();
@@ -166,10 +166,18 @@ Server::Loop& Server::least_busy_loop() {
     return *chosen;
 }
 
-asio::awaitable<void> Server::accept_loop() {
+asio::awaitable<void> Server::accept_loop(bool wait_first) {
     auto backoff = std::chrono::milliseconds(0);
     const int listener = m_acceptor->native_handle();  // non-blocking (run_egress_proxy)
     std::size_t accepted_in_a_row = 0;
+    if (wait_first) {
+        // A hand-off from an idle loop 0: the connection just taken was most
+        // likely the only one queued, so wait rather than ask first (the wait
+        // reports one already queued as well; on shutdown it fails, and the
+        // loop below ends).
+        boost::system::error_code ignored;
+        co_await m_acceptor->async_wait(tcp::acceptor::wait_read, redirect_error(use_awaitable, ignored));
+    }
     while (!m_shared.stopping) {
         boost::system::error_code ec;
         if (m_shared.open_connections.load() >= m_shared.limits.max_connections) {
@@ -225,7 +233,19 @@ asio::awaitable<void> Server::accept_loop() {
             continue;
         }
         m_shared.open_connections.fetch_add(1);
-        loop.context.connections.fetch_add(1, std::memory_order_relaxed);
+        const bool loop_was_idle = loop.context.connections.fetch_add(1, std::memory_order_relaxed) == 0;
+        if (&loop == m_loops.front().get() && loop_was_idle) {
+            // Loop 0 (this one) has nothing else to serve: this coroutine serves
+            // the connection itself, at once, and hands accepting on to a fresh
+            // one, which runs once this one waits. The client's head is read and
+            // answered before the listener is polled again, and without a round
+            // through the event loop first. (Under load, connections go the
+            // usual way, so that accepting keeps up for the other loops.)
+            asio::co_spawn(main_io(), accept_loop(true), asio::detached);
+            auto session = std::make_shared<Session>(loop.context, std::move(socket), peer);
+            co_await session->serve();
+            co_return;
+        }
         if (&loop == m_loops.front().get()) {
             start_session(loop.context, std::move(socket), peer);
         } else {

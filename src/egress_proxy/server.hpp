@@ -49,7 +49,9 @@ private:
         boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
     };
 
-    boost::asio::awaitable<void> accept_loop();
+    // Accepts connections until shutdown; `wait_first`: waits for the
+    // listener before the first accept(2).
+    boost::asio::awaitable<void> accept_loop(bool wait_first);
     Loop& least_busy_loop();
     boost::asio::awaitable<void> watch_policy_file();
     void reload(const char* trigger);

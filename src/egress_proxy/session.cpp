@@ -62,12 +62,12 @@ Refusal connect_refusal(const tcp::endpoint& endpoint, const boost::system::erro
     return {502, ProxyReason::ConnectFailed, endpoint_text(endpoint) + ": " + ec.message()};
 }
 
+}  // namespace
+
 void set_nodelay(tcp::socket& socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
 }
-
-}  // namespace
 
 Session::Session(ProxyContext& context, tcp::socket client, const tcp::endpoint& peer)
     : m_context(context),
@@ -78,6 +78,9 @@ Session::Session(ProxyContext& context, tcp::socket client, const tcp::endpoint&
     m_id = m_context.shared.next_id.fetch_add(1, std::memory_order_relaxed);
     m_client_text = endpoint_text(peer);
     m_context.sessions.insert(this);
+#if !defined(__linux__)
+    set_nodelay(m_client);  // Linux: inherited from the listener (run_egress_proxy sets it there)
+#endif
 }
 
 Session::~Session() {
@@ -87,9 +90,6 @@ Session::~Session() {
 }
 
 void Session::start() {
-#if !defined(__linux__)
-    set_nodelay(m_client);  // Linux: inherited from the listener (run_egress_proxy sets it there)
-#endif
     asio::co_spawn(
         m_context.io, [self = shared_from_this()]() { return self->serve(); }, asio::detached);
 }
@@ -479,7 +479,9 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
             co_return co_await refuse(entry, refusal, target);
         }
     }
-    set_nodelay(m_upstream);
+    // A tunnel's leg gets it once the client has its 200 (handle_connect):
+    // one system call fewer before the answer.
+    if (target.kind != RequestKind::Connect) set_nodelay(m_upstream);
     entry.add("reason", policy::to_string(decision->reason)).add("decision", "allow").add("status", 200);
     entry.add("total_ms", round_ms(ms_since(started)));
     m_context.shared.access_log.write(entry);

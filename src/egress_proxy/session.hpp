@@ -28,6 +28,9 @@ using tcp = boost::asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using RequestParser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
 
+// TCP_NODELAY on `socket`. A failure is ignored: the connection works, only slower.
+void set_nodelay(tcp::socket& socket);
+
 class Session : public std::enable_shared_from_this<Session> {
 public:
     Session(ProxyContext& context, tcp::socket client, const tcp::endpoint& peer);
@@ -35,8 +38,12 @@ public:
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    // Starts serving the connection; the session keeps itself alive until done.
+    // Starts serving the connection on a coroutine of its own; the session
+    // keeps itself alive until done.
     void start();
+    // Serves the connection on the awaiting coroutine, until it is done (a
+    // tunnel's relays then run on their own). start() spawns this.
+    boost::asio::awaitable<void> serve();
     // Closes both sockets; pending operations finish with an error (shutdown).
     void close();
     // After a policy reload: closes the connection when the destination its
@@ -47,7 +54,6 @@ public:
 private:
     enum class Phase { Header, Connecting, Forwarding, Tunnel };
 
-    boost::asio::awaitable<void> serve();
     // `snapshot` is the policy the request was screened with; `decision` is
     // screen_request's pre_decide verdict (nullopt: a name to resolve).
     boost::asio::awaitable<void> handle_connect(const RequestTarget& target,

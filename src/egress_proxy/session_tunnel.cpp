@@ -148,6 +148,7 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
     static constexpr std::string_view k_established = "HTTP/1.1 200 Connection established\r\n\r\n";
     boost::system::error_code ec;
     co_await write_all(m_client, asio::buffer(k_established), ec);
+    set_nodelay(m_upstream);  // before the first byte goes upstream (decide_and_connect leaves it to here)
     if (!ec && m_buffer.size() > 0) {
         // Bytes the client sent right behind its CONNECT head (e.g. a TLS ClientHello).
         m_bytes_up += co_await write_all(m_upstream, m_buffer.data(), ec);
@@ -198,10 +199,11 @@ void Session::relay_finished() {
 asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
     Pipe pipe(m_context);
     std::size_t in_pipe = 0;
-    // Whether `from` may have data. A direction starts by trying to read:
-    // a readiness edge that arrived before the first wait is not reported
-    // again (edge-triggered epoll), e.g. a server that speaks first.
-    bool source_ready = true;
+    // Whether `from` may have data. A direction starts by waiting: at the
+    // start of a tunnel there is mostly nothing to read yet, and the wait
+    // completes at once for bytes that are already there (e.g. a server that
+    // speaks first), so a first splice(2) would mostly just fail with EAGAIN.
+    bool source_ready = false;
     bool source_eof = false;  // the source's FIN, read while the pipe still held bytes
     boost::system::error_code ec;
     for (;;) {
