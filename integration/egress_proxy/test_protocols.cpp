@@ -199,7 +199,7 @@ TEST_CASE("a destination that speaks first is heard before the client sends a by
     Fixture f;
     // SMTP and SSH servers greet first. The greeting may reach the proxy
     // before its relay first waits on the destination or after: repeated, so
-    // that both orders occur.
+    // that both orders are likely to occur.
     const std::string greeting = std::string("220 ") + suite::Network::k_origin_a + ":25 ready\r\n";
     for (int i = 0; i < 20; ++i) {
         suite::Client client(f.proxy->port, 3s);
