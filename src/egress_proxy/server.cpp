@@ -234,7 +234,8 @@ asio::awaitable<void> Server::accept_loop(bool wait_first) {
         }
         m_shared.open_connections.fetch_add(1);
         const bool loop_was_idle = loop.context.connections.fetch_add(1, std::memory_order_relaxed) == 0;
-        if (&loop == m_loops.front().get() && loop_was_idle) {
+        const bool on_this_loop = &loop == m_loops.front().get();
+        if (on_this_loop && loop_was_idle) {
             // Loop 0 (this one) has nothing else to serve: this coroutine serves
             // the connection itself, at once, and hands accepting on to a fresh
             // one, which runs once this one waits. The client's head is read and
@@ -246,7 +247,7 @@ asio::awaitable<void> Server::accept_loop(bool wait_first) {
             co_await session->serve();
             co_return;
         }
-        if (&loop == m_loops.front().get()) {
+        if (on_this_loop) {
             start_session(loop.context, std::move(socket), peer);
         } else {
             asio::post(loop.io, [&context = loop.context, socket = std::move(socket), peer]() mutable {
