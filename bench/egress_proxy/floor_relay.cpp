@@ -11,6 +11,11 @@
 // the 200, and the bytes moved with splice(2) through a pipe per direction.
 // N loops (default 1), each a thread with an epoll(7) set of its own and a
 // listener of its own on the same port (SO_REUSEPORT), all edge-triggered.
+// It also takes the one kernel setting that spares a relay work: its sandbox
+// leg runs cubic, unpaced, as agentctl's does (docs/benchmarks.md, "Eighth
+// pass"), so that downloads are measured against the same kernel work.
+// run.sh runs it as the "floor relay" column; it also stands for the least a
+// program that listens needs to start.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -85,6 +90,8 @@ public:
         ::setsockopt(m_listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         ::setsockopt(m_listener, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
         ::setsockopt(m_listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // inherited by accepted sockets
+        constexpr std::string_view k_unpaced = "cubic";                          // so is the congestion control
+        ::setsockopt(m_listener, IPPROTO_TCP, TCP_CONGESTION, k_unpaced.data(), k_unpaced.size());
         if (::bind(m_listener, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
             ::listen(m_listener, 4096) != 0)
             throw std::runtime_error(std::string("listen: ") + std::strerror(errno));

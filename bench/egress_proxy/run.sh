@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Benchmarks agentctl's egress proxy against direct access, squid and tinyproxy
-# in one run. All contenders get the same allowlist (the origin's address,
+# in one run, beside the floor relay (bench/egress_proxy/floor_relay.cpp): a
+# relay that does nothing but relay, which shows what any proxy can reach on
+# the machine at hand. All proxies get the same allowlist (the origin's address,
 # ports 80 and 5201) and talk to the same origin: nginx (keep-alive; a 1 KiB
 # and a 100 MiB file) and an iperf3 server in a network namespace this script
 # creates. The proxies listen on loopback. Prints a Markdown table.
@@ -10,7 +12,8 @@
 # The contenders take turns, ROUNDS times (default 3): each figure is the
 # median of its rounds, and each ratio the median of the rounds' ratios, so a
 # load that comes and goes on a shared machine falls on every contender.
-# Spawn times interleave the three proxies the same way (SPAWNS each).
+# Spawn times interleave the proxies the same way (SPAWNS each). The floor
+# relay has no plain HTTP, so it has no keep-alive figure.
 #
 # The origin address is 192.0.3.2 on a veth pair: agentctl's policy refuses the
 # documentation ranges as never-routable, so the bench uses an ordinary
@@ -45,13 +48,15 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 export PATH=$PATH:/usr/sbin
 
-if [ ! -x "$BUILD/src/agentctl" ] || [ ! -x "$BUILD/bench/proxy_bench" ]; then
+if [ ! -x "$BUILD/src/agentctl" ] || [ ! -x "$BUILD/bench/proxy_bench" ] || [ ! -x "$BUILD/bench/floor_relay" ]; then
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAGENTCTL_BENCH=ON -DAGENTCTL_TESTS=OFF \
     -DAGENTCTL_WERROR=OFF >&2  # g++ 12 -O3 reports a false -Wrestrict in core/files.cpp
-  ninja -C "$BUILD" agentctl proxy_bench >&2
+  ninja -C "$BUILD" agentctl proxy_bench floor_relay >&2
 fi
 AGENTCTL=$BUILD/src/agentctl
 PB=$BUILD/bench/proxy_bench
+FLOOR=$BUILD/bench/floor_relay
+CONTENDERS="direct floor agentctl squid tinyproxy"
 
 WORK=$(mktemp -d /tmp/agentctl-bench.XXXXXX)
 chmod 755 "$WORK"
@@ -101,7 +106,7 @@ ip netns exec "$NS" iperf3 -s -B "$ORIGIN" -p 5201 >/dev/null 2>&1 & PIDS+=($!)
 
 # ---------------------------------------------------------------- contenders
 # Below the ephemeral port range (32768-60999), so no client socket of the run can hold them.
-P_AGENTCTL=18101; P_SQUID=18102; P_TINY=18103
+P_AGENTCTL=18101; P_SQUID=18102; P_TINY=18103; P_FLOOR=18104
 mkdir -p "$WORK/bench1"
 cat > "$WORK/bench1/egress-policy.json" <<JSON
 {"version":1,"enabled":true,"denyLAN":true,"allowLAN":false,
@@ -151,9 +156,12 @@ tiny_conf $P_TINY "$WORK/tinyproxy.conf"
   --log "$WORK/agentctl.log" >/dev/null 2>"$WORK/agentctl.err" & PID_AGENTCTL=$!; PIDS+=($PID_AGENTCTL)
 squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID_SQUID=$!; PIDS+=($PID_SQUID)
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID_TINY=$!; PIDS+=($PID_TINY)
+# As many loops as agentctl's proxy runs here: one per CPU, at most 4.
+FLOOR_LOOPS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+"$FLOOR" --listen 127.0.0.1:$P_FLOOR --loops "$FLOOR_LOOPS" >/dev/null 2>&1 & PID_FLOOR=$!; PIDS+=($PID_FLOOR)
 
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
-wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY
+wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY; wait_port 127.0.0.1 $P_FLOOR
 sleep 1
 
 HZ=$(getconf CLK_TCK)
@@ -164,8 +172,8 @@ calc() { python3 -c "print(round($1, ${2:-2}))"; }
 
 declare -A R
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
-for c in agentctl squid tinyproxy; do
-  case $c in agentctl) pid=$PID_AGENTCTL;; squid) pid=$PID_SQUID;; tinyproxy) pid=$PID_TINY;; esac
+for c in floor agentctl squid tinyproxy; do
+  case $c in floor) pid=$PID_FLOOR;; agentctl) pid=$PID_AGENTCTL;; squid) pid=$PID_SQUID;; tinyproxy) pid=$PID_TINY;; esac
   R[$c,rss_idle]=$(rss_kib "$pid")
 done
 
@@ -209,14 +217,16 @@ run_contender() {  # name via pid
   out=$("$PB" rate --via "$via" --target "$ORIGIN:80" --path /1k --concurrency 1 --seconds "$SECONDS_RATE")
   R[$c,p50_1]=$(json "$out" p50_us); R[$c,p99_1]=$(json "$out" p99_us)
   # Plain HTTP keep-alive through the proxy (absolute-form requests).
-  if [ "$via" = direct ]; then
+  if [ "$c" = floor ]; then
+    R[$c,wrk]=""; R[$c,wrk_err]=""
+  elif [ "$via" = direct ]; then
     out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" "http://$ORIGIN/1k")
   else
     printf 'wrk.path = "http://%s/1k"\nwrk.headers["Host"] = "%s"\n' "$ORIGIN" "$ORIGIN" > "$WORK/abs.lua"
     out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" -s "$WORK/abs.lua" "http://$via")
   fi
-  R[$c,wrk]=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-  R[$c,wrk_err]=$(echo "$out" | awk '/Non-2xx|Socket errors/ {printf "%s ", $0}')
+  [ "$c" = floor ] || R[$c,wrk]=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+  [ "$c" = floor ] || R[$c,wrk_err]=$(echo "$out" | awk '/Non-2xx|Socket errors/ {printf "%s ", $0}')
   # Memory with idle tunnels (first round only: later rounds reuse what the
   # first one's tunnels left allocated, and would read as 0).
   if [ -n "$pid" ] && [ "$round" = 1 ]; then
@@ -242,20 +252,21 @@ declare -A ALL
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round of $ROUNDS" >&2
   run_contender direct direct ""
+  run_contender floor 127.0.0.1:$P_FLOOR $PID_FLOOR
   run_contender agentctl 127.0.0.1:$P_AGENTCTL $PID_AGENTCTL
   run_contender squid 127.0.0.1:$P_SQUID $PID_SQUID
   run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
-  for c in direct agentctl squid tinyproxy; do
+  for c in $CONTENDERS; do
     for f in $FIGURES; do [[ ${R[$c,$f]:-} =~ ^-?[0-9.]+$ ]] && ALL[$c,$f]+=" ${R[$c,$f]}"; done
     [ "$c" = direct ] && continue
     ALL[$c,dl_ratio]+=" $(calc "${R[$c,dl]} / ${R[direct,dl]}" 3)"
     case ${R[$c,iperf]} in failed*) ;; *)
       ALL[$c,iperf_ratio]+=" $(calc "${R[$c,iperf]} / ${R[direct,iperf]}" 3)";; esac
-    ALL[$c,wrk_ratio]+=" $(calc "${R[$c,wrk]} / ${R[direct,wrk]}" 3)"
+    [ -n "${R[$c,wrk]}" ] && ALL[$c,wrk_ratio]+=" $(calc "${R[$c,wrk]} / ${R[direct,wrk]}" 3)"
     ALL[$c,added_ms]+=" $(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 4)"
   done
 done
-for c in direct agentctl squid tinyproxy; do
+for c in $CONTENDERS; do
   for f in $FIGURES dl_ratio iperf_ratio wrk_ratio added_ms; do
     # shellcheck disable=SC2086  # the list is space-separated on purpose
     [ -n "${ALL[$c,$f]:-}" ] && R[$c,$f]=$(median 3 ${ALL[$c,$f]})
@@ -263,16 +274,17 @@ for c in direct agentctl squid tinyproxy; do
 done
 R[direct,cpu_mb]=0; R[direct,cpu_conn]=0
 
-# Spawn to listening, on fresh ports, the three proxies in turn.
+# Spawn to listening, on fresh ports, the proxies in turn.
 squid_conf 18112 "$WORK/squid-spawn.conf"; tiny_conf 18113 "$WORK/tiny-spawn.conf"
 spawn_ms() { json "$("$PB" spawn --port "$1" -- "${@:2}")" listening_ms; }
 declare -A SPAWN
 for _ in $(seq 1 "$SPAWNS"); do
+  SPAWN[floor]+=" $(spawn_ms 18114 "$FLOOR" --listen 127.0.0.1:18114)"; sleep 0.3
   SPAWN[agentctl]+=" $(spawn_ms 18111 "$AGENTCTL" egress-proxy --listen 127.0.0.1:18111 --policy "$WORK/bench1/egress-policy.json" --log "$WORK/spawn.log")"; sleep 0.3
   SPAWN[squid]+=" $(spawn_ms 18112 squid -N -f "$WORK/squid-spawn.conf")"; sleep 0.3
   SPAWN[tinyproxy]+=" $(spawn_ms 18113 tinyproxy -d -c "$WORK/tiny-spawn.conf")"; sleep 0.3
 done
-for c in agentctl squid tinyproxy; do
+for c in floor agentctl squid tinyproxy; do
   # shellcheck disable=SC2086
   R[$c,spawn]=$(python3 -c "import sys; print(round(min(float(x) for x in sys.argv[1:]), 2))" ${SPAWN[$c]})
   # shellcheck disable=SC2086
@@ -286,9 +298,9 @@ echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc
 echo "TCP congestion control (host default): $(cat /proc/sys/net/ipv4/tcp_congestion_control); default qdisc: $(cat /proc/sys/net/core/default_qdisc)"
 echo "Load average (1 min) at start: $LOAD_START, at end: $(cut -d' ' -f1 /proc/loadavg); $ROUNDS rounds, each figure the median of its rounds"
 echo
-echo "| figure | direct | agentctl | squid | tinyproxy |"
-echo "|---|---|---|---|---|"
-row() { echo "| $1 | ${R[direct,$2]:--} | ${R[agentctl,$2]:--} | ${R[squid,$2]:--} | ${R[tinyproxy,$2]:--} |"; }
+echo "| figure | direct | floor relay | agentctl | squid | tinyproxy |"
+echo "|---|---|---|---|---|---|"
+row() { echo "| $1 | ${R[direct,$2]:--} | ${R[floor,$2]:--} | ${R[agentctl,$2]:--} | ${R[squid,$2]:--} | ${R[tinyproxy,$2]:--} |"; }
 row "100 MiB download, MB/s (median of $DOWNLOADS GETs)" dl
 row "  ratio to direct" dl_ratio
 row "proxy CPU per MiB moved, us" cpu_mb
