@@ -90,7 +90,7 @@ public:
         ::setsockopt(m_listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         ::setsockopt(m_listener, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
         ::setsockopt(m_listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // inherited by accepted sockets
-        constexpr std::string_view k_unpaced = "cubic";                          // so is the congestion control
+        constexpr std::string_view k_unpaced = "cubic";                        // so is the congestion control
         ::setsockopt(m_listener, IPPROTO_TCP, TCP_CONGESTION, k_unpaced.data(), k_unpaced.size());
         if (::bind(m_listener, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0 ||
             ::listen(m_listener, 4096) != 0)

@@ -307,7 +307,7 @@ row "proxy CPU per MiB moved, us" cpu_mb
 row "iperf3 through CONNECT, Gbit/s" iperf
 row "  ratio to direct" iperf_ratio
 row "connect+CONNECT+1 KiB GET+close, c=32, per s" rate32
-row "  p50 / p99 latency, us" p50_32
+row "  p50 latency, us" p50_32
 row "  p99 latency, us" p99_32
 row "  failures" fail32
 row "proxy CPU per connection, us" cpu_conn
