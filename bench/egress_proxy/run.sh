@@ -156,12 +156,22 @@ tiny_conf $P_TINY "$WORK/tinyproxy.conf"
   --log "$WORK/agentctl.log" >/dev/null 2>"$WORK/agentctl.err" & PID_AGENTCTL=$!; PIDS+=($PID_AGENTCTL)
 squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID_SQUID=$!; PIDS+=($PID_SQUID)
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID_TINY=$!; PIDS+=($PID_TINY)
-# As many loops as agentctl's proxy runs here: one per CPU, at most 4.
-FLOOR_LOOPS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
-"$FLOOR" --listen 127.0.0.1:$P_FLOOR --loops "$FLOOR_LOOPS" >/dev/null 2>&1 & PID_FLOOR=$!; PIDS+=($PID_FLOOR)
 
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
-wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY; wait_port 127.0.0.1 $P_FLOOR
+wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY
+# The floor relay runs as many event loops as agentctl's proxy reports in its
+# start line (written within the log's flush interval of listening).
+FLOOR_LOOPS=""
+for _ in $(seq 1 100); do
+  FLOOR_LOOPS=$(python3 -c "import json,sys
+print(next((e['event_loops'] for e in map(json.loads, open(sys.argv[1])) if e.get('event') == 'start'), ''))" \
+    "$WORK/agentctl.log" 2>/dev/null) || true  # a batch may be half written
+  [ -n "$FLOOR_LOOPS" ] && break
+  sleep 0.05
+done
+[ -n "$FLOOR_LOOPS" ] || { echo "run.sh: agentctl's proxy logged no start line in $WORK/agentctl.log" >&2; exit 1; }
+"$FLOOR" --listen 127.0.0.1:$P_FLOOR --loops "$FLOOR_LOOPS" >/dev/null 2>&1 & PID_FLOOR=$!; PIDS+=($PID_FLOOR)
+wait_port 127.0.0.1 $P_FLOOR
 sleep 1
 
 HZ=$(getconf CLK_TCK)
@@ -216,17 +226,19 @@ run_contender() {  # name via pid
   # The same, one at a time: added latency.
   out=$("$PB" rate --via "$via" --target "$ORIGIN:80" --path /1k --concurrency 1 --seconds "$SECONDS_RATE")
   R[$c,p50_1]=$(json "$out" p50_us); R[$c,p99_1]=$(json "$out" p99_us)
-  # Plain HTTP keep-alive through the proxy (absolute-form requests).
-  if [ "$c" = floor ]; then
-    R[$c,wrk]=""; R[$c,wrk_err]=""
-  elif [ "$via" = direct ]; then
-    out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" "http://$ORIGIN/1k")
-  else
-    printf 'wrk.path = "http://%s/1k"\nwrk.headers["Host"] = "%s"\n' "$ORIGIN" "$ORIGIN" > "$WORK/abs.lua"
-    out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" -s "$WORK/abs.lua" "http://$via")
+  # Plain HTTP keep-alive through the proxy (absolute-form requests); the
+  # floor relay has no plain HTTP.
+  R[$c,wrk]=""; R[$c,wrk_err]=""
+  if [ "$c" != floor ]; then
+    if [ "$via" = direct ]; then
+      out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" "http://$ORIGIN/1k")
+    else
+      printf 'wrk.path = "http://%s/1k"\nwrk.headers["Host"] = "%s"\n' "$ORIGIN" "$ORIGIN" > "$WORK/abs.lua"
+      out=$(wrk -t 2 -c 32 -d "${SECONDS_RATE}s" -s "$WORK/abs.lua" "http://$via")
+    fi
+    R[$c,wrk]=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
+    R[$c,wrk_err]=$(echo "$out" | awk '/Non-2xx|Socket errors/ {printf "%s ", $0}')
   fi
-  [ "$c" = floor ] || R[$c,wrk]=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
-  [ "$c" = floor ] || R[$c,wrk_err]=$(echo "$out" | awk '/Non-2xx|Socket errors/ {printf "%s ", $0}')
   # Memory with idle tunnels (first round only: later rounds reuse what the
   # first one's tunnels left allocated, and would read as 0).
   if [ -n "$pid" ] && [ "$round" = 1 ]; then
