@@ -56,7 +56,7 @@ fi
 AGENTCTL=$BUILD/src/agentctl
 PB=$BUILD/bench/proxy_bench
 FLOOR=$BUILD/bench/floor_relay
-CONTENDERS="direct floor agentctl squid tinyproxy"
+PROXIES="floor agentctl squid tinyproxy"  # the order in which they take their turns
 
 WORK=$(mktemp -d /tmp/agentctl-bench.XXXXXX)
 chmod 755 "$WORK"
@@ -106,7 +106,7 @@ ip netns exec "$NS" iperf3 -s -B "$ORIGIN" -p 5201 >/dev/null 2>&1 & PIDS+=($!)
 
 # ---------------------------------------------------------------- contenders
 # Below the ephemeral port range (32768-60999), so no client socket of the run can hold them.
-P_AGENTCTL=18101; P_SQUID=18102; P_TINY=18103; P_FLOOR=18104
+declare -A PORT=([agentctl]=18101 [squid]=18102 [tinyproxy]=18103 [floor]=18104) PID  # PID: as each starts
 mkdir -p "$WORK/bench1"
 cat > "$WORK/bench1/egress-policy.json" <<JSON
 {"version":1,"enabled":true,"denyLAN":true,"allowLAN":false,
@@ -149,16 +149,17 @@ LogLevel Critical
 TINY
 }
 chmod 777 "$WORK"
-squid_conf $P_SQUID "$WORK/squid.conf"
-tiny_conf $P_TINY "$WORK/tinyproxy.conf"
+squid_conf ${PORT[squid]} "$WORK/squid.conf"
+tiny_conf ${PORT[tinyproxy]} "$WORK/tinyproxy.conf"
 
-"$AGENTCTL" egress-proxy --listen 127.0.0.1:$P_AGENTCTL --policy "$WORK/bench1/egress-policy.json" \
-  --log "$WORK/agentctl.log" >/dev/null 2>"$WORK/agentctl.err" & PID_AGENTCTL=$!; PIDS+=($PID_AGENTCTL)
-squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID_SQUID=$!; PIDS+=($PID_SQUID)
-tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID_TINY=$!; PIDS+=($PID_TINY)
+"$AGENTCTL" egress-proxy --listen 127.0.0.1:${PORT[agentctl]} --policy "$WORK/bench1/egress-policy.json" \
+  --log "$WORK/agentctl.log" >/dev/null 2>"$WORK/agentctl.err" & PID[agentctl]=$!
+squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID[squid]=$!
+tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID[tinyproxy]=$!
+PIDS+=("${PID[@]}")
 
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
-wait_port "$ORIGIN" 80; wait_port 127.0.0.1 $P_AGENTCTL; wait_port 127.0.0.1 $P_SQUID; wait_port 127.0.0.1 $P_TINY
+wait_port "$ORIGIN" 80; wait_port 127.0.0.1 ${PORT[agentctl]}; wait_port 127.0.0.1 ${PORT[squid]}; wait_port 127.0.0.1 ${PORT[tinyproxy]}
 # The floor relay runs as many event loops as agentctl's proxy reports in its
 # start line (written within the log's flush interval of listening).
 FLOOR_LOOPS=""
@@ -170,8 +171,8 @@ print(next((e['event_loops'] for e in map(json.loads, open(sys.argv[1])) if e.ge
   sleep 0.05
 done
 [ -n "$FLOOR_LOOPS" ] || { echo "run.sh: agentctl's proxy logged no start line in $WORK/agentctl.log" >&2; exit 1; }
-"$FLOOR" --listen 127.0.0.1:$P_FLOOR --loops "$FLOOR_LOOPS" >/dev/null 2>&1 & PID_FLOOR=$!; PIDS+=($PID_FLOOR)
-wait_port 127.0.0.1 $P_FLOOR
+"$FLOOR" --listen 127.0.0.1:${PORT[floor]} --loops "$FLOOR_LOOPS" >/dev/null 2>&1 & PID[floor]=$!; PIDS+=("${PID[floor]}")
+wait_port 127.0.0.1 ${PORT[floor]}
 sleep 1
 
 HZ=$(getconf CLK_TCK)
@@ -182,10 +183,7 @@ calc() { python3 -c "print(round($1, ${2:-2}))"; }
 
 declare -A R
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
-for c in floor agentctl squid tinyproxy; do
-  case $c in floor) pid=$PID_FLOOR;; agentctl) pid=$PID_AGENTCTL;; squid) pid=$PID_SQUID;; tinyproxy) pid=$PID_TINY;; esac
-  R[$c,rss_idle]=$(rss_kib "$pid")
-done
+for c in $PROXIES; do R[$c,rss_idle]=$(rss_kib "${PID[$c]}"); done
 
 iperf3_gbps() {  # [PROXY_PORT]: Gbit/s received in a 5 s run to the origin, or "failed: WHY"
   # Through a proxy, proxychains4 (proxychains-ng) makes iperf3's own
@@ -264,11 +262,8 @@ declare -A ALL
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round of $ROUNDS" >&2
   run_contender direct direct ""
-  run_contender floor 127.0.0.1:$P_FLOOR $PID_FLOOR
-  run_contender agentctl 127.0.0.1:$P_AGENTCTL $PID_AGENTCTL
-  run_contender squid 127.0.0.1:$P_SQUID $PID_SQUID
-  run_contender tinyproxy 127.0.0.1:$P_TINY $PID_TINY
-  for c in $CONTENDERS; do
+  for c in $PROXIES; do run_contender "$c" "127.0.0.1:${PORT[$c]}" "${PID[$c]}"; done
+  for c in direct $PROXIES; do
     for f in $FIGURES; do [[ ${R[$c,$f]:-} =~ ^-?[0-9.]+$ ]] && ALL[$c,$f]+=" ${R[$c,$f]}"; done
     [ "$c" = direct ] && continue
     ALL[$c,dl_ratio]+=" $(calc "${R[$c,dl]} / ${R[direct,dl]}" 3)"
@@ -278,7 +273,7 @@ for round in $(seq 1 "$ROUNDS"); do
     ALL[$c,added_ms]+=" $(calc "(${R[$c,p50_1]} - ${R[direct,p50_1]}) / 1000" 4)"
   done
 done
-for c in $CONTENDERS; do
+for c in direct $PROXIES; do
   for f in $FIGURES dl_ratio iperf_ratio wrk_ratio added_ms; do
     # shellcheck disable=SC2086  # the list is space-separated on purpose
     [ -n "${ALL[$c,$f]:-}" ] && R[$c,$f]=$(median 3 ${ALL[$c,$f]})
@@ -296,7 +291,7 @@ for _ in $(seq 1 "$SPAWNS"); do
   SPAWN[squid]+=" $(spawn_ms 18112 squid -N -f "$WORK/squid-spawn.conf")"; sleep 0.3
   SPAWN[tinyproxy]+=" $(spawn_ms 18113 tinyproxy -d -c "$WORK/tiny-spawn.conf")"; sleep 0.3
 done
-for c in floor agentctl squid tinyproxy; do
+for c in $PROXIES; do
   # shellcheck disable=SC2086
   R[$c,spawn]=$(python3 -c "import sys; print(round(min(float(x) for x in sys.argv[1:]), 2))" ${SPAWN[$c]})
   # shellcheck disable=SC2086
