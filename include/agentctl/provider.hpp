@@ -329,6 +329,9 @@ struct ProviderEntry {
     // The setting the global `--remote NAME` stands for ("incus.remote");
     // empty: the backend has no remotes, and --remote is refused.
     std::string_view remote_setting = {};
+    // The setting the global `--project NAME` stands for ("incus.project"),
+    // offered by the same provider as --remote.
+    std::string_view project_setting = {};
 };
 
 // Every compiled-in provider, in display order.

@@ -109,6 +109,13 @@ void add_global_options(CLI::App& app, GlobalOptions& globals) {
                 const auto problem = setting->validate(value);
                 return problem.empty() ? std::string() : "--remote " + problem;
             });
+        app.add_option("--project", globals.project,
+                       fmt::format("{}: the {} project that holds the sandboxes (default: config {})", remotes->title,
+                                   remotes->name, remotes->project_setting))
+            ->check([setting = find_config_key(remotes->project_setting)](const std::string& value) {
+                const auto problem = setting->validate(value);
+                return problem.empty() ? std::string() : "--project " + problem;
+            });
     }
     app.add_option("--output,-o,--format", globals.output, "Output format: table or json")
         ->check(CLI::IsMember({"table", "json"}));

@@ -29,26 +29,33 @@ void add_list(CLI::App& app, CommandEnv& env) {
                 return 0;
             }
             // Extra columns only when they say something: LOCATION when a sandbox
-            // runs in a cluster, REMOTE when the sandboxes live on an Incus remote.
-            auto remote_of = [](const InstanceInfo& info) {
+            // runs in a cluster, REMOTE when the sandboxes live on an Incus remote,
+            // PROJECT when they live in an Incus project other than the default.
+            auto extra_of = [](const InstanceInfo& info, std::string_view wanted) {
                 for (const auto& [key, value] : info.extra) {
-                    if (key == "remote") return value;
+                    if (key == wanted) return value;
                 }
                 return std::string();
             };
+            auto any_has = [&](std::string_view key) {
+                return std::any_of(instances.begin(), instances.end(),
+                                   [&](const auto& info) { return !extra_of(info, key).empty(); });
+            };
             const bool located = std::any_of(instances.begin(), instances.end(),
                                              [](const InstanceInfo& info) { return !info.location.empty(); });
-            const bool remote = std::any_of(instances.begin(), instances.end(),
-                                            [&](const auto& info) { return !remote_of(info).empty(); });
+            const bool remote = any_has("remote");
+            const bool project = any_has("project");
             std::vector<std::vector<std::string>> rows;
             for (const auto& info : instances) {
                 rows.push_back({info.name, info.status, info.image, info.ips.empty() ? "-" : join(info.ips, ",")});
                 if (located) rows.back().push_back(info.location.empty() ? "-" : info.location);
-                if (remote) rows.back().push_back(remote_of(info));
+                if (remote) rows.back().push_back(extra_of(info, "remote"));
+                if (project) rows.back().push_back(extra_of(info, "project"));
             }
             std::vector<std::string> headers{"NAME", "STATUS", "IMAGE", "IPS"};
             if (located) headers.emplace_back("LOCATION");
             if (remote) headers.emplace_back("REMOTE");
+            if (project) headers.emplace_back("PROJECT");
             print_table(env.session.out(), headers, rows);
             return 0;
         };

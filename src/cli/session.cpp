@@ -3,6 +3,7 @@
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <unistd.h>
 #if defined(__APPLE__)
 #include <mach-o/dyld.h>
@@ -167,13 +168,17 @@ Provider& Session::provider() {
     for (const auto& key : config().keys()) {
         if (auto value = config().get(key.name)) settings[std::string(key.name)] = value->value;
     }
-    if (!m_globals.remote.empty()) {
-        if (entry.remote_setting.empty()) {
-            const auto* remotes = remote_provider();  // --remote exists only when one provider has remotes
-            throw Error(fmt::format("--remote names an {} remote, but the provider is {}", remotes->title, entry.name),
-                        fmt::format("drop --remote, or use --provider {}", remotes->name));
+    // --remote and --project win over the configuration; both name the remote provider's objects.
+    for (const auto& [flag, value, setting] : {std::tuple{"--remote", &m_globals.remote, entry.remote_setting},
+                                               std::tuple{"--project", &m_globals.project, entry.project_setting}}) {
+        if (value->empty()) continue;
+        if (setting.empty()) {
+            const auto* remotes = remote_provider();  // the flags exist only when one provider has remotes
+            throw Error(
+                fmt::format("{} names an {} {}, but the provider is {}", flag, remotes->title, flag + 2, entry.name),
+                fmt::format("drop {}, or use --provider {}", flag, remotes->name));
         }
-        settings[std::string(entry.remote_setting)] = m_globals.remote;  // the option wins over the configuration
+        settings[std::string(setting)] = *value;
     }
     std::ostream& preview_out = collecting() ? static_cast<std::ostream&>(m_state->json_preview) : out();
     m_state->context = std::make_unique<ProviderContext>(ProviderContext{

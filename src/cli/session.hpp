@@ -18,6 +18,7 @@ namespace agentctl::cli {
 struct GlobalOptions {
     std::string provider;  // --provider; empty: the configured one
     std::string remote;    // --remote (Incus); empty: the configured incus.remote, else the local daemon
+    std::string project;   // --project (Incus); empty: the configured incus.project, else the remote's
     std::string output = "table";
     std::string profile_dir;  // --profile-dir
     bool force_partial = false;

@@ -28,6 +28,7 @@ constexpr std::array k_providers{
                   "resolved address; IP-literal entries are direct rules of the bridge's ACL",
         .settings = &provider::incus::settings,
         .remote_setting = provider::incus::config_key::k_remote,
+        .project_setting = provider::incus::config_key::k_project,
     },
     ProviderEntry{
         .name = "lima",

@@ -3,6 +3,8 @@
 // endpoint, --preview addresses it, and bad names and providers are refused.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "cli_runner.hpp"
 
 using agentctl::test::CliSandbox;
@@ -52,10 +54,14 @@ TEST_CASE("a preview prints incus query lines addressed to the remote (--preview
     CliSandbox cli;
     cli.use_incus();
     auto env = incus_conf(cli);
-    auto r = cli.run({"--remote", "local", "--preview", "stop", "demo"}, env);
+    auto r = cli.run({"--remote", "local", "--preview", "stop", "itest-preview"}, env);
     INFO(r.err);
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.out, Catch::StartsWith("incus query -X GET 'local:/1.0/instances/demo?recursion=1'\n"));
+    // In the project the environment names (scripts/test.sh: the tests' own), in the path.
+    const char* project = std::getenv("INCUS_PROJECT");
+    const std::string in_project = project && *project ? std::string("&project=") + project : std::string();
+    CHECK_THAT(r.out, Catch::StartsWith("incus query -X GET 'local:/1.0/instances/itest-preview?recursion=1" +
+                                        in_project + "'\n"));
 }
 
 TEST_CASE("the remote option (--remote) is for Incus, and its value must be a remote name", "[remote]") {

@@ -52,6 +52,8 @@ TEST_CASE("VM instance payload: type, secure boot off, limits, root size", "[pay
     }
     CHECK(payload["config"]["raw.idmap"] == "uid 1000 1000\ngid 1000 1000");
     CHECK(payload["config"]["security.guestapi"] == "false");
+    // incusd never starts a sandbox on its own, at boot or otherwise: only agentctl start.
+    CHECK(payload["config"]["boot.autostart"] == "false");
     // Container-only keys (instance options): Incus refuses them on VMs.
     CHECK_FALSE(payload["config"].contains("security.idmap.isolated"));
     CHECK_FALSE(payload["config"].contains("limits.processes"));

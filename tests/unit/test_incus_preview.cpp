@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <sstream>
 
 #include "provider/incus/acl_rules.hpp"
@@ -39,7 +40,7 @@ struct Fixture {
 TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[preview]") {
     Fixture f;
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "itest-preview";
     spec.image = "agentctl-debian-12";
     spec.isolation = Isolation::Container;
     spec.network.allow.push_back(policy::parse_allow_entry("api.example.com:443", "--allow"));
@@ -47,12 +48,15 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
     f.provider->lifecycle().create(spec);
     const auto text = f.out.str();
     CHECK_THAT(text, Catch::Contains("incus query -X GET /1.0\n"));
-    CHECK_THAT(text, Catch::Contains("incus query -X POST --data '{\"config\":{\"user.agentctl.sandbox\":\"demo\"}"));
+    CHECK_THAT(
+        text, Catch::Contains("incus query -X POST --data '{\"config\":{\"user.agentctl.sandbox\":\"itest-preview\"}"));
     CHECK_THAT(text, Catch::Contains("\"destination\":\"93.184.216.34/32\",\"destination_port\":\"443\""));
     CHECK_THAT(text, Catch::Contains("\"destination_port\":\"3128\""));  // the egress proxy
-    // The sandbox's resolver: agentctl's dnsmasq, its allowlist on the command line.
+    // The sandbox's resolver: agentctl's dnsmasq, its allowlist on the command line. Its
+    // address is the first subnet of the pool that no bridge on this host holds.
     const auto resolver = std::find_if(f.reporter.lines.begin(), f.reporter.lines.end(), [](const std::string& line) {
-        return line.starts_with("step: would start the resolver of demo on 10.213.0.1:53: dnsmasq ");
+        return line.starts_with("step: would start the resolver of itest-preview on 10.213.") &&
+               line.find(":53: dnsmasq ") != std::string::npos;
     });
     REQUIRE(resolver != f.reporter.lines.end());
     CHECK_THAT(*resolver, Catch::Contains(" --server=/api.example.com/"));
@@ -62,11 +66,11 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
     CHECK_THAT(text, Catch::Contains("\"security.ipv4_filtering\":\"true\""));
     CHECK_THAT(text, Catch::Contains("\"security.mac_filtering\":\"true\""));
     CHECK_THAT(text, Catch::Contains("/1.0/network-acls\n"));
-    CHECK_THAT(text, Catch::Contains("\"name\":\"" + bridge_name("demo") + "\""));
+    CHECK_THAT(text, Catch::Contains("\"name\":\"" + bridge_name("itest-preview") + "\""));
     CHECK_THAT(text, Catch::Contains("/1.0/networks\n"));
     CHECK_THAT(text, Catch::Contains("\"type\":\"container\""));
     CHECK_THAT(text, Catch::Contains("/1.0/instances\n"));
-    CHECK_THAT(text, Catch::Contains("/1.0/instances/demo/exec\n"));  // the user bootstrap
+    CHECK_THAT(text, Catch::Contains("/1.0/instances/itest-preview/exec\n"));  // the user bootstrap
     // Every line is a runnable incus command.
     std::istringstream lines(text);
     std::string line;
@@ -75,15 +79,15 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
 
 TEST_CASE("preview shell prints the incus exec line with the user flags", "[preview]") {
     Fixture f;
-    CHECK(f.provider->commands()->shell("demo", false) == 0);
-    CHECK_THAT(f.out.str(), Catch::Contains("incus exec demo --user 1500 --group 1500 --cwd /home/agent "
+    CHECK(f.provider->commands()->shell("itest-preview", false) == 0);
+    CHECK_THAT(f.out.str(), Catch::Contains("incus exec itest-preview --user 1500 --group 1500 --cwd /home/agent "
                                             "--env HOME=/home/agent --env LANG=C.UTF-8 --env LOGNAME=agent "
                                             "--env NPM_CONFIG_PREFIX=/home/agent/.npm-global "
                                             "--env PATH=/home/agent/.local/bin:/home/agent/.npm-global/bin:"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("--env USER=agent -- /bin/bash -l\n"));
     std::ostringstream().swap(f.out);
-    f.provider->commands()->shell("demo", true);
-    CHECK_THAT(f.out.str(), Catch::Contains("incus exec demo --env HOME=/root"));
+    f.provider->commands()->shell("itest-preview", true);
+    CHECK_THAT(f.out.str(), Catch::Contains("incus exec itest-preview --env HOME=/root"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("--env USER=root -- /bin/bash -l\n"));
 }
 
@@ -92,19 +96,19 @@ TEST_CASE("preview exec -t and delete", "[preview]") {
     ExecRequest request;
     request.argv = {"bash", "-c", "echo hi"};
     request.tty = true;
-    CHECK(f.provider->commands()->exec("demo", request) == 0);
-    CHECK_THAT(f.out.str(), Catch::Contains("\nincus exec demo -t --user 1500"));
+    CHECK(f.provider->commands()->exec("itest-preview", request) == 0);
+    CHECK_THAT(f.out.str(), Catch::Contains("\nincus exec itest-preview -t --user 1500"));
     CHECK_THAT(f.out.str(), Catch::EndsWith("-- bash -c 'echo hi'\n"));
     // Without -t: the exec API with websockets, output streamed, nothing recorded.
     std::ostringstream().swap(f.out);
     request.tty = false;
-    CHECK(f.provider->commands()->exec("demo", request) == 0);
+    CHECK(f.provider->commands()->exec("itest-preview", request) == 0);
     CHECK_THAT(f.out.str(), Catch::Contains("\"record-output\":false"));
     CHECK_THAT(f.out.str(), Catch::Contains("\"wait-for-websocket\":true"));
-    CHECK_THAT(f.out.str(), Catch::Contains("/1.0/instances/demo/exec\n"));
+    CHECK_THAT(f.out.str(), Catch::Contains("/1.0/instances/itest-preview/exec\n"));
     std::ostringstream().swap(f.out);
-    f.provider->lifecycle().remove("demo", true);
-    CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/demo\n"));
+    f.provider->lifecycle().remove("itest-preview", true);
+    CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/itest-preview\n"));
 }
 
 TEST_CASE("capabilities: everything but exec logs is supported", "[preview]") {
@@ -125,25 +129,32 @@ TEST_CASE("preview create with the proxy in an instance prints the companion and
         *runner, *platform, reporter, out, true, "", "agentctl", {{"incus.proxyPlacement", "instance"}}, "", ""};
     auto provider = make_provider(context, make_preview_client(out), nullptr);
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "itest-preview";
     spec.image = "agentctl-debian-12";
     spec.isolation = Isolation::Container;
     spec.network.allow.push_back(policy::parse_allow_entry("api.example.com:443", "--allow"));
     provider->lifecycle().create(spec);
     const auto text = out.str();
     // The companion: its own container on the sandbox's bridge, marked as the sandbox's proxy.
-    CHECK_THAT(text, Catch::Contains("\"name\":\"demo-egress\""));
+    CHECK_THAT(text, Catch::Contains("\"name\":\"itest-preview-egress\""));
     CHECK_THAT(text, Catch::Contains("\"user.agentctl.role\":\"egress-proxy\""));
-    CHECK_THAT(text, Catch::Contains("\"description\":\"agentctl egress proxy of sandbox demo\""));
+    CHECK_THAT(text, Catch::Contains("\"description\":\"agentctl egress proxy of sandbox itest-preview\""));
     // The ACL's rules name their source; the sandbox's proxy settings point at the companion.
     CHECK_THAT(text, Catch::Contains("\"action\":\"reject\""));
     CHECK_THAT(text, Catch::Contains("\"source\":\""));
-    CHECK_THAT(text, Catch::Matches("[\\s\\S]*\"environment.https_proxy\":\"http://[0-9.]+\\.3:3128\"[\\s\\S]*"));
+    // The companion's address (the subnet's third host, in the first free subnet of the pool).
+    std::smatch companion;
+    REQUIRE(std::regex_search(text, companion,
+                              std::regex("\"destination\":\"([0-9.]+\\.)([0-9]+)/32\",\"destination_port\":\"3128\"")));
+    CHECK(std::stoi(companion[2]) % 16 == 3);
+    CHECK_THAT(text, Catch::Contains("\"environment.https_proxy\":\"http://" + companion[1].str() + companion[2].str() +
+                                     ":3128\""));
     CHECK(std::find(reporter.lines.begin(), reporter.lines.end(),
-                    "step: would write the egress policy of demo into demo-egress") != reporter.lines.end());
+                    "step: would write the egress policy of itest-preview into itest-preview-egress") !=
+          reporter.lines.end());
     bool push = false;
     for (const auto& line : reporter.lines) push = push || line.starts_with("step: would push agentctl's binary");
     CHECK(push);
     // The companion is created before the sandbox (no moment without its proxy's address taken).
-    CHECK(text.find("\"name\":\"demo-egress\"") < text.find("\"name\":\"demo\""));
+    CHECK(text.find("\"name\":\"itest-preview-egress\"") < text.find("\"name\":\"itest-preview\""));
 }

@@ -34,7 +34,8 @@ struct ConfigDirs {
         fs::remove_all(root);
         fs::create_directories(root / "user" / "servercerts");
         fs::create_directories(root / "global" / "servercerts");
-        dirs = {(root / "user").string(), (root / "global").string()};
+        dirs.user = (root / "user").string();
+        dirs.global = (root / "global").string();
     }
     ~ConfigDirs() { fs::remove_all(root); }
     void write(const fs::path& relative, const std::string& text) const {
@@ -206,14 +207,40 @@ TEST_CASE("the server chosen by incus.remote: none is the local socket", "[remot
     REQUIRE(lo.https);
     CHECK(lo.project == "p1");
     CHECK(lo.this_machine);
-    CHECK(lo.describe() == "remote lo at https://127.0.0.1:8443 (this machine)");
+    CHECK(lo.describe() == "remote lo at https://127.0.0.1:8443 (this machine), project p1");
+}
+
+TEST_CASE("the project: --project or incus.project, else $INCUS_PROJECT, else the remote's", "[remote]") {
+    ConfigDirs c;
+    c.client_pair();
+    c.write("user/config.yml", "remotes:\n  lo:\n    addr: https://127.0.0.1:8443\n    project: p1\n");
+    CHECK(locate_server({{"incus.remote", "lo"}}, c.dirs).project == "p1");
+    CHECK(locate_server({}, c.dirs).project.empty());  // the local socket's default project
+
+    std::map<std::string, std::string> env{{"HOME", "/home/dev"}, {"INCUS_PROJECT", "from-env"}};
+    CHECK(incus_config_dirs(&env).project == "from-env");
+    auto dirs = c.dirs;
+    dirs.project = "from-env";
+    CHECK(locate_server({{"incus.remote", "lo"}}, dirs).project == "from-env");
+    CHECK(locate_server({}, dirs).project == "from-env");
+    CHECK(locate_server({}, dirs).describe().ends_with(", project from-env"));
+    const auto chosen = locate_server({{"incus.remote", "lo"}, {"incus.project", "chosen"}}, dirs);
+    CHECK(chosen.project == "chosen");
+    // `default` is Incus's default project: no ?project= at all.
+    CHECK(locate_server({{"incus.project", "default"}}, dirs).project.empty());
+
+    dirs.project = "no/such";
+    CHECK_THROWS_WITH(locate_server({}, dirs), Catch::Contains("INCUS_PROJECT must be the name of an Incus project"));
 }
 
 TEST_CASE("preview lines address the remote the way the incus client does (REMOTE:/1.0/...)", "[remote]") {
     Json body{{"action", "stop"}};
     CHECK(query_argv("PUT", "/1.0/instances/demo/state", &body, "agents", "build") ==
-          std::vector<std::string>{"incus", "query", "--project", "agents", "-X", "PUT", "--data",
-                                   R"({"action":"stop"})", "build:/1.0/instances/demo/state"});
+          std::vector<std::string>{"incus", "query", "-X", "PUT", "--data", R"({"action":"stop"})",
+                                   "build:/1.0/instances/demo/state?project=agents"});
+    // Runnable as printed: `incus query` refuses --project, so the project is in the path.
+    CHECK(query_argv("GET", "/1.0/instances?recursion=1", nullptr, "agents", "") ==
+          std::vector<std::string>{"incus", "query", "-X", "GET", "/1.0/instances?recursion=1&project=agents"});
     std::ostringstream out;
     RecordingReporter reporter;
     auto runner = make_real_process_runner();

@@ -276,4 +276,8 @@ std::optional<Json> Api::image_alias(const std::string& name) {
     return get_optional(fmt::format("/1.0/images/aliases/{}", name));
 }
 
+std::optional<Json> Api::project(const std::string& name) {
+    return get_optional(fmt::format("/1.0/projects/{}", name));
+}
+
 }  // namespace agentctl::provider::incus

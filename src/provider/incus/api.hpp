@@ -93,6 +93,7 @@ public:
     void create_image(const Json& payload, int timeout_seconds);
     // GET /1.0/images/aliases/NAME; nullopt when absent (and in preview).
     std::optional<Json> image_alias(const std::string& name);
+    std::optional<Json> project(const std::string& name);
 
     // Waits (bounded) for every running operation on instance `name`, e.g. the
     // create or start of an agentctl process that was killed. Returns how many.

@@ -293,18 +293,17 @@ std::string hint_for_incus_error(std::string_view error, int code) {
 
 std::vector<std::string> query_argv(std::string_view method, std::string_view path, const Json* body,
                                     std::string_view project, std::string_view remote) {
+    // `incus query` refuses --project (and ignores $INCUS_PROJECT): the
+    // project goes in the path, as the real request carries it.
+    const auto target = with_project(path, project);
     std::vector<std::string> argv{"incus", "query"};
-    if (!project.empty()) {
-        argv.emplace_back("--project");
-        argv.emplace_back(project);
-    }
     argv.emplace_back("-X");
     argv.emplace_back(method);
     if (body != nullptr) {
         argv.emplace_back("--data");
         argv.emplace_back(body->dump());
     }
-    argv.emplace_back(remote.empty() ? std::string(path) : fmt::format("{}:{}", remote, path));
+    argv.emplace_back(remote.empty() ? target : fmt::format("{}:{}", remote, target));
     return argv;
 }
 

@@ -118,6 +118,7 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
                  "-C",  plan.work_dir,     "metadata.yaml", "templates", "rootfs"};
     plan.import = {"incus", "image", "import", plan.tarball};
     if (!options.remote.empty()) plan.import.push_back(options.remote + ":");
+    if (!options.project.empty()) plan.import.insert(plan.import.end(), {"--project", options.project});
     plan.import.insert(plan.import.end(), {"--alias", options.alias});
     return plan;
 }

@@ -17,6 +17,7 @@ namespace agentctl::provider::incus {
 struct BootstrapOptions {
     std::string alias;                  // the image alias to import as
     std::string remote;                 // the incus client's remote to import to; empty: the local daemon
+    std::string project;                // the project to import to; empty: the remote's default
     std::vector<std::string> packages;  // extra neutral package names (--package)
     std::string mirror = "http://deb.debian.org/debian";
     std::string suite = "bookworm";

@@ -61,6 +61,9 @@ inline constexpr std::string_view k_resolver = "user.agentctl.resolver";
 // On the bridge, the ACL and the companion instance: which sandbox they
 // belong to (delete checks it).
 inline constexpr std::string_view k_sandbox = "user.agentctl.sandbox";
+// On the bridge and the ACL, which Incus keeps in the default project whatever
+// the sandbox's: the sandbox's project, absent for the default project.
+inline constexpr std::string_view k_project = "user.agentctl.project";
 // Where the sandbox's egress proxy runs: "host" (or absent) | "instance".
 inline constexpr std::string_view k_egress = "user.agentctl.egress";
 // On an instance agentctl made that is not a sandbox: what it is

@@ -195,6 +195,10 @@ std::map<std::string, std::string> instance_config(const SandboxSpec& spec, cons
     if (spec.resources.cpu_cores > 0) config["limits.cpu"] = std::to_string(spec.resources.cpu_cores);
     if (spec.resources.memory_bytes > 0) config["limits.memory"] = bytes_value(spec.resources.memory_bytes);
     config["security.guestapi"] = "false";
+    // Never started by incusd on its own (at boot it restores the last state
+    // when this is unset): only `agentctl start`, which re-checks the mounts and
+    // brings the proxy, resolver and firewall table up first, starts a sandbox.
+    config["boot.autostart"] = "false";
     if (idmap) config["raw.idmap"] = raw_idmap_value(*idmap);
     if (spec.isolation == Isolation::Container) {
         // Container-only keys (doc: instance options); VMs have their own kernel.

@@ -147,6 +147,11 @@ void IncusProvider::refuse_mounts_elsewhere(const std::vector<Mount>& mounts) co
 void IncusProvider::create(const SandboxSpec& requested) {
     check_sandbox_name(requested.name);
     m_api.require_extensions();
+    if (m_api.instance(requested.name)) {
+        throw Error(fmt::format("a sandbox named \"{}\" already exists", requested.name),
+                    "pick another name, or remove it first: agentctl delete " + requested.name);
+    }
+    refuse_name_of_other_project(requested.name);
     SandboxSpec spec = requested;
     spec.image = image_for(requested);
     if (spec.isolation == Isolation::Vm && !m_api.supports_vms()) {
@@ -154,10 +159,6 @@ void IncusProvider::create(const SandboxSpec& requested) {
                                 m_api.server().value("environment", Json::object()).value("driver", "?")),
                     "run the sandbox as a container instead: --isolation container "
                     "(or spec.isolation: container in a profile); it shares the host kernel");
-    }
-    if (m_api.instance(spec.name)) {
-        throw Error(fmt::format("a sandbox named \"{}\" already exists", spec.name),
-                    "pick another name, or remove it first: agentctl delete " + spec.name);
     }
     refuse_mounts_elsewhere(spec.mounts);
     // A published port listens on the server: only this machine's ports can be checked here.
@@ -215,10 +216,11 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
             rules = plan_acl(spec.name, spec.network, subnet.host(1), placement);
             m_context.reporter.step(
                 fmt::format("creating network ACL {} ({} rules)", acl_name(spec.name), rules.egress.size()));
-            m_api.create_acl(acl_payload(spec.name, rules));
+            m_api.create_acl(in_project(acl_payload(spec.name, rules)));
         }
         m_context.reporter.step(fmt::format("creating bridge {} ({})", bridge, subnet.host(1).to_string()));
-        auto network = network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "", resolver);
+        auto network =
+            in_project(network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "", resolver));
         if (confined && resolver == BridgeResolver::Incus)
             network["config"]["raw.dnsmasq"] = plan_dnsmasq(spec.network);
         create_bridge(network, spec.target);
@@ -320,29 +322,59 @@ int IncusProvider::remove_pieces(const std::string& name) {
     }
     if (network) {
         const auto owner = owner_of(*network);
-        if (owner == name || never_created(*network)) {
+        if ((owner == name && project_of(*network) == m_project) || never_created(*network)) {
             m_context.reporter.step(fmt::format("deleting bridge {}", bridge));
             m_api.delete_network(bridge);
             ++found;
         } else {
-            m_context.reporter.warning(
-                fmt::format("network {} belongs to \"{}\", not to {}; left alone", bridge, owner, name));
+            const auto project = project_of(*network);
+            m_context.reporter.warning(fmt::format("network {} belongs to \"{}\"{}, not to {}; left alone", bridge,
+                                                   owner,
+                                                   project == m_project ? std::string()
+                                                   : project.empty()    ? std::string(" of the default project")
+                                                                        : " of project " + project,
+                                                   name));
         }
     }
     m_egress->remove_firewall(bridge);
     m_egress->remove_state(name);
     if (auto acl = m_api.acl(acl_name(name))) {
         const auto owner = acl->value("config", Json::object()).value(std::string(key::k_sandbox), "");
-        if (owner == name) {
+        if (owner == name && project_of(*acl) == m_project) {
             m_context.reporter.step(fmt::format("deleting network ACL {}", acl_name(name)));
             m_api.delete_acl(acl_name(name));
             ++found;
         } else {
             m_context.reporter.warning(
-                fmt::format("network ACL {} was not made by agentctl; left alone", acl_name(name)));
+                fmt::format("network ACL {} is not {}'s (another project's sandbox, or not agentctl's); left alone",
+                            acl_name(name), name));
         }
     }
     return found;
+}
+
+Json IncusProvider::in_project(Json payload) const {
+    if (!m_project.empty()) payload["config"][std::string(key::k_project)] = m_project;
+    return payload;
+}
+
+std::string IncusProvider::project_of(const Json& piece) {
+    return piece.value("config", Json::object()).value(std::string(key::k_project), "");
+}
+
+void IncusProvider::refuse_name_of_other_project(const std::string& name) {
+    const auto bridge = m_api.network(bridge_name(name));
+    const auto acl = m_api.acl(acl_name(name));
+    for (const auto* piece : {&bridge, &acl}) {
+        if (!*piece) continue;
+        const auto owner = (*piece)->value("config", Json::object()).value(std::string(key::k_sandbox), "");
+        const auto project = project_of(**piece);
+        if (owner != name || project == m_project) continue;
+        throw Error(fmt::format("a sandbox named \"{}\" already exists in the Incus project {} on this server", name,
+                                project.empty() ? "default" : project),
+                    "sandbox names are unique across projects (their bridges and ACLs share the default project): "
+                    "pick another name");
+    }
 }
 
 void IncusProvider::remove(const std::string& name, bool force) {

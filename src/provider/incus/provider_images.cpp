@@ -114,6 +114,7 @@ void IncusProvider::build_from_nothing(const std::string& output, const std::vec
     BootstrapOptions options;
     options.alias = output;
     options.remote = m_server.remote;
+    options.project = m_project;
     options.packages = packages;
     if (const char* mirror = std::getenv("AGENTCTL_DEBIAN_MIRROR"); mirror && *mirror) options.mirror = mirror;
     options.cache_dir = image_cache_dir();

@@ -143,6 +143,14 @@ private:
     // Removes instance, bridge and ACL, each only if present and ours.
     // Returns how many pieces existed.
     int remove_pieces(const std::string& name);
+    // A bridge or ACL payload, marked with this provider's project (bridges and
+    // ACLs live in the default project, shared by every project).
+    [[nodiscard]] Json in_project(Json payload) const;
+    // The project a bridge or ACL was made for ("" = the default project).
+    [[nodiscard]] static std::string project_of(const Json& piece);
+    // A create may not take a name whose bridge or ACL another project's
+    // sandbox holds: throws agentctl::Error naming that project.
+    void refuse_name_of_other_project(const std::string& name);
     void remove_once(const std::string& name, bool force);
 
     // provider_lifecycle.cpp

@@ -341,16 +341,23 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
     if (auto base = config.value("volatile.idmap.base", std::string()); !base.empty()) {
         info.extra.emplace_back("idmap.base", base);
     }
-    if (!m_server.remote.empty()) {
-        info.extra.emplace_back("remote", m_server.remote);
-        info.extra.emplace_back("server", m_server.describe());
-    }
+    if (!m_server.remote.empty()) info.extra.emplace_back("remote", m_server.remote);
+    if (!m_server.project.empty()) info.extra.emplace_back("project", m_server.project);
+    if (!m_server.remote.empty() || !m_server.project.empty()) info.extra.emplace_back("server", m_server.describe());
     return info;
 }
 
 std::vector<InstanceInfo> IncusProvider::list() {
     std::vector<InstanceInfo> infos;
-    for (const auto& instance : m_api.instances()) {
+    const auto instances = m_api.instances();
+    // Incus lists a project that does not exist as empty: say so instead.
+    if (instances.empty() && !m_project.empty() && !m_api.project(m_project)) {
+        throw Error(fmt::format("the Incus project {} does not exist on the {}", m_project, m_server.describe()),
+                    fmt::format("create it (incus project create {}) or choose another with --project, incus.project "
+                                "or INCUS_PROJECT",
+                                m_project));
+    }
+    for (const auto& instance : instances) {
         // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
         if (config_value(instance, key::k_managed) == "true" && config_value(instance, key::k_role).empty()) {
             infos.push_back(to_info(instance));

@@ -202,7 +202,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     };
     if (network.enabled) {
         auto rules = plan_acl(name, network, site.subnet, placement);
-        auto payload = acl_payload(name, rules);
+        auto payload = in_project(acl_payload(name, rules));
         if (m_api.acl(acl)) {
             m_context.reporter.step(fmt::format("updating network ACL {} ({} rules)", acl, payload["egress"].size()));
             m_api.put_acl(acl, payload);

@@ -85,6 +85,7 @@ IncusConfigDirs incus_config_dirs(const std::map<std::string, std::string>* env)
     }
     dirs.global = env_value(env, "INCUS_GLOBAL_CONF");
     if (dirs.global.empty()) dirs.global = "/etc/incus";
+    dirs.project = env_value(env, "INCUS_PROJECT");
     return dirs;
 }
 

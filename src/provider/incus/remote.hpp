@@ -41,10 +41,12 @@ struct Remote {
     bool global = false;  // from the system-wide file
 };
 
-// Where the `incus` client keeps its configuration.
+// Where the `incus` client keeps its configuration, and the project its
+// environment names.
 struct IncusConfigDirs {
-    std::string user;    // $INCUS_CONF, else $HOME/.config/incus
-    std::string global;  // $INCUS_GLOBAL_CONF, else /etc/incus
+    std::string user;     // $INCUS_CONF, else $HOME/.config/incus
+    std::string global;   // $INCUS_GLOBAL_CONF, else /etc/incus
+    std::string project;  // $INCUS_PROJECT: overrides the remote's project, as for the incus client
 };
 // `env` maps variable names to values (nullptr = the process environment).
 [[nodiscard]] IncusConfigDirs incus_config_dirs(const std::map<std::string, std::string>* env = nullptr);

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "agentctl/error.hpp"
 #include "provider/incus/settings.hpp"
 
 namespace agentctl::provider::incus {
@@ -28,6 +29,11 @@ bool is_this_machine(const policy::IpAddress& address, std::span<const policy::I
 }
 
 std::string Server::describe() const {
+    if (!project.empty()) {
+        Server without = *this;
+        without.project.clear();
+        return fmt::format("{}, project {}", without.describe(), project);
+    }
     if (https) {
         const bool v6 = https->host.find(':') != std::string::npos;
         return fmt::format("remote {} at https://{}:{} ({})", remote, v6 ? "[" + https->host + "]" : https->host,
@@ -38,7 +44,29 @@ std::string Server::describe() const {
     return remote.empty() ? where : fmt::format("remote {}: {}", remote, where);
 }
 
-Server locate_server(const std::map<std::string, std::string>& settings, const IncusConfigDirs& dirs) {
+namespace {
+
+// --project (or incus.project) wins over $INCUS_PROJECT, which wins over the
+// remote's project; `default` is Incus's own default project, which needs no
+// ?project= at all.
+void apply_project_setting(Server& server, const std::map<std::string, std::string>& settings,
+                           const IncusConfigDirs& dirs) {
+    auto it = settings.find(std::string(config_key::k_project));
+    std::string chosen = it == settings.end() ? std::string() : it->second;
+    if (chosen.empty() && !dirs.project.empty()) {
+        const auto keys = incus::settings();
+        const auto key =
+            std::find_if(keys.begin(), keys.end(), [](const auto& k) { return k.name == config_key::k_project; });
+        if (auto problem = key->validate(dirs.project); !problem.empty()) {
+            throw Error("INCUS_PROJECT " + problem, "set INCUS_PROJECT to an existing project, or unset it");
+        }
+        chosen = dirs.project;
+    }
+    if (chosen.empty()) return;
+    server.project = chosen == "default" ? std::string() : chosen;
+}
+
+Server locate(const std::map<std::string, std::string>& settings, const IncusConfigDirs& dirs) {
     Server server;
     auto it = settings.find(std::string(config_key::k_remote));
     if (it != settings.end()) server.remote = it->second;
@@ -61,6 +89,14 @@ Server locate_server(const std::map<std::string, std::string>& settings, const I
     server.https = std::move(target.https);
     auto resolver = policy::make_system_resolver();
     server.this_machine = is_this_machine(server.https->host, *resolver, policy::host_own_addresses());
+    return server;
+}
+
+}  // namespace
+
+Server locate_server(const std::map<std::string, std::string>& settings, const IncusConfigDirs& dirs) {
+    auto server = locate(settings, dirs);
+    apply_project_setting(server, settings, dirs);
     return server;
 }
 

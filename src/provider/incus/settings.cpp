@@ -76,6 +76,16 @@ std::string validate_remote_name(std::string_view value) {
                        value);
 }
 
+// An Incus project name, as `incus project create NAME` takes it (no '/', spaces
+// or a leading '-'); Incus's own default project is `default`.
+std::string validate_project_name(std::string_view value) {
+    const bool ok = !value.empty() && value.size() <= 63 && value.front() != '-' &&
+                    std::all_of(value.begin(), value.end(),
+                                [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; });
+    if (ok) return {};
+    return fmt::format("must be the name of an Incus project, as `incus project list` shows it (got '{}')", value);
+}
+
 std::string validate_proxy_placement(std::string_view value) {
     return value == "auto" || value == "host" || value == "instance"
                ? std::string()
@@ -111,6 +121,10 @@ constexpr std::array k_settings{
               "the incus client's remote (incus remote list) whose server holds the sandboxes, over HTTPS; unset: "
               "the local daemon's unix socket (--remote overrides it)",
               "", KeyPolicy::UserMayOverride, &validate_remote_name},
+    ConfigKey{config_key::k_project,
+              "the Incus project that holds the sandboxes, their images and profiles; unset: $INCUS_PROJECT, else the "
+              "remote's project, else `default` (--project overrides it)",
+              "", KeyPolicy::UserMayOverride, &validate_project_name},
     ConfigKey{config_key::k_proxy_placement,
               "where each Incus sandbox's egress proxy runs: auto (the host when the Incus server is this machine), "
               "host, or instance (a small companion container on the sandbox's bridge)",
