@@ -6,15 +6,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[ "$(id -u)" -eq 0 ] || { echo "agentctl: run this as root (sudo $0)" >&2; exit 1; }
+. scripts/as-root.sh
+start=$(date +%s)
+phase() { printf '\n==> [%4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 
+phase "dependencies"
 bash scripts/install-deps.sh
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DAGENTCTL_TESTS=OFF -DAGENTCTL_WERROR=OFF >/dev/null
-cmake --build build/release --target agentctl
+phase "build and install agentctl (Release)"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DAGENTCTL_TESTS=OFF -DAGENTCTL_WERROR=OFF \
+  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+# Everything the install step copies: the binary, its man page and completions.
+cmake --build build/release
 cmake --install build/release --prefix /usr/local >/dev/null
 echo "agentctl: installed $(/usr/local/bin/agentctl --version) to /usr/local/bin"
 
+phase "Incus daemon and image"
 AGENTCTL_BIN=/usr/local/bin/agentctl bash scripts/incus/up.sh
+
+phase "a confined sandbox: demo"
 
 agentctl config set provider=incus
 # A sandbox called demo that already exists is someone's: use it as it is, never delete it.
@@ -28,4 +37,11 @@ else
 fi
 agentctl exec demo -- sh -c 'echo "inside the sandbox as $(whoami) (uid $(id -u))"'
 agentctl status demo
-echo "agentctl: the sandbox 'demo' is running; try: agentctl shell demo    (remove it with: agentctl delete demo --force)"
+phase "done"
+cat <<'NEXT'
+
+agentctl: the sandbox 'demo' is running. Next:
+  agentctl exec demo -- whoami       # a command inside it, as the sandbox user
+  agentctl shell demo                # a shell inside it
+  agentctl delete demo --force       # remove it and everything agentctl made for it
+NEXT

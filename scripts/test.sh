@@ -9,7 +9,7 @@ root=$(pwd)
 start=$(date +%s)
 phase() { printf '\n==> [%4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 
-[ "$(id -u)" -eq 0 ] || { echo "agentctl: the tests need root (network namespaces, Incus): sudo $0" >&2; exit 1; }
+. scripts/as-root.sh
 
 phase "dependencies"
 bash scripts/install-deps.sh
@@ -32,17 +32,47 @@ if [ -x tests/fuzz/run.sh ]; then
   AGENTCTL_FUZZ_SECONDS=${AGENTCTL_FUZZ_SECONDS:-30} sh tests/fuzz/run.sh
 fi
 
-phase "Incus daemon and test image"
-cleanup() { bash "$root/scripts/incus/down.sh" >/dev/null 2>&1 || true; }
+# What the tests make on the Incus daemon is theirs alone: a project of their
+# own (agentctl-tests; the bridges and ACLs that Incus keeps in the default
+# project are marked with it), and records of their own, apart from setup.sh's,
+# so that their teardown takes away only what they made. A run that was killed
+# left its records: the next run removes what they name before it starts. The
+# user's objects are recorded before the tests and compared after them
+# (docs/testing.md).
+tests_project=agentctl-tests
+tests_records=(AGENTCTL_INCUS_PROJECT=$tests_project AGENTCTL_INCUS_OWNED=/var/lib/agentctl-incus-owned-tests
+  AGENTCTL_INCUS_RUN=/run/agentctl-incus-tests)
+user_objects() {
+  env "${tests_records[@]}" bash "$root/integration/incus/user_objects.sh" "$1" \
+    /var/lib/agentctl-incus-owned-tests/user-objects "$root/build/test/src/agentctl"
+}
+teardown() { env "${tests_records[@]}" bash "$root/scripts/incus/down.sh"; }
+cleanup() {
+  teardown >/dev/null 2>&1 || true
+  user_objects after >/dev/null 2>&1 || true
+}
+
+phase "Incus: what a killed earlier run left"
+teardown
+user_objects after >/dev/null 2>&1 || true
+
+phase "Incus: what the user has, before the tests"
 trap cleanup EXIT
+user_objects before
+
+phase "Incus daemon, the tests' project and image"
 # The daemon also listens on HTTPS on loopback: the remote suite runs the
 # integration suite a second time over it (integration/incus/remote.sh).
-AGENTCTL_INCUS_HTTPS=127.0.0.1:8443 AGENTCTL_BIN="$root/build/test/src/agentctl" bash scripts/incus/up.sh
+env "${tests_records[@]}" AGENTCTL_INCUS_HTTPS=127.0.0.1:8443 AGENTCTL_BIN="$root/build/test/src/agentctl" \
+  bash scripts/incus/up.sh
 
 phase "unit, CLI and integration tests"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Every agentctl and incus command of the tests works in the tests' project.
+export INCUS_PROJECT=$tests_project
 ctest --test-dir build/test --output-on-failure --timeout 600
+unset INCUS_PROJECT
 
 phase "egress proxy under ThreadSanitizer (its event loops share the policy, the log and the cap)"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
@@ -66,4 +96,9 @@ if compgen -G "build/tsan/race.*" >/dev/null; then
   tsan_status=1
 fi
 [ "$tsan_status" -eq 0 ] || exit 1
+
+phase "Incus: the tests' teardown, then what the user has, after the tests"
+teardown
+trap - EXIT
+user_objects after
 phase "done"

@@ -68,7 +68,8 @@ if [ ! -r "$TARBALL" ]; then
     skip "no copy of the image $IMAGE (scripts/incus/up.sh caches it under /var/cache/agentctl-ci)"
 fi
 
-export INCUS_DIR=$DIR   # every incus and agentctl call below talks to the private daemon
+export INCUS_DIR=$DIR   # every incus and agentctl call below talks to the private daemon,
+unset INCUS_PROJECT     # in its default project, its only one
 in_ns() { ip netns exec "$NS" "$@"; }
 agentctl() { in_ns "$AGENTCTL" --provider incus "$@"; }
 in_s() { agentctl exec "$S" -- "$@"; }

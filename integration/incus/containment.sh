@@ -113,7 +113,7 @@ check "root inside cannot chown a mount file to another host uid" \
   bash -c "u=\$(stat -c %u '$DIR/own'); [ \$u != 0 ] && [ \$u != 1 ]"
 check "read-only mount stays read-only for root inside" \
   bash -c "! '$AGENTCTL' --provider incus exec --root '$A' -- sh -c 'touch /ro/x || mount -o remount,rw /ro' 2>/dev/null && [ ! -e '$RO/x' ]"
-ROOTFS=$(readlink -f "/var/lib/incus/containers/$A")
+ROOTFS=$(readlink -f "/var/lib/incus/containers/$(host_name "$A")")
 check "the sandbox's root uid cannot write its rootfs from outside" \
   bash -c "! setpriv --reuid='$BASE_A' --regid='$BASE_A' --clear-groups touch '$ROOTFS/rootfs/etc/x' 2>/dev/null"
 check "other host users cannot enter the sandbox's rootfs" \
@@ -140,15 +140,22 @@ check "... and in a login shell (what shell starts)" test "$(agentctl exec "$A" 
 check "global npm installs go to the user's prefix" \
   test "$(agentctl exec "$A" -- sh -c 'echo $NPM_CONFIG_PREFIX')" = /home/agent/.npm-global
 check "status shows the process limit" grep -q "processes: *100" "$WORK/status-a.txt"
+check "incusd never starts the sandbox by itself (boot.autostart=false)" \
+  test "$(incus config get "$A" boot.autostart)" = false
 # Bounded fork-bomb replay: 150 sleeps under a limit of 100; the sleeps that
 # started are counted from the host (the processes in the sandbox's cgroup).
-in_sandbox() { grep -lE ":/lxc\.payload\.$A(/|\$)" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3; }
-agentctl exec "$A" -- sh -c 'i=0; while [ $i -lt 150 ]; do sleep 677 & i=$((i+1)); done; wait' >/dev/null 2>&1 &
+in_sandbox() { grep -lE ":/lxc\.payload\.$(host_name "$A")(/|\$)" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3; }
+# The loop ends by becoming `sleep 678` (exec needs no fork), or, when a fork
+# fails at the limit, by its shell giving up: once either happened, every
+# sleep that could start has started.
+agentctl exec "$A" -- sh -c 'i=0; while [ $i -lt 150 ]; do sleep 677 & i=$((i+1)); done; exec sleep 678' >/dev/null 2>&1 &
 bomb=$!
-sleep 3
-started=0
-for p in $(in_sandbox); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] && started=$((started + 1)); done
-for p in $(in_sandbox); do [ "$(cat /proc/"$p"/comm 2>/dev/null)" = sleep ] && kill "$p" 2>/dev/null; done
+sleeping() { for p in $(in_sandbox); do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qx "sleep $1 " && echo "$p"; done; }
+bomb_shell() { for p in $(in_sandbox); do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q '^sh -c i=0;' && echo "$p"; done; }
+loop_done() { [ -n "$(sleeping 678)" ] || { [ -n "$(sleeping 677)" ] && [ -z "$(bomb_shell)" ]; }; }
+check "the fork-bomb loop ran to its end" wait_until 120 loop_done
+started=$(sleeping 677 | wc -l)
+for p in $(sleeping 677) $(sleeping 678); do kill "$p" 2>/dev/null; done
 wait "$bomb" 2>/dev/null
 echo "# fork bomb replay: $started of 150 sleeps started under limits.processes=100"
 check "a fork bomb is bounded by the process limit ($started of 150 sleeps ran)" \

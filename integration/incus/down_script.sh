@@ -29,8 +29,13 @@ before=$(incus list -f csv -c n | sort; incus image list -f csv -c f | sort; inc
 # 1. nothing recorded: only test sandboxes may be named, the daemon stays.
 out=$(down)
 echo "$out" | sed 's/^/    /'
-foreign=$(echo "$out" | grep 'would run' | grep -Ev 'would run: (incus (delete --force|network delete|network acl delete) (itest-|doctest-|agc-|agentctl-(itest|doctest)-)|nft delete table inet agentctl-agc-)')
+foreign=$(echo "$out" | grep 'would run' | grep -Ev 'would run: (incus (delete --force|network delete|network acl delete) (itest-|doctest-|agc-|agentctl-(itest|doctest)-)|nft delete table inet agentctl-agc-|kill [0-9]+)')
 [ -z "$foreign" ] && ok "no records: nothing but test sandboxes would be removed" || bad "no records: would touch $foreign"
+stray=
+for pid in $(echo "$out" | sed -n 's/.*would run: kill \([0-9]*\)$/\1/p'); do
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eq 'dnsmasq .*--interface=agc-|egress-proxy --listen ' || stray="$stray $pid"
+done
+[ -z "$stray" ] && ok "no records: the only processes stopped serve test sandboxes' bridges" || bad "would stop$stray"
 echo "$out" | grep -q 'not started by up.sh: left running' && ok "no records: the daemon is left running" || bad "no records: daemon not left alone"
 echo "$out" | grep -Eq 'rm -rf|stop incusd|nft delete table (inet|bridge) incus|losetup' && bad "no records: destructive step planned" || ok "no records: no stop, no wipe"
 
@@ -44,7 +49,8 @@ echo "$out" | grep -q 'rm -rf' && bad "started, not initialised: would wipe stat
 # 3. started and initialised: wipe only when no foreign instance is left.
 : >"$WORK/owned/initialised"
 out=$(down)
-if incus list -f csv -c n | grep -Eqv '^(itest-|doctest-)'; then
+# Foreign: an instance of any project but the default's test sandboxes.
+if incus list --all-projects -f csv -c e,n | grep -Eqv '^default,(itest-|doctest-)'; then
   echo "$out" | grep -q 'not test sandboxes' && ok "initialised, foreign instance present: left running" || bad "initialised: $out"
   echo "$out" | grep -q 'rm -rf' && bad "initialised with a foreign instance: would wipe" || ok "initialised with a foreign instance: no wipe"
 else
@@ -85,6 +91,35 @@ else
 fi
 nft delete table inet "agentctl-$BR" 2>/dev/null
 incus network delete "$BR" >/dev/null 2>&1
+
+# 6. a project of up.sh's own (scripts/test.sh's): the project goes with what is
+# in it, and so do the bridges agentctl marked as that project's, whatever
+# their sandbox's name; a bridge of the default project stays, test-like name
+# or not.
+P=agentctl-dn$$ MINE=agc-dp$$ USERS=agc-dq$$
+rm -f "$WORK/owned/"*
+if incus project create "$P" -c features.images=true -c features.profiles=true >/dev/null &&
+  incus network create "$MINE" --type bridge ipv4.address=none ipv6.address=none \
+    user.agentctl.sandbox=work "user.agentctl.project=$P" >/dev/null &&
+  incus network create "$USERS" --type bridge ipv4.address=none ipv6.address=none \
+    "user.agentctl.sandbox=itest-users-$$" >/dev/null; then
+  echo "$P" >"$WORK/owned/project"
+  out=$(AGENTCTL_INCUS_PROJECT=$P down)
+  echo "$out" | grep -q "would run: incus network delete $MINE\$" && ok "the project's bridge: deleted" \
+    || bad "a bridge marked with the project would be kept: $out"
+  echo "$out" | grep -q "network delete $USERS" && bad "a default-project bridge would be deleted: $out" \
+    || ok "a default project's bridge stays, even with a test-like sandbox name"
+  echo "$out" | grep -q "would run: incus project delete $P\$" && ok "the project itself: deleted" \
+    || bad "the project would be kept: $out"
+  out=$(AGENTCTL_INCUS_PROJECT=agentctl-dn-other$$ down)
+  echo "$out" | grep -q "project delete" && bad "a project other than the recorded one would be deleted: $out" \
+    || ok "a project that is not the recorded one is left alone"
+else
+  bad "could not make a project and two bridges"
+fi
+incus network delete "$MINE" >/dev/null 2>&1
+incus network delete "$USERS" >/dev/null 2>&1
+incus project delete "$P" >/dev/null 2>&1
 [ "$before" = "$after" ] && ok "a dry run changed nothing in Incus" || bad "a dry run changed Incus"
 kill -0 "$STANDIN" && ok "the stand-in daemon pid was not signalled" || bad "the stand-in was killed"
 echo "down.sh: $PASS passed, $FAIL failed"

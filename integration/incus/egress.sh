@@ -213,18 +213,20 @@ check "policy add is live in the resolver: other.test is forwarded now" test "$(
 check "policy add is live: the proxy reloaded" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://other.test:$PORT/ | grep -q 'hello from $PUB_IP'"
 # An open direct connection to an IP-literal destination is cut when its rule goes.
+before=$(established "$NS" "$RAW_PORT")
 in_a python3 -c "$HOLD_CONNECTION_PY" "$PUB_IP" "$RAW_PORT" >"$WORK/long-conn" 2>&1 &
 LONG=$!
-sleep 3   # exec's output arrives when the command ends: give the connection time to open
+wait_until 60 more_established "$NS" "$RAW_PORT" "$before"
 check "policy remove of the IP rule succeeds" agentctl policy remove "$A" "$PUB_IP:$RAW_PORT"
 wait $LONG
 check "a long-lived direct connection was open" grep -q "^connected" "$WORK/long-conn"
 check "policy remove cut the open direct connection" grep -q "^cut" "$WORK/long-conn"
 check "after remove, a new direct connection is refused" test "$(tcp_probe "$PUB_IP" $RAW_PORT)" = refused
 # An open tunnel through the proxy to a name whose rule goes away.
-in_a python3 -c "$HOLD_CONNECTION_PY" "$GW" 3128 other.test:8081 >"$WORK/tunnel" 2>&1 &
+before=$(established "$NS" "$RAW_PORT")
+in_a python3 -c "$HOLD_CONNECTION_PY" "$GW" 3128 other.test:$RAW_PORT >"$WORK/tunnel" 2>&1 &
 LONG=$!
-sleep 3
+wait_until 60 more_established "$NS" "$RAW_PORT" "$before"
 check "policy remove of the name succeeds" agentctl policy remove "$A" other.test
 wait $LONG
 check "a CONNECT tunnel to other.test was open" grep -q "^open HTTP/1.1 200" "$WORK/tunnel"
@@ -241,7 +243,7 @@ check "logs --network --output json is JSON Lines" bash -c \
 
 # ---------------------------------------------------------------- the proxy's lifecycle: fail closed
 kill -9 "$PROXY_PID"
-sleep 0.2
+wait_until 30 test ! -e "/proc/$PROXY_PID"
 check "status says the proxy is not running" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q 'NOT running'"
 check "with the proxy gone the sandbox has no egress (refused at once)" \
   refused_fast "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 http://allowed.test:$PORT/
@@ -277,12 +279,18 @@ check "--allow-lan: the proxy cannot reach another sandbox ($code)" test "$code"
 # ---------------------------------------------------------------- a hole found by the probe battery stops the sandbox
 # Tamper with the sandbox's resolver behind agentctl's back: the same dnsmasq
 # (so agentctl takes it for its own), but it now answers every name.
-RPID_B=$(cat "$XDG_STATE_HOME/agentctl/incus/$B/resolver.pid")
+RPIDFILE_B=$XDG_STATE_HOME/agentctl/incus/$B/resolver.pid
+RPID_B=$(cat "$RPIDFILE_B")
 mapfile -d '' RARGS <"/proc/$RPID_B/cmdline"
-kill "$RPID_B"; for _ in $(seq 50); do kill -0 "$RPID_B" 2>/dev/null || break; sleep 0.1; done
+kill "$RPID_B"
+wait_until 30 test ! -e "/proc/$RPID_B"
+rm -f "$RPIDFILE_B"
 for i in "${!RARGS[@]}"; do [ "${RARGS[$i]}" = "--address=/#/" ] && RARGS[$i]="--address=/#/203.0.113.9"; done
 setsid "${RARGS[@]}" >/dev/null 2>&1 </dev/null &
-for _ in $(seq 50); do [ -s "$XDG_STATE_HOME/agentctl/incus/$B/resolver.pid" ] && break; sleep 0.1; done
+# dnsmasq writes its pid file once its sockets are bound: from then on it is
+# the sandbox's resolver, as far as agentctl can tell.
+tampered_up() { [ -s "$RPIDFILE_B" ] && kill -0 "$(cat "$RPIDFILE_B")"; }
+check "the tampered resolver runs in place of agentctl's" wait_until 60 tampered_up
 out=$(agentctl start "$B" 2>&1); rc=$?
 check "start fails when a probe gets through (exit $rc)" test $rc != 0
 check "the error names the probe that escaped" grep -q "dns-denied-name" <<<"$out"

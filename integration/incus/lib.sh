@@ -26,6 +26,33 @@ agentctl() { "$AGENTCTL" --provider incus ${AGENTCTL_REMOTE:+--remote "$AGENTCTL
 export AGENTCTL AGENTCTL_REMOTE
 export -f agentctl
 
+# host_name NAME: what the host calls instance NAME (its directory under
+# /var/lib/incus/containers, its cgroup lxc.payload.*): Incus prefixes the
+# project, except for the default project.
+host_name() {
+  local project=${INCUS_PROJECT:-default}
+  if [ "$project" = default ]; then echo "$1"; else echo "${project}_$1"; fi
+}
+
+# wait_until SECONDS CMD...: waits for the event CMD tests (polled every 50 ms),
+# at most SECONDS (a deadline for a machine under load, not a duration the
+# test relies on); returns 1 when the event never came.
+wait_until() {
+  local deadline=$(($(date +%s) + $1))
+  shift
+  until "$@" >/dev/null 2>&1; do
+    [ "$(date +%s)" -lt "$deadline" ] || return 1
+    sleep 0.05
+  done
+}
+
+# established NS PORT: how many established connections the server on PORT in
+# the test namespace NS holds. more_established NS PORT N: more than N. A
+# sandbox's exec output arrives only when its command ends, so a connection it
+# opens is seen from the server's side.
+established() { ip netns exec "$1" ss -Htn state established "( sport = :$2 )" | wc -l; }
+more_established() { [ "$(established "$1" "$2")" -gt "$3" ]; }
+
 # The last line of a suite: the tally, and its exit status.
 finish() {
   echo "# $PASS passed, $FAIL failed"

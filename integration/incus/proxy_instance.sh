@@ -89,7 +89,7 @@ check "the companion has its own uid range, small limits and no guest API" bash 
   "[ \"\$(incus config get '$C' security.idmap.isolated)\" = true ] && [ -n \"\$(incus config get '$C' limits.memory)\" ] &&
    [ -n \"\$(incus config get '$C' limits.processes)\" ] && [ \"\$(incus config get '$C' security.guestapi)\" = false ]"
 check "the companion has no mounts: its only devices are root and eth0" \
-  test "$(incus query "/1.0/instances/$C" | python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["expanded_devices"])))')" = "eth0 root"
+  test "$(incus query "/1.0/instances/$C?project=${INCUS_PROJECT:-default}" | python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["expanded_devices"])))')" = "eth0 root"
 check "both NICs filter MAC and IPv4 sources" bash -c \
   "for i in '$A' '$C'; do incus config device get \$i eth0 security.mac_filtering | grep -qx true &&
      incus config device get \$i eth0 security.ipv4_filtering | grep -qx true || exit 1; done"
@@ -121,9 +121,10 @@ check "the companion has no IPv6" bash -c "[ \"\$(incus exec '$C' -- cat /proc/s
 
 # ---------------------------------------------------------------- live policy: add, remove cuts an open tunnel
 check "policy add succeeds" agentctl policy add "$A" other.test:$RAW_PORT
-in_a python3 -c "$HOLD_CONNECTION_PY" "$PROXY" 3128 other.test:8081 >"$WORK/tunnel" 2>&1 &
+before=$(established "$NS" $RAW_PORT)
+in_a python3 -c "$HOLD_CONNECTION_PY" "$PROXY" 3128 other.test:$RAW_PORT >"$WORK/tunnel" 2>&1 &
 LONG=$!
-sleep 3
+wait_until 60 more_established "$NS" $RAW_PORT "$before"
 check "policy remove of the name succeeds" agentctl policy remove "$A" other.test:$RAW_PORT
 wait $LONG
 check "a CONNECT tunnel through the companion was open (policy add was live)" grep -q "^open HTTP/1.1 200" "$WORK/tunnel"
@@ -134,7 +135,7 @@ check "logs --network reads the proxy's log from the companion" bash -c \
 
 # ---------------------------------------------------------------- the unit keeps the proxy up
 curl_ok() { "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 3 http://allowed.test:$PORT/ 2>/dev/null | grep -q hello; }
-eventually() { local i; for i in $(seq 30); do "$@" && return 0; sleep 0.5; done; return 1; }
+eventually() { wait_until 60 "$@"; }
 in_c sh -c 'kill -9 "$(systemctl show -p MainPID --value agentctl-egress.service)"'
 check "a killed proxy is restarted by its unit" eventually curl_ok
 incus restart --force "$C"

@@ -230,7 +230,7 @@ kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "delete after a create killed early succeeds" agentctl delete --force "$C"
 check "nothing of the early-killed create is left" bash -c \
   "! incus info '$C' >/dev/null 2>&1 && ! incus network acl show 'agentctl-$C' >/dev/null 2>&1"
-left=$(incus network list -f json | python3 -c "import json,sys; print(' '.join(n['name'] for n in json.load(sys.stdin) if n.get('config',{}).get('user.agentctl.sandbox','').startswith('itest-')))")
+left=$(incus network list -f json | python3 -c "import json,sys; print(' '.join(n['name'] for n in json.load(sys.stdin) if n.get('config',{}).get('user.agentctl.sandbox','') in ('$A', '$B', '$C')))")
 check "no bridge of the suite is left ($left)" test -z "$left"
 
 finish

@@ -5,8 +5,20 @@
 #                         like the daemons it names)
 #   AGENTCTL_INCUS_OWNED  what up.sh made, for down.sh (/var/lib/agentctl-incus-owned:
 #                         survives reboots, like the state it names)
+#   AGENTCTL_INCUS_PROJECT  the Incus project up.sh makes and down.sh removes
+#                         whole, with everything in it (unset: none, everything
+#                         goes in the default project)
+# Each caller keeps its own records: setup.sh the defaults (what it makes is the
+# user's), scripts/test.sh a pair of its own (what it makes is the tests'), so
+# that one never takes away what the other made.
 RUN_DIR=${AGENTCTL_INCUS_RUN:-/run/agentctl-incus}
 OWNED_DIR=${AGENTCTL_INCUS_OWNED:-/var/lib/agentctl-incus-owned}
+PROJECT=${AGENTCTL_INCUS_PROJECT:-}
+# The incus client's flag for it: `incus "${IN_PROJECT[@]}" list`. Every other
+# incus command here means the default project (or the daemon as a whole),
+# whatever project the caller's environment names.
+IN_PROJECT=(${PROJECT:+--project "$PROJECT"})
+unset INCUS_PROJECT
 
 owned() { [ -e "$OWNED_DIR/$1" ]; }                          # owned RECORD: up.sh made it
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; } # alive PIDFILE

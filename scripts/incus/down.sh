@@ -2,10 +2,16 @@
 # down.sh - undo what up.sh and the test suites did, and nothing else.
 #
 # It removes:
-#   - sandboxes whose names start with a test prefix ($AGENTCTL_TEST_PREFIXES) and
-#     that agentctl made (user.agentctl.managed=true), with their bridges, ACLs
-#     (found by user.agentctl.sandbox) and agentctl's host firewall tables for
-#     those bridges, and such bridges/ACLs left over by an interrupted create;
+#   - the project up.sh made ($AGENTCTL_INCUS_OWNED/project), with every instance,
+#     image and profile in it;
+#   - without such a project: sandboxes in the default project whose names start
+#     with a test prefix ($AGENTCTL_TEST_PREFIXES) and that agentctl made
+#     (user.agentctl.managed=true);
+#   - the bridges and ACLs of those sandboxes, with the resolver and egress proxy
+#     agentctl runs on the host for each bridge (Incus keeps them in the default
+#     project whatever the sandbox's: agentctl marks them with user.agentctl.sandbox
+#     and user.agentctl.project) and agentctl's host firewall tables for those
+#     bridges, also when an interrupted create left them;
 #   - the image up.sh imported (recorded in $AGENTCTL_INCUS_OWNED/image);
 #   - the HTTPS listener up.sh set (core.https_address, recorded in
 #     $AGENTCTL_INCUS_OWNED/https-address), if it is still the one it set;
@@ -17,8 +23,8 @@
 # and ACL that is not the tests', is left exactly as it was. Packages and the
 # image tarball cache are kept. Run as root.
 #
-# Environment: AGENTCTL_INCUS_RUN (/run/agentctl-incus) and AGENTCTL_INCUS_OWNED
-# (/var/lib/agentctl-incus-owned), as for up.sh; AGENTCTL_TEST_PREFIXES
+# Environment: AGENTCTL_INCUS_RUN (/run/agentctl-incus), AGENTCTL_INCUS_OWNED
+# (/var/lib/agentctl-incus-owned) and AGENTCTL_INCUS_PROJECT, as for up.sh; AGENTCTL_TEST_PREFIXES
 # ("itest- doctest-"); AGENTCTL_DOWN_DRY_RUN=1 prints what would be done and
 # changes nothing.
 set -uo pipefail
@@ -42,16 +48,45 @@ command -v incus >/dev/null 2>&1 && incus admin waitready --timeout=2 >/dev/null
 
 others=()
 if [ "$daemon_up" = 1 ]; then
-  for i in $(incus list -f csv -c n); do
-    if is_test_name "$i" && [ "$(incus config get "$i" user.agentctl.managed 2>/dev/null)" = true ]; then
+  our_project=
+  if [ -n "$PROJECT" ] && owned project && [ "$(cat "$OWNED_DIR/project")" = "$PROJECT" ]; then our_project=$PROJECT; fi
+  if [ -n "$our_project" ]; then
+    # Everything in a project of up.sh's own is the callers'.
+    for i in $(incus list --project "$our_project" -f csv -c n); do
+      act incus delete --force --project "$our_project" "$i" || true
+    done
+  fi
+  # One line per instance of every project: PROJECT,NAME.
+  while IFS=, read -r p i; do
+    [ -n "$i" ] || continue
+    [ "$p" != "$our_project" ] || continue
+    if [ -z "$our_project" ] && [ "$p" = default ] && is_test_name "$i" &&
+      [ "$(incus config get "$i" user.agentctl.managed 2>/dev/null)" = true ]; then
       act incus delete --force "$i" || true
     else
-      others+=("$i")
+      others+=("$p/$i")
     fi
-  done
+  done < <(incus list --all-projects -f csv -c e,n)
+  # ours OWNER PROJECT: a bridge or ACL (which Incus keeps in the default
+  # project) is the callers' when agentctl made it for a sandbox of up.sh's
+  # project; without such a project, when its sandbox has a test name and no
+  # instance that is not the tests' has that name.
+  ours() {
+    local o
+    [ -n "$1" ] || return 1
+    if [ -n "$our_project" ]; then [ "$2" = "$our_project" ]; return; fi
+    is_test_name "$1" || return 1
+    for o in "${others[@]}"; do [ "${o#*/}" != "$1" ] || return 1; done
+  }
   for n in $(incus network list -f csv | awk -F, '$3=="YES"{print $1}'); do
     owner=$(incus network get "$n" user.agentctl.sandbox 2>/dev/null)
-    if [ -n "$owner" ] && is_test_name "$owner"; then
+    if ours "$owner" "$(incus network get "$n" user.agentctl.project 2>/dev/null)"; then
+      # agentctl's resolver and egress proxy for that bridge, which a run
+      # killed before its sandbox's delete leaves running on the host.
+      gw=$(incus network get "$n" ipv4.address 2>/dev/null | cut -d/ -f1)
+      for pid in $(pgrep -f -- "dnsmasq .*--interface=$n( |\$)") ${gw:+$(pgrep -f -- "egress-proxy --listen $gw:")}; do
+        act kill "$pid" 2>/dev/null || true
+      done
       act incus network delete "$n" || true
       # agentctl's host firewall table for that bridge (named in
       # src/provider/incus/host_firewall.cpp), which `agentctl delete` removes.
@@ -60,12 +95,23 @@ if [ "$daemon_up" = 1 ]; then
   done
   for a in $(incus network acl list -f csv | cut -d, -f1); do
     owner=$(incus network acl get "$a" user.agentctl.sandbox 2>/dev/null)
-    if [ -n "$owner" ] && is_test_name "$owner"; then act incus network acl delete "$a" || true; fi
+    if ours "$owner" "$(incus network acl get "$a" user.agentctl.project 2>/dev/null)"; then act incus network acl delete "$a" || true; fi
   done
   if owned image; then
     alias=$(cat "$OWNED_DIR/image")
     if incus image alias list -f csv | cut -d, -f1 | grep -qx "$alias"; then act incus image delete "$alias" || true; fi
     act rm -f "$OWNED_DIR/image"
+  fi
+  if [ -n "$our_project" ]; then
+    for f in $(incus image list --project "$our_project" -f csv -c f); do
+      act incus image delete --project "$our_project" "$f" || true
+    done
+    for pr in $(incus profile list --project "$our_project" -f csv | cut -d, -f1); do
+      [ "$pr" = default ] || act incus profile delete --project "$our_project" "$pr" || true
+    done
+    act incus project delete "$our_project" && act rm -f "$OWNED_DIR/project"
+  elif owned project && ! incus project show "$(cat "$OWNED_DIR/project")" >/dev/null 2>&1; then
+    act rm -f "$OWNED_DIR/project"  # already gone
   fi
   if owned https-address; then
     if [ "$(incus config get core.https_address)" = "$(cat "$OWNED_DIR/https-address")" ]; then

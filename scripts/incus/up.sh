@@ -7,8 +7,12 @@
 #   2. lxcfs (optional) and incusd started by hand, PIDs kept in $AGENTCTL_INCUS_RUN
 #   3. preseed: a storage pool and a default profile WITHOUT a network. agentctl
 #      gives every sandbox its own managed bridge, so no shared network exists.
-#   4. a Debian 12 image built by `agentctl image build` (debootstrap), its tarball
+#   4. with AGENTCTL_INCUS_PROJECT, a project of that name with its own images and
+#      profiles (its default profile: the root disk); networks stay in the default
+#      project, as Incus keeps bridges there
+#   5. a Debian 12 image built by `agentctl image build` (debootstrap), its tarball
 #      cached in $AGENTCTL_INCUS_CACHE between runs, imported with alias $AGENTCTL_INCUS_IMAGE
+#      (into the project, when there is one)
 #
 # Ownership: up.sh writes down what it made itself into $AGENTCTL_INCUS_OWNED
 # (a directory that survives reboots), so that down.sh removes only that:
@@ -16,6 +20,7 @@
 #   initialised                     it initialised a daemon that had no state at all
 #                                   (no storage pool, instance, image or network)
 #   image                           the alias of the image it imported
+#   project                         the project it made (AGENTCTL_INCUS_PROJECT)
 #   https-address                   the core.https_address it set (AGENTCTL_INCUS_HTTPS)
 # An Incus that was already running or already had state is used as it is and
 # is never stopped or wiped by down.sh.
@@ -32,6 +37,8 @@
 #   AGENTCTL_INCUS_MAP_IDS    host uids/gids root may map into sandboxes (1000 1500)
 #   AGENTCTL_INCUS_HTTPS      opt-in: a loopback ADDRESS:PORT the daemon also listens on
 #                             over HTTPS (core.https_address), for the remote suite
+#   AGENTCTL_INCUS_PROJECT    opt-in: a project of its own for everything the callers
+#                             make (scripts/test.sh: agentctl-tests)
 set -euo pipefail
 
 . "$(dirname "$0")/common.sh"
@@ -142,20 +149,38 @@ PRESEED
 fi
 say "storage pool 'default' ($(incus storage list -f csv | awk -F, '$1=="default"{print $2}')) ready"
 
-# ---------------------------------------------------------------- 4. image
+# ---------------------------------------------------------------- 4. project (opt-in)
+if [ -n "$PROJECT" ]; then
+  if ! incus project show "$PROJECT" >/dev/null 2>&1; then
+    incus project create "$PROJECT" -c features.images=true -c features.profiles=true \
+      -c features.storage.volumes=true -c features.networks=false >/dev/null || die "cannot create project $PROJECT"
+    echo "$PROJECT" >"$OWNED_DIR/project"
+  elif ! owned project; then
+    die "a project called $PROJECT already exists and up.sh did not make it: choose another AGENTCTL_INCUS_PROJECT"
+  fi
+  if ! incus profile device get default root pool --project "$PROJECT" >/dev/null 2>&1; then
+    incus profile device add default root disk path=/ pool=default --project "$PROJECT" >/dev/null ||
+      die "cannot give project $PROJECT's default profile a root disk"
+  fi
+  say "project '$PROJECT' ready"
+fi
+
+# ---------------------------------------------------------------- 5. image
 # agentctl builds the image itself (`agentctl image build`, without --base:
 # debootstrap, networkd, metadata, import); its tarball is cached below $CACHE_DIR.
 AGENTCTL_BIN=${AGENTCTL_BIN:-$(command -v agentctl || true)}
-if ! incus image alias list -f csv | cut -d, -f1 | grep -qx "$IMAGE_ALIAS"; then
+if ! incus image alias list "${IN_PROJECT[@]}" -f csv | cut -d, -f1 | grep -qx "$IMAGE_ALIAS"; then
   [ -n "$AGENTCTL_BIN" ] && [ -x "$AGENTCTL_BIN" ] ||
     die "the image $IMAGE_ALIAS is missing and no agentctl binary was found to build it (set AGENTCTL_BIN or install agentctl first)"
-  XDG_CACHE_HOME="$CACHE_DIR" AGENTCTL_DEBIAN_MIRROR="$MIRROR" "$AGENTCTL_BIN" --provider incus image build "$IMAGE_ALIAS" \
-    || die "agentctl image build $IMAGE_ALIAS failed"
-  echo "$IMAGE_ALIAS" >"$OWNED_DIR/image"
+  XDG_CACHE_HOME="$CACHE_DIR" AGENTCTL_DEBIAN_MIRROR="$MIRROR" \
+    "$AGENTCTL_BIN" --provider incus "${IN_PROJECT[@]}" image build "$IMAGE_ALIAS" ||
+    die "agentctl image build $IMAGE_ALIAS failed"
+  # Inside a project of up.sh's own, the project's removal takes the image with it.
+  [ -n "$PROJECT" ] || echo "$IMAGE_ALIAS" >"$OWNED_DIR/image"
 fi
-say "image '$IMAGE_ALIAS' ready"
+say "image '$IMAGE_ALIAS' ready${PROJECT:+ in project $PROJECT}"
 
-# ---------------------------------------------------------------- 5. HTTPS listener (opt-in)
+# ---------------------------------------------------------------- 6. HTTPS listener (opt-in)
 # The remote suite (integration/incus/remote.sh) reaches this daemon over HTTPS
 # as an Incus remote. Loopback only: nothing outside this machine can connect.
 if [ -n "${AGENTCTL_INCUS_HTTPS:-}" ]; then

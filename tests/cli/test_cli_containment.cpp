@@ -8,8 +8,8 @@
 using agentctl::test::CliSandbox;
 
 namespace {
-const std::vector<std::string> k_base{"--provider", "incus",       "--preview", "create",
-                                      "demo",       "--isolation", "container", "--mount-none"};
+const std::vector<std::string> k_base{"--provider",    "incus",       "--preview", "create",
+                                      "itest-preview", "--isolation", "container", "--mount-none"};
 
 std::vector<std::string> with(std::vector<std::string> extra) {
     auto args = k_base;

@@ -8,9 +8,10 @@
 //   - a synopsis (NAME, KEY=VALUE, [KEY], a|b, ...) or a bare mention
 //     (`agentctl status`) is checked against the command tree: every command
 //     word exists and every --flag is in that command's help.
-// Sandboxes made for real are named $AGENTCTL_DOCTEST_PREFIX + the documented
-// name (default `doctest-`, a prefix scripts/incus/down.sh knows as the
-// tests'), and each is deleted at the end even when a step fails.
+// The documented sandbox names become $AGENTCTL_DOCTEST_PREFIX + the name
+// (default `doctest-`, a prefix scripts/incus/down.sh knows as the tests'), in
+// previews too, which ask the daemon: a user's own `demo` is never looked at.
+// Each sandbox made for real is deleted at the end even when a step fails.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -383,6 +384,7 @@ const std::vector<Entry> k_documented = {
     {"plain", Mode::Run, "agentctl --provider hyperv --preview delete demo --force"},
     {"plain", Mode::Run, "agentctl --version"},  // docs/benchmarks.md: timed for start-up
     {"plain", Mode::Run, "agentctl config set profileDir=/opt/corp/agentctl-profiles"},
+    {"plain", Mode::Run, "agentctl config set incus.project=agents"},
     {"plain", Mode::Surface, "agentctl exec -- true"},
 };
 
@@ -408,11 +410,11 @@ struct Scenario {
 std::vector<std::string> runnable(const Entry& entry, const std::string& scenario_prefix) {
     auto words = words_of(entry.command);
     words.erase(words.begin());  // "agentctl"
-    const bool real = std::string_view(entry.scenario) == "readme" || std::string_view(entry.scenario) == "quickstart";
     bool after_dashes = false;
     for (auto& word : words) {
         if (word == "--") after_dashes = true;
-        if (real && !after_dashes && k_sandbox_names.contains(word)) word = scenario_prefix + word;
+        // Previews too: a preview asks the daemon, where a user's sandbox may have the documented name.
+        if (!after_dashes && k_sandbox_names.contains(word)) word = scenario_prefix + word;
     }
     if (entry.mode == Mode::Preview) words.insert(words.begin(), "--preview");
     return words;

@@ -36,12 +36,12 @@ TEST_CASE("verbose output logs every Incus request with its status and time") {
 
 TEST_CASE("verbose output gives each step time") {
     CliSandbox cli;
-    auto r = cli.run(
-        {"-v", "--provider", "incus", "--preview", "create", "demo", "--isolation", "container", "--mount-none"});
+    auto r = cli.run({"-v", "--provider", "incus", "--preview", "create", "itest-preview", "--isolation", "container",
+                      "--mount-none"});
     INFO(r.err);
     CHECK(r.exit_code == 0);
     CHECK(std::regex_search(r.err, std::regex(R"(agentctl \[info\] step "[^"]+" took \d+ ms)")));
-    auto quiet =
-        cli.run({"--provider", "incus", "--preview", "create", "demo", "--isolation", "container", "--mount-none"});
+    auto quiet = cli.run(
+        {"--provider", "incus", "--preview", "create", "itest-preview", "--isolation", "container", "--mount-none"});
     CHECK(quiet.err.find("took") == std::string::npos);
 }
