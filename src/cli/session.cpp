@@ -105,6 +105,10 @@ const ProviderEntry& Session::provider_entry() {
     if (name.empty()) {
         if (auto configured = config().get("provider")) name = configured->value;
     }
+    // --remote names a remote of the one provider that has remotes: it implies that provider.
+    if (name.empty() && !m_globals.remote.empty()) {
+        if (const auto* remotes = remote_provider()) name = remotes->name;
+    }
     if (name.empty()) {
         throw Error(fmt::format("no provider configured; run `agentctl config set provider=<{}>` or pass --provider",
                                 provider_names("|")));

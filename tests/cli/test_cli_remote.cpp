@@ -50,6 +50,23 @@ TEST_CASE("incus.remote chooses the remote, --remote wins, and -v names the endp
                                       (cli.root() / "incus/client.crt").string() + " of Incus remote \"lo\""));
 }
 
+TEST_CASE("--remote without a configured provider means the incus provider", "[remote]") {
+    CliSandbox cli;  // no provider configured
+    auto env = incus_conf(cli);
+    auto r = cli.run({"--remote", "nosuch", "list"}, env);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::StartsWith("agentctl: unknown Incus remote \"nosuch\" (known: lo, local;"));
+    CHECK_THAT(r.err, !Catch::Contains("no provider configured"));
+    r = cli.run({"--remote", "local", "--preview", "stop", "demo"}, env);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::StartsWith("incus query -X GET 'local:/1.0/instances/demo?recursion=1'\n"));
+    // Without --remote nothing is implied.
+    r = cli.run({"list"}, env);
+    CHECK(r.exit_code == 1);
+    CHECK_THAT(r.err, Catch::Contains("no provider configured"));
+}
+
 TEST_CASE("a preview prints incus query lines addressed to the remote (--preview --remote)", "[remote]") {
     CliSandbox cli;
     cli.use_incus();
