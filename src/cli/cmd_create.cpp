@@ -99,41 +99,4 @@ void add_create(CLI::App& app, CommandEnv& env) {
     });
 }
 
-void add_start(CLI::App& app, CommandEnv& env) {
-    auto* cmd = app.add_subcommand("start", "Start a sandbox with its network policy in force");
-    auto name = std::make_shared<std::string>();
-    auto profiles = std::make_shared<std::vector<std::string>>();
-    auto mounts = std::make_shared<MountOptions>();
-    cmd->add_option("NAME", *name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
-    cmd->add_option("--profile", *profiles, "Profile whose mountPolicy constrains the mount flags (repeatable)")
-        ->type_name(value_type::k_profile);
-    add_mount_flags(*cmd, *mounts);
-    set_examples(*cmd, {"agentctl start demo", "agentctl start demo --mount ~/src/app:/workspace:w",
-                        "agentctl start demo --mount-none", "agentctl --preview start demo"});
-    cmd->callback([&env, name, profiles, mounts] {
-        env.action = [&env, name, profiles, mounts] {
-            validate_instance_name(*name);
-            auto& session = env.session;
-            session.gate("start");
-            StartRequest request;
-            std::vector<std::string> notices;
-            request.mounts = build_start_mounts(session, *name, *profiles, *mounts, &notices);
-            for (const auto& notice : notices) session.reporter().notice(notice);
-            if (request.mounts && !request.mounts->empty()) session.gate("fs.mount");
-            if (request.mounts) {
-                for (const auto& m : *request.mounts) {
-                    if (m.writable) {
-                        session.reporter().warning(
-                            fmt::format("writable mount: {} -> {} (the sandbox can change these host files)",
-                                        m.host_path, m.guest_path));
-                    }
-                }
-            }
-            session.lock_instance(*name);
-            session.lifecycle().start(*name, request);
-            return 0;
-        };
-    });
-}
-
 }  // namespace agentctl::cli

@@ -1,39 +1,107 @@
-// stop, delete (alias rm): the lifecycle verbs that take one or more names.
+// start, stop, delete (alias rm): the lifecycle verbs that take one or more names.
+#include <algorithm>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "agentctl/error.hpp"
 #include "cli/commands_list.hpp"
+#include "cli/sandbox_options.hpp"
 
 namespace agentctl::cli {
 namespace {
 
-// Runs `act` for each name in turn, as `docker rm a b` does: a failure is
-// reported and the next name is still tried; the exit status is the first
-// failure's. A single name behaves exactly like before (its error propagates).
-int for_each_name(Session& session, const std::vector<std::string>& names,
+// Each name once, in the order first given: `stop a a` stops a once.
+std::vector<std::string> unique_names(const std::vector<std::string>& names) {
+    std::vector<std::string> unique;
+    for (const auto& name : names) {
+        if (std::find(unique.begin(), unique.end(), name) == unique.end()) unique.push_back(name);
+    }
+    return unique;
+}
+
+// Runs `act` for each name in turn, as `docker rm a b` does: every name is
+// checked first; each success is reported (`agentctl: stopped NAME`); a
+// failure is reported (`agentctl: NAME: ...`) and the next name is still
+// tried; the exit status is the first failure's, 0 when every name worked. A
+// single name fails as any command does (its error propagates).
+int for_each_name(Session& session, const std::vector<std::string>& given, std::string_view done,
                   const std::function<void(const std::string&)>& act) {
+    const auto names = unique_names(given);
     for (const auto& name : names) validate_instance_name(name);
+    // Also ends the name's last step, so that a failure of the next name is
+    // never shown as a failure of this one's step.
+    auto report = [&](const std::string& name) {
+        if (!session.globals().preview) session.reporter().notice(fmt::format("{} {}", done, name));
+    };
     if (names.size() == 1) {
         act(names.front());
+        report(names.front());
         return 0;
     }
     int status = 0;
+    std::vector<std::string> failed;
     for (const auto& name : names) {
         try {
             act(name);
+            report(name);
         } catch (const Error& e) {
             session.fail_step();
             std::cerr << fmt::format("agentctl: {}: {}\n", name, e.what());
             if (!e.hint().empty()) std::cerr << "hint: " << e.hint() << "\n";
             if (status == 0) status = e.code();
+            failed.push_back(name);
         }
+    }
+    if (!failed.empty()) {
+        std::cerr << fmt::format("agentctl: {} of {} failed: {}\n", failed.size(), names.size(),
+                                 fmt::join(failed, " "));
     }
     return status;
 }
 
 }  // namespace
+
+void add_start(CLI::App& app, CommandEnv& env) {
+    auto* cmd = app.add_subcommand("start", "Start one or more sandboxes with their network policy in force");
+    auto names = std::make_shared<std::vector<std::string>>();
+    auto profiles = std::make_shared<std::vector<std::string>>();
+    auto mounts = std::make_shared<MountOptions>();
+    cmd->add_option("NAME", *names, "Sandbox name (several may be given)")
+        ->required()
+        ->type_name(value_type::k_sandbox);
+    cmd->add_option("--profile", *profiles, "Profile whose mountPolicy constrains the mount flags (repeatable)")
+        ->type_name(value_type::k_profile);
+    add_mount_flags(*cmd, *mounts);
+    set_examples(*cmd,
+                 {"agentctl start demo", "agentctl start demo --mount ~/src/app:/workspace:w",
+                  "agentctl start demo --mount-none", "agentctl --preview start demo", "agentctl start demo work"});
+    cmd->callback([&env, names, profiles, mounts] {
+        env.action = [&env, names, profiles, mounts] {
+            auto& session = env.session;
+            session.gate("start");
+            return for_each_name(session, *names, "started", [&](const std::string& name) {
+                StartRequest request;
+                std::vector<std::string> notices;
+                request.mounts = build_start_mounts(session, name, *profiles, *mounts, &notices);
+                for (const auto& notice : notices) session.reporter().notice(notice);
+                if (request.mounts && !request.mounts->empty()) session.gate("fs.mount");
+                if (request.mounts) {
+                    for (const auto& m : *request.mounts) {
+                        if (m.writable) {
+                            session.reporter().warning(
+                                fmt::format("writable mount: {} -> {} (the sandbox can change these host files)",
+                                            m.host_path, m.guest_path));
+                        }
+                    }
+                }
+                session.lock_instance(name);
+                session.lifecycle().start(name, request);
+            });
+        };
+    });
+}
 
 void add_stop(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("stop", "Stop one or more running sandboxes");
@@ -51,7 +119,7 @@ void add_stop(CLI::App& app, CommandEnv& env) {
         env.action = [&env, names, request, timeout] {
             if (*timeout >= 0) request->timeout_seconds = *timeout;
             env.session.gate("stop");
-            return for_each_name(env.session, *names, [&](const std::string& name) {
+            return for_each_name(env.session, *names, "stopped", [&](const std::string& name) {
                 env.session.lock_instance(name);
                 env.session.lifecycle().stop(name, *request);
             });
@@ -72,7 +140,7 @@ void add_delete(CLI::App& app, CommandEnv& env) {
     cmd->callback([&env, names, force] {
         env.action = [&env, names, force] {
             env.session.gate("delete");
-            return for_each_name(env.session, *names, [&](const std::string& name) {
+            return for_each_name(env.session, *names, "deleted", [&](const std::string& name) {
                 env.session.lock_instance(name);
                 env.session.lifecycle().remove(name, *force);
             });

@@ -1,6 +1,7 @@
 #include "cli/session.hpp"
 
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
@@ -28,6 +29,7 @@ struct Session::State {
     std::unique_ptr<ProviderContext> context;
     std::unique_ptr<Provider> provider;
     std::vector<std::unique_ptr<core::FileLock>> locks;
+    std::set<std::string> locked;  // the sandboxes `locks` holds, by name
     std::optional<std::filesystem::path> state_dir;
     std::optional<std::filesystem::path> runtime_dir;
     // --preview --output json: the command's output and the preview lines, kept
@@ -198,6 +200,8 @@ Provider& Session::provider() {
 
 void Session::lock_instance(const std::string& name) {
     if (m_globals.preview) return;
+    // Held already by this process: a second lock on the same file would wait for itself.
+    if (!m_state->locked.insert(name).second) return;
     const auto path = runtime_dir() / "locks" / fmt::format("{}-{}.lock", provider_entry().name, name);
     m_state->locks.push_back(std::make_unique<core::FileLock>(path, [&] {
         reporter().notice(

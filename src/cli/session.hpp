@@ -75,7 +75,8 @@ public:
     [[nodiscard]] EgressPolicy& egress_policy();
 
     // Serialises agentctl processes acting on one sandbox; held until the session
-    // ends. Says so on stderr when it has to wait for another agentctl.
+    // ends. Says so on stderr when it has to wait for another agentctl. A name
+    // this session holds already is not locked again.
     void lock_instance(const std::string& name);
 
     // core::state_dir() and core::runtime_dir(), made private (0700) on first

@@ -78,6 +78,18 @@ TEST_CASE("the short force flag, the rm alias, --format and several names") {
     CHECK(contains(r.out, "'one'"));
     CHECK(contains(r.out, "'two'"));
 
+    // A name given twice is acted on once; start takes several names too.
+    r = cli.run({"--provider", "hyperv", "--preview", "stop", "-f", "one", "one"});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out == "powershell.exe -NoProfile -NonInteractive -Command 'Stop-VM -Name '\\''one'\\'' -TurnOff'\n");
+    r = cli.run({"--provider", "hyperv", "--preview", "start", "one", "two", "one"});
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.out ==
+          "powershell.exe -NoProfile -NonInteractive -Command 'Start-VM -Name '\\''one'\\'''\n"
+          "powershell.exe -NoProfile -NonInteractive -Command 'Start-VM -Name '\\''two'\\'''\n");
+
     // Every name is checked before anything runs.
     r = cli.run({"--provider", "hyperv", "--preview", "stop", "good", "Bad_Name"});
     CHECK(r.exit_code == 1);
