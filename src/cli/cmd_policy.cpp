@@ -77,6 +77,31 @@ struct ChangeArgs {
     std::vector<std::string> entries;
 };
 
+// An address added to the allowlist that the policy would still refuse (a LAN
+// address under deny-LAN, loopback, the host's own addresses, reserved
+// ranges) is refused, as `policy check` refuses it, with its exit code (4):
+// the entry would change nothing. Names are decided when they are dialled
+// (by the addresses they resolve to then), so only addresses are checked here.
+void refuse_still_refused(const std::string& name, const policy::NetworkPolicy& network,
+                          const std::vector<policy::AllowRule>& rules) {
+    const auto own = policy::host_own_addresses();
+    auto resolver = policy::make_system_resolver();  // not asked: only addresses are checked
+    for (const auto& rule : rules) {
+        if (rule.kind != policy::HostKind::Ip) continue;
+        const bool v6 = rule.host.find(':') != std::string::npos;
+        const auto destination =
+            fmt::format("{}:{}", v6 ? "[" + rule.host + "]" : rule.host, rule.ports.empty() ? 443 : rule.ports.front());
+        const auto result = policy::check_destination(network, destination, *resolver, own);
+        if (policy::check_exit_code(result) != exit_code::k_policy_refused) continue;
+        throw Error(fmt::format("{} would still be refused in {} ({}): {}; nothing was changed", rule.entry(), name,
+                                policy::to_string(result.reason), result.detail),
+                    result.reason == policy::Reason::Lan
+                        ? fmt::format("{} denies the LAN; a sandbox created with --allow-lan may reach it", name)
+                        : fmt::format("`agentctl policy check {} {}` explains the decision", name, destination),
+                    exit_code::k_policy_refused);
+    }
+}
+
 // Adds or removes entries, then hands the whole new policy to the provider.
 int run_change(Session& session, const ChangeArgs& args, bool add) {
     validate_instance_name(args.name);
@@ -109,6 +134,7 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
             network.allow.erase(it);
         }
     }
+    if (add) refuse_still_refused(args.name, network, rules);
     session.egress_policy().apply_network_policy(args.name, network);
     if (!session.globals().preview) {
         for (const auto& rule : rules) {
