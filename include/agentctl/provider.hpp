@@ -105,8 +105,15 @@ struct InstanceInfo {
 struct ExecRequest {
     std::vector<std::string> argv;
     bool root = false;
-    bool tty = false;  // interactive: hand the terminal to the backend's client
-    std::map<std::string, std::string> env;
+    // Hand the terminal to the backend's client (a tty in the guest). The CLI
+    // asks for it only when stdin is a terminal.
+    bool tty = false;
+    // Without a tty: pass this process's stdin to the command until its
+    // end-of-file (pipes, files, binary data). False: the command reads
+    // end-of-file at once.
+    bool forward_stdin = false;
+    std::map<std::string, std::string> env;  // over the sandbox's defaults (PATH, HOME, ...)
+    std::string cwd;                         // absolute; empty: the user's home (root's with root)
 };
 
 struct StartRequest {
@@ -180,9 +187,12 @@ public:
 
     virtual ~Commands() = default;
 
-    // Runs a command as the sandbox user (or root) and returns its exit code.
-    // Non-interactive, its output and error output reach this process's stdout and
-    // stderr (ProviderContext::out flushed first); with request.tty the client gets the terminal.
+    // Runs a command as the sandbox user (or root) and returns its exit code:
+    // 0-255 as the command exited, 128+N when signal N killed it, 127 (with an
+    // agentctl::Error of that code) when it was not found and 126 when it
+    // could not be run. Non-interactive, its output and error output reach
+    // this process's stdout and stderr (ProviderContext::out flushed first);
+    // with request.tty the client gets the terminal.
     virtual int exec(const std::string& name, const ExecRequest& request) = 0;
     // An interactive login shell as the sandbox user (or root); its exit code.
     virtual int shell(const std::string& name, bool root) = 0;

@@ -4,9 +4,12 @@
 // transport: the unix socket or TLS), with scripted server bytes.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <thread>
 #include <unistd.h>
 
 #include "agentctl/error.hpp"
@@ -49,7 +52,13 @@ class ScriptedStream final : public ByteStream {
 public:
     explicit ScriptedStream(std::string incoming) : m_incoming(std::move(incoming)) {}
     std::size_t read_some(char* out, std::size_t size) override {
-        const auto n = std::min(size, m_incoming.size() - m_offset);
+        // Holds back what comes after the upgrade until `gate` says so (the
+        // command's output ends only after it has read its stdin).
+        if (gate && m_offset > 0) {
+            for (int i = 0; i < 500 && !gate(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        auto n = std::min(size, m_incoming.size() - m_offset);
+        if (gate && m_offset == 0) n = std::min(n, m_incoming.find("\r\n\r\n") + 4);  // the upgrade alone
         std::memcpy(out, m_incoming.data() + m_offset, n);
         m_offset += n;
         return n;
@@ -59,6 +68,7 @@ public:
         return true;
     }
     void shutdown() override {}
+    std::function<bool()> gate;
     std::shared_ptr<std::string> written = std::make_shared<std::string>();
 
 private:
@@ -71,13 +81,17 @@ public:
     HttpResponse send(std::string_view, std::string_view, std::string_view, std::string_view) override { return {}; }
     std::unique_ptr<ByteStream> open_stream() override {
         std::lock_guard lock(m_mutex);
-        auto stream = std::make_unique<ScriptedStream>(m_scripts.at(m_opened++));
+        auto stream = std::make_unique<ScriptedStream>(m_scripts.at(m_opened));
+        if (m_opened == 2 && gate_stdout) stream->gate = [this] { return gate_stdout(*written.at(1)); };
+        ++m_opened;
         written.push_back(stream->written);
         return stream;
     }
     [[nodiscard]] std::string endpoint() const override { return "scripted"; }
     std::vector<std::string> m_scripts;
     std::vector<std::shared_ptr<std::string>> written;
+    // When set, stdout's frames wait until it is true of what stdin's connection got.
+    std::function<bool(const std::string&)> gate_stdout;
 
 private:
     std::mutex m_mutex;
@@ -111,7 +125,8 @@ TEST_CASE("stream_exec: upgrades each stream through the transport and copies st
                            upgraded + frame(0x2, "oops") + frame(0x8, "")};                       // stderr
     std::FILE* out = std::tmpfile();
     std::FILE* err = std::tmpfile();
-    stream_exec(transport, "/1.0/operations/op1", ExecSecrets{"sc", "s0", "s1", "s2"}, ::fileno(out), ::fileno(err));
+    stream_exec(transport, "/1.0/operations/op1", ExecSecrets{"sc", "s0", "s1", "s2"}, -1, ::fileno(out),
+                ::fileno(err));
     CHECK(file_text(out) == "hello out");
     CHECK(file_text(err) == "oops");
     REQUIRE(transport.written.size() == 4);
@@ -126,7 +141,39 @@ TEST_CASE("stream_exec: upgrades each stream through the transport and copies st
 TEST_CASE("stream_exec: a stream the daemon does not upgrade is an error naming the endpoint", "[exec-stream]") {
     ScriptedTransport transport;
     transport.m_scripts = {"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n"};
-    CHECK_THROWS_WITH(stream_exec(transport, "op1", ExecSecrets{"sc", "s0", "s1", "s2"}, -1, -1),
+    CHECK_THROWS_WITH(stream_exec(transport, "op1", ExecSecrets{"sc", "s0", "s1", "s2"}, -1, -1, -1),
                       Catch::Contains("cannot open the exec stream /1.0/operations/op1/websocket at scripted: the "
                                       "daemon answered \"HTTP/1.1 403 Forbidden\""));
+}
+
+TEST_CASE("stream_exec: stdin goes to the command as binary frames, then a close frame", "[exec-stream]") {
+    const std::string upgraded = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n";
+    const std::string close_frame("\x88\x82\0\0\0\0\x03\xe8", 8);
+    ScriptedTransport transport;
+    transport.m_scripts = {upgraded + frame(0x8, ""), upgraded, upgraded + frame(0x8, ""), upgraded + frame(0x8, "")};
+    transport.gate_stdout = [&](const std::string& got) { return got.ends_with(close_frame); };
+    // Binary bytes (a NUL, 0xff, no newline) and more than one 64 KiB read.
+    std::string data("a\0b\xff", 4);
+    data += std::string(70000, 'x');
+    std::FILE* in = std::tmpfile();
+    std::fwrite(data.data(), 1, data.size(), in);
+    std::fflush(in);
+    std::rewind(in);
+    stream_exec(transport, "op1", ExecSecrets{"sc", "s0", "s1", "s2"}, ::fileno(in), -1, -1);
+    std::fclose(in);
+    REQUIRE(transport.written.size() == 4);
+    const auto& got = *transport.written[1];
+    const auto body = got.substr(got.find("\r\n\r\n") + 4);
+    // First frame: 65536 bytes (a 64-bit length), masked with a zero key.
+    const std::string first_header("\x82\xff\0\0\0\0\0\x01\0\0\0\0\0\0", 14);
+    REQUIRE(body.size() == first_header.size() + 65536 + 8 + (data.size() - 65536) + close_frame.size());
+    CHECK(body.substr(0, first_header.size()) == first_header);
+    CHECK(body.substr(first_header.size(), 65536) == data.substr(0, 65536));
+    // Second frame: the rest (a 16-bit length).
+    const auto second = body.substr(first_header.size() + 65536);
+    const auto rest = data.size() - 65536;
+    CHECK(second.substr(0, 4) ==
+          std::string{'\x82', '\xfe', static_cast<char>(rest >> 8), static_cast<char>(rest & 0xff)});
+    CHECK(second.substr(8, rest) == data.substr(65536));
+    CHECK(body.ends_with(close_frame));
 }

@@ -106,6 +106,18 @@ TEST_CASE("preview exec -t and delete", "[preview]") {
     CHECK_THAT(f.out.str(), Catch::Contains("\"record-output\":false"));
     CHECK_THAT(f.out.str(), Catch::Contains("\"wait-for-websocket\":true"));
     CHECK_THAT(f.out.str(), Catch::Contains("/1.0/instances/itest-preview/exec\n"));
+    // -e and -w: in the request (and on the incus client's line with -t).
+    std::ostringstream().swap(f.out);
+    request.env = {{"GREETING", "hi there"}};
+    request.cwd = "/workspace";
+    CHECK(f.provider->commands()->exec("itest-preview", request) == 0);
+    CHECK_THAT(f.out.str(), Catch::Contains("\"GREETING\":\"hi there\""));
+    CHECK_THAT(f.out.str(), Catch::Contains("\"cwd\":\"/workspace\""));
+    std::ostringstream().swap(f.out);
+    request.tty = true;
+    CHECK(f.provider->commands()->exec("itest-preview", request) == 0);
+    CHECK_THAT(f.out.str(), Catch::Contains("--cwd /workspace"));
+    CHECK_THAT(f.out.str(), Catch::Contains("--env 'GREETING=hi there'"));
     std::ostringstream().swap(f.out);
     f.provider->lifecycle().remove("itest-preview", true);
     CHECK_THAT(f.out.str(), Catch::Contains("incus query -X DELETE /1.0/instances/itest-preview\n"));

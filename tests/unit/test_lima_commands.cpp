@@ -88,6 +88,8 @@ TEST_CASE("exec and shell run as the default user, --root adds sudo -n / sudo -i
           std::vector<std::string>{"limactl", "shell", "demo", "--", "whoami"});
     CHECK(exec_command("demo", {"whoami"}, true) ==
           std::vector<std::string>{"limactl", "shell", "demo", "--", "sudo", "-n", "whoami"});
+    CHECK(exec_command("demo", {"pwd"}, false, "/workspace") ==
+          std::vector<std::string>{"limactl", "shell", "--workdir", "/workspace", "demo", "--", "pwd"});
     CHECK(shell_command("demo", false) == std::vector<std::string>{"limactl", "shell", "demo"});
     CHECK(shell_command("demo", true) == std::vector<std::string>{"limactl", "shell", "demo", "--", "sudo", "-i"});
     CHECK(limactl_stop("demo", true) == std::vector<std::string>{"limactl", "stop", "--force", "demo"});

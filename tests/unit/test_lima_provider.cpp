@@ -318,6 +318,15 @@ TEST_CASE("exec passes the exit code through, --root runs under sudo -n", "[lima
     request.root = false;
     request.argv = {"sh", "-c", "kill -TERM $$"};
     CHECK(provider->commands()->exec("demo", request) == 128 + SIGTERM);
+    // -w: limactl shell --workdir; a directory the guest lacks fails as `cd DIR || exit 1` does.
+    world.clear_output();
+    request.argv = {"pwd"};
+    request.cwd = "/";
+    CHECK(provider->commands()->exec("demo", request) == 0);
+    CHECK(world.out.str() == "/\n");
+    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "--workdir", "/", "demo", "--", "pwd"}));
+    request.cwd = "/nonexistent-agentctl-dir";
+    CHECK(provider->commands()->exec("demo", request) == 1);
 }
 
 TEST_CASE("start --mount replaces the sticky mount set", "[lima][fake]") {

@@ -4,6 +4,8 @@
 // its answer read here, and so are the frames.
 #include "provider/incus/exec_stream.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,15 +48,28 @@ struct Connection {
         return true;
     }
 
-    // A client frame (masked, as RFC 6455 requires; the mask is zero). Errors
-    // are ignored: the server may already have closed this connection.
-    void send(unsigned char opcode, const char* payload, std::size_t size) {
-        std::string frame;
-        frame.push_back(static_cast<char>(0x80 | opcode));
-        frame.push_back(static_cast<char>(0x80 | size));  // control frames only: size <= 125
-        frame.append(4, '\0');
-        frame.append(payload, size);
-        (void)stream->write_all(frame.data(), frame.size());
+    // A client frame (masked, as RFC 6455 requires; the mask is zero, so the
+    // payload goes as it is). False when the server has closed this connection.
+    bool send(unsigned char opcode, const char* payload, std::size_t size) {
+        std::string header;
+        header.push_back(static_cast<char>(0x80 | opcode));
+        if (size < 126) {
+            header.push_back(static_cast<char>(0x80 | size));
+        } else if (size <= 0xFFFF) {
+            header.push_back(static_cast<char>(0x80 | 126));
+            for (int shift = 8; shift >= 0; shift -= 8) header.push_back(static_cast<char>((size >> shift) & 0xFF));
+        } else {
+            header.push_back(static_cast<char>(0x80 | 127));
+            for (int shift = 56; shift >= 0; shift -= 8) header.push_back(static_cast<char>((size >> shift) & 0xFF));
+        }
+        header.append(4, '\0');
+        return stream->write_all(header.data(), header.size()) && (size == 0 || stream->write_all(payload, size));
+    }
+
+    // A close frame with status 1000 (normal closure).
+    void close() {
+        const char normal[2] = {static_cast<char>(0x03), static_cast<char>(0xE8)};
+        (void)send(0x8, normal, 2);
     }
 };
 
@@ -136,12 +151,35 @@ void pump(Connection& conn, int fd) {
                 for (std::size_t i = 0; i < n; ++i) chunk[i] = static_cast<char>(chunk[i] ^ mask[(offset + i) % 4]);
             }
             if (opcode <= 0x2 && writable) writable = write_all(fd, chunk.get(), n);
-            if (opcode == 0x9 && size <= 125) conn.send(0xA, chunk.get(), n);  // ping -> pong
+            if (opcode == 0x9 && size <= 125) (void)conn.send(0xA, chunk.get(), n);  // ping -> pong
             offset += n;
         }
-        if (opcode == 0x9 && size == 0) conn.send(0xA, nullptr, 0);
+        if (opcode == 0x9 && size == 0) (void)conn.send(0xA, nullptr, 0);
         if (opcode == 0x8) return;  // close
     }
+}
+
+// Copies `in_fd` to the stdin websocket, one binary frame per read, until
+// end-of-file, then closes the websocket: the command reads end-of-file.
+// Returns early, without closing, once `stop_fd` is readable (the command
+// ended) or the server closed the connection. The bytes go as they are read:
+// binary data and partial lines reach the command unchanged.
+void feed(Connection& conn, int in_fd, int stop_fd) {
+    std::unique_ptr<char[]> chunk(new char[k_chunk]);
+    for (;;) {
+        pollfd fds[2] = {{in_fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+        if (::poll(fds, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        if (fds[1].revents != 0) return;
+        if (fds[0].revents == 0) continue;
+        const auto n = ::read(in_fd, chunk.get(), k_chunk);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) break;  // end of file (or stdin unusable: the same to the command)
+        if (!conn.send(0x2, chunk.get(), static_cast<std::size_t>(n))) return;
+    }
+    conn.close();
 }
 
 }  // namespace
@@ -164,19 +202,35 @@ std::string websocket_target(std::string_view operation, const std::string& secr
     return fmt::format("/1.0/operations/{}/websocket?secret={}", id, secret);
 }
 
-void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd, int err_fd) {
+void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int in_fd, int out_fd,
+                 int err_fd) {
     auto control = open(transport, websocket_target(operation, secrets.control));
     auto in = open(transport, websocket_target(operation, secrets.in));
     auto out = open(transport, websocket_target(operation, secrets.out));
     auto err = open(transport, websocket_target(operation, secrets.err));
-    // No stdin: a close frame (code 1000), and the command reads end-of-file.
-    const char normal[2] = {static_cast<char>(0x03), static_cast<char>(0xE8)};
-    in->send(0x8, normal, 2);
+    // The feeder waits on stdin and on this pipe, written once the output has ended.
+    int stop[2] = {-1, -1};
+    if (in_fd >= 0 && ::pipe2(stop, O_CLOEXEC) != 0) {
+        throw Error(fmt::format("cannot stream stdin to the command: pipe: {}", std::strerror(errno)));
+    }
+    std::thread feeder;
+    if (in_fd >= 0) {
+        feeder = std::thread([&] { feed(*in, in_fd, stop[0]); });
+    } else {
+        in->close();  // no stdin: the command reads end-of-file at once
+    }
     // The control stream carries the server's pings; reading answers them.
     std::thread control_reader([&] { pump(*control, -1); });
     std::thread err_reader([&] { pump(*err, err_fd); });
     pump(*out, out_fd);
     err_reader.join();
+    if (feeder.joinable()) {
+        (void)!::write(stop[1], "x", 1);
+        in->stream->shutdown();  // a write blocked on a command that stopped reading returns
+        feeder.join();
+        ::close(stop[0]);
+        ::close(stop[1]);
+    }
     control->stream->shutdown();
     control_reader.join();
 }

@@ -25,12 +25,14 @@ struct ExecSecrets {
 // The request target of one websocket of operation `operation` (its path or ID).
 [[nodiscard]] std::string websocket_target(std::string_view operation, const std::string& secret);
 
-// Connects the four websockets through `transport` (unix socket or TLS), closes
-// stdin (the command reads end-of-file), and copies stdout to `out_fd` and
+// Connects the four websockets through `transport` (unix socket or TLS),
+// copies `in_fd` to the command's stdin until end-of-file (then the command
+// reads end-of-file; `in_fd` -1: at once), and copies stdout to `out_fd` and
 // stderr to `err_fd` as the messages arrive, through one 64 KiB buffer per
-// stream: memory stays bounded whatever the output size. Returns when both
-// output streams have ended. Throws agentctl::Error when a websocket cannot
-// be opened.
-void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int out_fd, int err_fd);
+// stream: memory stays bounded whatever the size. Returns when both output
+// streams have ended, whether or not stdin was read to its end. Throws
+// agentctl::Error when a websocket cannot be opened.
+void stream_exec(Transport& transport, std::string_view operation, const ExecSecrets& secrets, int in_fd, int out_fd,
+                 int err_fd);
 
 }  // namespace agentctl::provider::incus

@@ -26,7 +26,8 @@ ExecResult IncusProvider::run_as_root(const std::string& name, const std::string
 
 std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name, const Json& instance, bool root,
                                                         const std::map<std::string, std::string>& env,
-                                                        const std::vector<std::string>& command) const {
+                                                        const std::vector<std::string>& command,
+                                                        const std::string& cwd) const {
     std::vector<std::string> argv{"incus", "exec", on_server(name)};
     if (!m_project.empty()) {
         argv.insert(argv.end(), {"--project", m_project});
@@ -38,8 +39,10 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
             throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
                         "use --root, or delete and recreate it");
         }
-        argv.insert(argv.end(),
-                    {"--user", std::to_string(user->uid), "--group", std::to_string(user->gid), "--cwd", user->home});
+        argv.insert(argv.end(), {"--user", std::to_string(user->uid), "--group", std::to_string(user->gid), "--cwd",
+                                 cwd.empty() ? user->home : cwd});
+    } else if (!cwd.empty()) {
+        argv.insert(argv.end(), {"--cwd", cwd});
     }
     auto environment = exec_environment(user ? &*user : nullptr);
     for (const auto& [k, v] : env) environment[k] = v;
@@ -55,8 +58,9 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     if (!running(instance)) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
+    if (!request.cwd.empty() && !m_context.preview) require_directory(name, instance, request);
     if (request.tty) {
-        auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv);
+        auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv, request.cwd);
         argv.insert(argv.begin() + 3, "-t");
         if (m_context.preview) {
             m_context.out << shell_join(argv) << '\n';
@@ -75,20 +79,78 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
                         "use --root, or delete and recreate it");
         }
     }
-    const auto payload = streamed_exec_payload(request.argv, request.env, user ? &*user : nullptr);
+    auto payload = streamed_exec_payload(request.argv, request.env, user ? &*user : nullptr);
+    if (!request.cwd.empty()) payload["cwd"] = request.cwd;
     auto response = m_client->query("POST", fmt::format("/1.0/instances/{}/exec", name), &payload);
     if (m_api.preview()) return 0;
     m_context.out << std::flush;
     stream_exec(*m_client->transport(), response.operation,
-                parse_exec_secrets(response.metadata.value("metadata", Json::object())), STDOUT_FILENO, STDERR_FILENO);
-    // The streams have ended; the command has (or is about to).
+                parse_exec_secrets(response.metadata.value("metadata", Json::object())),
+                request.forward_stdin ? STDIN_FILENO : -1, STDOUT_FILENO, STDERR_FILENO);
+    return exec_outcome(name, response.operation, request, user ? &*user : nullptr);
+}
+
+// Incus runs a command whose working directory is missing in / instead:
+// the directory is checked first, as the command's user.
+void IncusProvider::require_directory(const std::string& name, const Json& instance, const ExecRequest& request) {
+    std::optional<GuestUser> user;
+    if (!request.root) user = recorded_user(instance);
+    auto check =
+        exec_payload({"/bin/sh", "-c", "cd -- \"$1\"", "sh", request.cwd}, request.env, user ? &*user : nullptr);
+    if (m_api.exec(name, check, 30).exit_code != 0) {
+        throw Error(fmt::format("cannot run the command in {} in sandbox {}: no such directory (or no access)",
+                                request.cwd, name),
+                    "the working directory (-w) must exist in the sandbox");
+    }
+}
+
+// The exit code of a streamed exec whose streams have ended. Incus fails the
+// operation when the command exits 127 or 126 ("Command not found", "Command
+// not executable"; internal/server/instance/drivers: the exec's Wait), and
+// then a wait on it answers with that error only: the operation itself still
+// holds the code. The command's own `exit 127` looks the same, so the
+// command is looked up before saying it was not found.
+int IncusProvider::exec_outcome(const std::string& name, const std::string& operation, const ExecRequest& request,
+                                const GuestUser* user) {
     for (;;) {
-        auto op = m_client->wait(response.operation, 60);
-        const auto status = op.value("status", std::string());
-        if (status != "Running" && status != "Pending") {
+        try {
+            auto op = m_client->wait(operation, 60);
+            const auto status = op.value("status", std::string());
+            if (status == "Running" || status == "Pending") continue;
             return op.value("metadata", Json::object()).value("return", -1);
+        } catch (const Error&) {
+            break;  // failed: read below what it left
         }
     }
+    const auto op =
+        m_client->query("GET", fmt::format("/1.0/operations/{}", operation.substr(operation.rfind('/') + 1))).metadata;
+    const int code = op.value("metadata", Json::object()).value("return", -1);
+    const auto err = op.value("err", std::string());
+    const auto& command = request.argv.front();
+    if (code == 127 || code == 126) {
+        // Is it there and executable, where and as whom the command ran?
+        auto check = exec_payload({"/bin/sh", "-c",
+                                   "case $1 in */*) [ -f \"$1\" ] && [ -x \"$1\" ];; "
+                                   "*) command -v -- \"$1\" >/dev/null;; esac",
+                                   "sh", command},
+                                  request.env, user);
+        if (!request.cwd.empty()) check["cwd"] = request.cwd;
+        bool runnable = false;
+        try {
+            runnable = m_api.exec(name, check, 30).exit_code == 0;
+        } catch (const Error&) {
+        }
+        if (runnable) return code;  // the command's own exit code
+        if (code == 127) {
+            throw Error(fmt::format("{}: command not found in sandbox {}", command, name),
+                        "check the name and the PATH (`agentctl exec " + name + " -- sh -c 'echo $PATH'`)", 127);
+        }
+        throw Error(fmt::format("{}: cannot be run in sandbox {}: not an executable file (or permission denied)",
+                                command, name),
+                    "", 126);
+    }
+    throw Error(fmt::format("the command in sandbox {} failed: {}", name, err.empty() ? "no reason given" : err), "",
+                code > 0 && code < 256 ? code : exit_code::k_error);
 }
 
 int IncusProvider::shell(const std::string& name, bool root) {

@@ -187,7 +187,11 @@ private:
     ExecResult run_as_root(const std::string& name, const std::string& script, int timeout_seconds);
     std::vector<std::string> incus_exec_argv(const std::string& name, const Json& instance, bool root,
                                              const std::map<std::string, std::string>& env,
-                                             const std::vector<std::string>& command) const;
+                                             const std::vector<std::string>& command,
+                                             const std::string& cwd = {}) const;
+    void require_directory(const std::string& name, const Json& instance, const ExecRequest& request);
+    int exec_outcome(const std::string& name, const std::string& operation, const ExecRequest& request,
+                     const GuestUser* user);
 
     // Shared helpers.
     // NAME as the incus client addresses it on this server: REMOTE:NAME for a remote.

@@ -296,16 +296,19 @@ int LimaBackend::exec(const std::string& name, const ExecRequest& request) {
         for (const auto& [k, v] : request.env) command.push_back(k + "=" + v);
     }
     command.insert(command.end(), request.argv.begin(), request.argv.end());
-    auto argv = exec_command(name, command, request.root);
+    auto argv = exec_command(name, command, request.root, request.cwd);
     if (m_ctx.preview) {
         print_preview(argv);
         return 0;
     }
     ProcessRequest process;
     process.argv = argv;
-    process.interactive = request.tty;
+    // limactl shell passes its stdin to the command (and gives it a tty only
+    // when stdin is a terminal): the command's stdin is ours when it is forwarded.
+    process.interactive = request.tty || request.forward_stdin;
+    m_ctx.out.flush();
     auto result = m_ctx.runner.run(process);
-    if (!request.tty) {
+    if (!process.interactive) {
         m_ctx.out << result.out;
         m_ctx.out.flush();
         std::cerr << result.err;

@@ -147,13 +147,16 @@ std::vector<std::string> limactl_shell(const std::string& name, const std::vecto
     return argv;
 }
 
-std::vector<std::string> exec_command(const std::string& name, const std::vector<std::string>& argv, bool root) {
+std::vector<std::string> exec_command(const std::string& name, const std::vector<std::string>& argv, bool root,
+                                      const std::string& workdir) {
     std::vector<std::string> command;
     if (root) {
         command = {"sudo", "-n"};
     }
     command.insert(command.end(), argv.begin(), argv.end());
-    return limactl_shell(name, command);
+    auto shell = limactl_shell(name, command);
+    if (!workdir.empty()) shell.insert(shell.begin() + 2, {"--workdir", workdir});
+    return shell;
 }
 
 std::vector<std::string> shell_command(const std::string& name, bool root) {

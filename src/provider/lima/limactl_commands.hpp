@@ -64,9 +64,10 @@ struct ConfinementSettings {
 [[nodiscard]] std::vector<std::string> limactl_stop(const std::string& name, bool force);
 [[nodiscard]] std::vector<std::string> limactl_delete(const std::string& name);
 [[nodiscard]] std::vector<std::string> limactl_shell(const std::string& name, const std::vector<std::string>& command);
-// exec: the command, under `sudo -n` for root. shell: a login shell, `sudo -i` for root.
+// exec: the command, under `sudo -n` for root, in `workdir` when given
+// (`limactl shell --workdir`). shell: a login shell, `sudo -i` for root.
 [[nodiscard]] std::vector<std::string> exec_command(const std::string& name, const std::vector<std::string>& argv,
-                                                    bool root);
+                                                    bool root, const std::string& workdir = {});
 [[nodiscard]] std::vector<std::string> shell_command(const std::string& name, bool root);
 // `sandbox-exec -p PROFILE limactl start --tty=false NAME`.
 [[nodiscard]] std::vector<std::string> sandboxed(const std::string& sandbox_exec, const std::string& profile,
