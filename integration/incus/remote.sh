@@ -5,7 +5,8 @@
 # configuration (INCUS_CONF) with a generated client certificate that the
 # daemon is told to trust, config.yml naming the remote, and the daemon's
 # certificate pinned in servercerts/. Then suite.sh runs again with every
-# agentctl command on that remote (the same tests, the other transport), and
+# agentctl command on that remote (the same tests, the other transport), then
+# exec.sh (stdin and exit codes over a TLS websocket), and
 # the refusals are checked: an untrusted client certificate, a pinned server
 # certificate that is not the server's, an unpinned and untrusted server, an
 # unreachable port and an unknown remote. Nothing leaves this machine.
@@ -120,6 +121,14 @@ case $rc in
   0) ok "the integration suite passes over HTTPS" ;;
   77) bad "the integration suite skipped over HTTPS" ;;
   *) bad "the integration suite fails over HTTPS" ;;
+esac
+
+# exec's stdin, exit codes and the rest go over a TLS websocket here.
+AGENTCTL_REMOTE=$REMOTE bash "$HERE/exec.sh" "$AGENTCTL"
+case $? in
+  0) ok "the exec suite passes over HTTPS" ;;
+  77) bad "the exec suite skipped over HTTPS" ;;
+  *) bad "the exec suite fails over HTTPS" ;;
 esac
 
 finish
