@@ -50,17 +50,17 @@ TEST_CASE("incus.remote chooses the remote, --remote wins, and -v names the endp
                                       (cli.root() / "incus/client.crt").string() + " of Incus remote \"lo\""));
 }
 
-TEST_CASE("--remote without a configured provider means the incus provider", "[remote]") {
+TEST_CASE("a remote (--remote) without a configured provider means the incus provider", "[remote]") {
     CliSandbox cli;  // no provider configured
     auto env = incus_conf(cli);
     auto r = cli.run({"--remote", "nosuch", "list"}, env);
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::StartsWith("agentctl: unknown Incus remote \"nosuch\" (known: lo, local;"));
     CHECK_THAT(r.err, !Catch::Contains("no provider configured"));
-    r = cli.run({"--remote", "local", "--preview", "stop", "demo"}, env);
+    r = cli.run({"--remote", "local", "--preview", "stop", "itest-preview"}, env);
     INFO(r.err);
     CHECK(r.exit_code == 0);
-    CHECK_THAT(r.out, Catch::StartsWith("incus query -X GET 'local:/1.0/instances/demo?recursion=1'\n"));
+    CHECK_THAT(r.out, Catch::StartsWith("incus query -X GET 'local:/1.0/instances/itest-preview?recursion=1"));
     // Without --remote nothing is implied.
     r = cli.run({"list"}, env);
     CHECK(r.exit_code == 1);
