@@ -40,6 +40,11 @@ fi
 # user's objects are recorded before the tests and compared after them
 # (docs/testing.md).
 tests_project=agentctl-tests
+# The incus client's own configuration for the tests' commands: the user's
+# (~/.config/incus, with their default remote and project) is neither read nor
+# written.
+export INCUS_CONF=/var/lib/agentctl-incus-owned-tests/incus-client
+mkdir -p "$INCUS_CONF"
 tests_records=(AGENTCTL_INCUS_PROJECT=$tests_project AGENTCTL_INCUS_OWNED=/var/lib/agentctl-incus-owned-tests
   AGENTCTL_INCUS_RUN=/run/agentctl-incus-tests)
 user_objects() {
