@@ -152,8 +152,9 @@ chmod 777 "$WORK"
 squid_conf ${PORT[squid]} "$WORK/squid.conf"
 tiny_conf ${PORT[tinyproxy]} "$WORK/tinyproxy.conf"
 
+# --max-tunnels: the idle-tunnel figure opens more than a sandbox's default cap (256).
 "$AGENTCTL" egress-proxy --listen 127.0.0.1:${PORT[agentctl]} --policy "$WORK/bench1/egress-policy.json" \
-  --log "$WORK/agentctl.log" >/dev/null 2>"$WORK/agentctl.err" & PID[agentctl]=$!
+  --max-tunnels $((IDLE_TUNNELS + 64)) --log "$WORK/agentctl.log" >/dev/null 2>"$WORK/agentctl.err" & PID[agentctl]=$!
 squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID[squid]=$!
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID[tinyproxy]=$!
 PIDS+=("${PID[@]}")

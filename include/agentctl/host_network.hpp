@@ -44,6 +44,22 @@ struct InterfaceAddress {
 // addresses, which decide() always refuses.
 [[nodiscard]] std::vector<IpAddress> host_own_addresses();
 
+// Asks this machine's kernel where it would send a connection to an address
+// (for the egress proxy's last check before dialling, policy::vet_route).
+// One per thread: an instance is not shared between threads.
+class RouteTable {
+public:
+    virtual ~RouteTable() = default;
+    // The route to `address` as the kernel has it now. Never throws; RouteKind::Unknown when it cannot say.
+    [[nodiscard]] virtual Route route_to(const IpAddress& address) = 0;
+};
+
+// Linux: one rtnetlink RTM_GETROUTE per call (a local, anycast or broadcast
+// route is HostLocal), and for a route out of a bridge, whether that bridge's
+// ports are all veth or tap (RTM_GETLINK, remembered for a second per bridge).
+// Elsewhere: whether the address can be bound (HostLocal) or not (Away).
+[[nodiscard]] std::unique_ptr<RouteTable> make_kernel_route_table();
+
 // The address in a sockaddr_in or sockaddr_in6; nullopt for a null pointer or
 // any other family.
 [[nodiscard]] std::optional<IpAddress> from_sockaddr(const sockaddr* address);

@@ -118,6 +118,7 @@ enum class Reason {
     Broadcast,          // "broadcast"
     Reserved,           // "reserved"
     HostAddress,        // "host-address": one of this machine's own addresses
+    SandboxNetwork,     // "sandbox-network": behind a bridge of containers and VMs on this machine (vet_route)
     Lan,                // "lan": a LAN address under deny-LAN
     NoAddress,          // "no-address": the name resolved to nothing
     InvalidHost,        // "invalid-host": not a valid host name
@@ -145,5 +146,27 @@ struct Decision {
 // one to dial. `host_own_addresses` are this machine's own addresses (always refused).
 [[nodiscard]] Decision decide(const NetworkPolicy& policy, std::string_view host, std::uint16_t port,
                               std::span<const IpAddress> resolved, std::span<const IpAddress> host_own_addresses = {});
+
+// Where this machine's kernel sends a connection to an address, asked just
+// before it is dialled (agentctl/host_network.hpp, RouteTable).
+enum class RouteKind {
+    Away,            // out of this machine: the LAN or the internet
+    HostLocal,       // delivered to this machine itself (a local, anycast or broadcast route)
+    SandboxNetwork,  // onto a bridge whose every port is a veth or tap: containers and VMs of this machine
+    Unknown,         // the kernel could not be asked
+};
+
+struct Route {
+    RouteKind kind = RouteKind::Away;
+    std::string interface;  // the interface it leaves by, when known ("lo", "agc-...")
+};
+
+// Step 3, just before dialling the address decide() chose: refuses it when
+// the kernel delivers it to this machine itself (host-address: every address
+// the host has at that moment, every bridge's gateway included) or onto a
+// bridge of containers and VMs (sandbox-network: other sandboxes), whatever
+// the policy, --allow-lan and --no-network-policy included; and when the
+// kernel could not be asked (host-address). nullopt: it may be dialled.
+[[nodiscard]] std::optional<Decision> vet_route(const IpAddress& address, const Route& route);
 
 }  // namespace agentctl::policy

@@ -1,7 +1,7 @@
 // Runs run_egress_proxy with the limits exposed as flags, so the suite can use
 // short timeouts. Same flags as `agentctl egress-proxy`, plus:
 //   --connect-timeout-ms N --header-timeout-ms N --idle-timeout-ms N
-//   --max-connections N --log-max-bytes N --policy-poll-ms N --event-loops N
+//   --max-connections N --max-tunnels N --log-max-bytes N --policy-poll-ms N --event-loops N
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
             options.limits.idle_timeout = ms();
         else if (flag == "--max-connections")
             options.limits.max_connections = std::stoul(value);
+        else if (flag == "--max-tunnels")
+            options.limits.max_tunnels = std::stoul(value);
         else if (flag == "--policy-poll-ms")
             options.limits.policy_poll = ms();
         else if (flag == "--event-loops")

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <linux/sock_diag.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -177,9 +178,10 @@ Network::Network() {
         m_upstream.emplace(std::vector<std::string>{
             "ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "http:" + std::string(k_origin_a) + ":80",
             "echo:" + std::string(k_origin_a) + ":7", "echo:" + std::string(k_origin_a) + ":9",
-            "drain:" + std::string(k_origin_a) + ":10", "greet:" + std::string(k_origin_a) + ":25",
-            "backlog:" + std::string(k_origin_a) + ":81", "late:" + std::string(k_origin_a) + ":82",
-            "http:" + std::string(k_origin_b) + ":80", "http:" + std::string(k_lan_origin) + ":80"});
+            "drain:" + std::string(k_origin_a) + ":10", "sink:" + std::string(k_origin_a) + ":11",
+            "greet:" + std::string(k_origin_a) + ":25", "backlog:" + std::string(k_origin_a) + ":81",
+            "late:" + std::string(k_origin_a) + ":82", "http:" + std::string(k_origin_b) + ":80",
+            "http:" + std::string(k_lan_origin) + ":80"});
         if (m_upstream->wait_for_line("ready", 10s).empty())
             throw std::runtime_error("the origin servers did not start");
     } catch (...) {
@@ -461,6 +463,17 @@ std::string congestion_control_of(pid_t pid, std::uint16_t peer_port) {
         if (::getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &size) == 0) found = name;
     });
     return found;
+}
+
+std::size_t socket_memory_bytes(pid_t pid) {
+    std::size_t total = 0;
+    for_each_descriptor(pid, "socket:", [&](int fd) {
+        std::uint32_t info[SK_MEMINFO_VARS] = {};
+        socklen_t length = sizeof info;
+        if (::getsockopt(fd, SOL_SOCKET, SO_MEMINFO, info, &length) != 0) return;
+        total += info[SK_MEMINFO_RMEM_ALLOC] + info[SK_MEMINFO_WMEM_QUEUED];
+    });
+    return total;
 }
 
 std::size_t rss_kib(pid_t pid) {

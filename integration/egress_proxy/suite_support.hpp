@@ -66,7 +66,7 @@ public:
     Network& operator=(const Network&) = delete;
 
     static constexpr const char* k_host_side = "192.0.3.1";  // this machine's end of the veth pair
-    // http :80, echo :7 and :9, drain :10, greet :25, backlog :81, late :82 (open_late_origin)
+    // http :80, echo :7 and :9, drain :10, sink :11, greet :25, backlog :81, late :82 (open_late_origin)
     static constexpr const char* k_origin_a = "192.0.3.2";
     static constexpr const char* k_origin_b = "192.0.3.3";     // http :80
     static constexpr const char* k_lan_origin = "10.231.0.2";  // http :80
@@ -159,5 +159,8 @@ std::size_t pipes_of_size(pid_t pid, std::size_t bytes);
 // The congestion control (TCP_CONGESTION) of the process's IPv4 TCP socket
 // whose peer has port `peer_port`; empty when it has none. Same means as above.
 std::string congestion_control_of(pid_t pid, std::uint16_t peer_port);
+// Bytes the kernel holds for the process's sockets (SO_MEMINFO: receive
+// queues plus send queues), summed over its sockets. Same means as above.
+std::size_t socket_memory_bytes(pid_t pid);
 
 }  // namespace suite

@@ -69,7 +69,8 @@ TEST_CASE("10k concurrent idle tunnels without descriptor or memory growth") {
     suite::ProxyFiles files;
     files.write_resolve("192.0.3.2 idle.test\n");
     files.write_policy(suite::policy_allowing({"idle.test:9"}));
-    suite::Proxy proxy(files, {"--log-max-bytes", "1000000"});
+    // Capacity, not the per-sandbox bound (test_tunnel_memory.cpp): past the default --max-tunnels.
+    suite::Proxy proxy(files, {"--log-max-bytes", "1000000", "--max-tunnels", std::to_string(count + 16)});
     std::this_thread::sleep_for(100ms);
     auto fds_idle = suite::open_fds(proxy.process().pid());
     auto rss_idle = suite::rss_kib(proxy.process().pid());

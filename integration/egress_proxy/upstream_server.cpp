@@ -10,6 +10,7 @@
 //   echo:ADDR:PORT     echoes every byte back
 //   greet:ADDR:PORT    speaks first, as SMTP and SSH servers do: sends `220 ADDR:PORT ready` at
 //                      once, then echoes
+//   sink:ADDR:PORT     accepts and never reads (nor closes): what a client sends piles up
 //   drain:ADDR:PORT    reads until the client's FIN, then answers `received N bytes` and closes
 //   backlog:ADDR:PORT  listens with backlog 0 and never accepts; the queue is
 //                      filled once, so further SYNs are dropped (connect timeout)
@@ -180,6 +181,13 @@ asio::awaitable<void> serve_drain(tcp::socket socket) {
     socket.shutdown(tcp::socket::shutdown_send, ec);
 }
 
+// Connections a sink holds, unread, until the server exits (never destroyed:
+// they would outlive the io_context in main).
+std::list<tcp::socket>& sunk() {
+    static auto* sockets = new std::list<tcp::socket>;
+    return *sockets;
+}
+
 asio::awaitable<void> serve_echo(tcp::socket socket, std::string greeting = {}) {
     std::vector<char> data(16384);
     boost::system::error_code ec;
@@ -210,6 +218,8 @@ asio::awaitable<void> accept_loop(tcp::acceptor acceptor, std::string kind) {
             asio::co_spawn(acceptor.get_executor(), serve_http(std::move(socket), name), asio::detached);
         } else if (kind == "drain") {
             asio::co_spawn(acceptor.get_executor(), serve_drain(std::move(socket)), asio::detached);
+        } else if (kind == "sink") {
+            sunk().push_back(std::move(socket));
         } else if (kind == "greet") {
             asio::co_spawn(acceptor.get_executor(), serve_echo(std::move(socket), "220 " + name + " ready\r\n"),
                            asio::detached);

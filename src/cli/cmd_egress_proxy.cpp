@@ -18,6 +18,9 @@ void add_egress_proxy(CLI::App& app, CommandEnv& env) {
                     "Event loops (threads); 0: one per CPU it may run on, at most " +
                         std::to_string(egress_proxy::k_max_event_loops))
         ->check(CLI::Range(std::size_t{0}, egress_proxy::k_max_event_loops));
+    cmd->add_option("--max-tunnels", options->limits.max_tunnels,
+                    "Connections open to destinations at once; more are answered 503 tunnel-limit")
+        ->check(CLI::PositiveNumber);
     cmd->add_flag("--companion", options->companion,
                   "Run alone in a companion instance on the sandbox's bridge (listen on its own address)");
     cmd->callback([&env, options] { env.action = [options] { return egress_proxy::run_egress_proxy(*options); }; });

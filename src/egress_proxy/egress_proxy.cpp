@@ -194,6 +194,10 @@ int run_egress_proxy(const ProxyOptions& options) {
         // Accepted sockets inherit TCP_NODELAY from the listener: one setsockopt
         // here instead of one per connection.
         if (!ec) acceptor.set_option(tcp::no_delay(true), ec);
+        // ... and the sandbox leg's bounded buffers (k_socket_buffer_bytes): that
+        // leg never leaves this machine, so a small window still fills it.
+        if (!ec) acceptor.set_option(asio::socket_base::send_buffer_size(k_socket_buffer_bytes), ec);
+        if (!ec) acceptor.set_option(asio::socket_base::receive_buffer_size(k_socket_buffer_bytes), ec);
         const std::string sandbox_leg_congestion = ec ? std::string() : choose_sandbox_leg_congestion(acceptor);
         if (!ec) acceptor.bind(endpoint, ec);
         if (!ec) acceptor.listen(4096, ec);
@@ -230,6 +234,7 @@ int run_egress_proxy(const ProxyOptions& options) {
                    {"listen", endpoint_text(bound)},
                    {"pid", ::getpid()},
                    {"max_connections", limits.max_connections},
+                   {"max_tunnels", limits.max_tunnels},
                    {"event_loops", loops},
                    {"sandbox_leg_congestion", sandbox_leg_congestion},
                    {"resolve_file_names", resolve_map->size()}});

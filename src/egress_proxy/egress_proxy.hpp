@@ -16,12 +16,31 @@ namespace agentctl::egress_proxy {
 // Event loops one proxy runs at most: each sandbox has a proxy of its own.
 inline constexpr std::size_t k_max_event_loops = 4;
 
+// SO_SNDBUF and SO_RCVBUF asked for on the proxy's sockets (the kernel
+// doubles them for its bookkeeping), which bound the host TCP memory a
+// tunnel whose peer never reads can pin (over 6 MiB each with the kernel's
+// autotuning, docs/security.md). The sandbox leg (both ways, from the
+// listener) and the destination leg's send buffer: that much is queued for a
+// peer that stops reading; the sandbox leg never leaves this machine, so its
+// small window still fills it.
+inline constexpr int k_socket_buffer_bytes = 256 * 1024;
+// The destination leg's receive buffer, set before connect: the window a
+// download from a distant host gets (about 1 MiB: some 80 Mbit/s at 100 ms
+// round trip), and what a sandbox that stops reading a download pins there.
+inline constexpr int k_destination_receive_bytes = 1024 * 1024;
+
 // Bounds that keep one misbehaving client from exhausting the proxy.
 struct ProxyLimits {
     // Concurrent client connections; further clients wait in the kernel's
     // accept queue. Clamped at start to what RLIMIT_NOFILE allows (each
     // connection needs two descriptors, plus two pipes while data moves).
     std::size_t max_connections = 16384;
+    // Connections open from the proxy to destinations at once (CONNECT
+    // tunnels and plain-HTTP upstream connections): each can pin about 1 MiB
+    // of the host's TCP memory when the destination stops reading, 2.5 MiB
+    // when the sandbox does (the socket buffers above). Beyond it a new
+    // destination is answered 503 tunnel-limit.
+    std::size_t max_tunnels = 256;
     // A client must send a complete request head within this time (slowloris).
     std::chrono::milliseconds header_timeout{10'000};
     // Upstream connect timeout; expiry answers 504.

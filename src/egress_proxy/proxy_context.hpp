@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentctl/host_network.hpp"
 #include "egress_proxy/access_log.hpp"
 #include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/policy_state.hpp"
@@ -68,6 +69,9 @@ struct ProxyShared {
     // Connections accepted and not yet ended, across loops: counted up by the
     // accept loop when it accepts one, down by ~Session. The connection cap.
     std::atomic<std::size_t> open_connections{0};
+    // Connections open to destinations across loops (limits.max_tunnels):
+    // counted up before a dial, down when that connection closes.
+    std::atomic<std::size_t> open_tunnels{0};
     // Grown (bulk) pipes open across loops (Linux splice relay).
     std::atomic<std::size_t> bulk_pipes{0};
     // Set before the loops start; called from any loop when a connection ends
@@ -84,7 +88,12 @@ struct ProxyShared {
 // loop's own thread touches these, but for the atomic count.
 struct ProxyContext {
     ProxyContext(boost::asio::io_context& io_context, ProxyShared& proxy, std::size_t loop_index, std::size_t spares)
-        : io(io_context), shared(proxy), limits(proxy.limits), index(loop_index), spare_pipe_limit(spares) {}
+        : io(io_context),
+          shared(proxy),
+          limits(proxy.limits),
+          index(loop_index),
+          spare_pipe_limit(spares),
+          routes(policy::make_kernel_route_table()) {}
 
     boost::asio::io_context& io;
     ProxyShared& shared;
@@ -99,6 +108,9 @@ struct ProxyContext {
     // the next tunnel, at most spare_pipe_limit (this loop's share of k_spare_pipes).
     std::vector<std::pair<int, int>> spare_pipes;
     const std::size_t spare_pipe_limit;
+    // Asked, just before each dial, where the kernel sends the chosen address
+    // (policy::vet_route): this loop's own, as it is not shared between threads.
+    const std::unique_ptr<policy::RouteTable> routes;
 };
 
 }  // namespace agentctl::egress_proxy

@@ -16,6 +16,7 @@ std::string_view to_string(ProxyReason reason) {
         case ProxyReason::ConnectionRefused: return "connection-refused";
         case ProxyReason::ConnectFailed: return "connect-failed";
         case ProxyReason::BadUpstreamResponse: return "bad-upstream-response";
+        case ProxyReason::TunnelLimit: return "tunnel-limit";
     }
     return "unknown";
 }

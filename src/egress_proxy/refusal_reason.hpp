@@ -24,6 +24,7 @@ enum class ProxyReason {
     ConnectionRefused,    // "connection-refused" (502)
     ConnectFailed,        // "connect-failed" (502)
     BadUpstreamResponse,  // "bad-upstream-response" (502)
+    TunnelLimit,          // "tunnel-limit" (503): the sandbox has ProxyLimits::max_tunnels open already
 };
 
 [[nodiscard]] std::string_view to_string(ProxyReason reason);

@@ -36,6 +36,7 @@ std::string advice(policy::Reason reason, std::string_view destination, std::str
                 "Allowing a name does not open a LAN address it resolves to.\n");
         case Reason::Loopback:
         case Reason::HostAddress:
+        case Reason::SandboxNetwork:
         case Reason::Unspecified:
         case Reason::Multicast:
         case Reason::Broadcast:
@@ -58,6 +59,8 @@ std::string advice(ProxyReason reason) {
         case ProxyReason::NameNotResolved: return "The host name does not resolve; check its spelling.\n";
         case ProxyReason::ConnectionRefused: return "The destination refused the connection.\n";
         case ProxyReason::ConnectTimeout: return "The destination did not answer in time.\n";
+        case ProxyReason::TunnelLimit:
+            return "Close some of the sandbox's open connections, or raise its limit (--max-tunnels).\n";
         default: return {};
     }
 }

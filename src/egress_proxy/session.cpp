@@ -84,6 +84,7 @@ Session::Session(ProxyContext& context, tcp::socket client, const tcp::endpoint&
 }
 
 Session::~Session() {
+    release_tunnel();
     m_context.sessions.erase(this);
     m_context.connections.fetch_sub(1, std::memory_order_relaxed);
     m_context.shared.connection_ended();
@@ -328,6 +329,20 @@ asio::awaitable<bool> Session::refuse(LogLine& entry, const Refusal& refusal, co
     co_return false;
 }
 
+policy::Decision Session::decide_at_connect(const PolicySnapshot& snapshot, const RequestTarget& target,
+                                            std::vector<policy::IpAddress> addresses) const {
+    std::optional<policy::Decision> route_refusal;
+    for (;;) {
+        auto decision = policy::decide(snapshot.policy, target.host, target.port, addresses, snapshot.host_addresses);
+        if (!decision.allowed || !decision.address) return route_refusal ? std::move(*route_refusal) : decision;
+        auto refused = policy::vet_route(*decision.address, m_context.routes->route_to(*decision.address));
+        if (!refused) return decision;
+        if (!route_refusal) route_refusal = std::move(refused);
+        std::erase(addresses, *decision.address);
+        if (addresses.empty()) return std::move(*route_refusal);
+    }
+}
+
 asio::awaitable<std::vector<policy::IpAddress>> Session::look_up(const RequestTarget& target, LogLine& entry) {
     auto self = shared_from_this();
     std::vector<policy::IpAddress> addresses;
@@ -380,6 +395,10 @@ asio::awaitable<boost::system::error_code> Session::open_and_connect(const tcp::
         ::close(fd);
         co_return ec;
     }
+    // What the proxy may queue for a destination that stops reading, and
+    // take from it for a sandbox that stops reading (egress_proxy.hpp).
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &k_socket_buffer_bytes, sizeof k_socket_buffer_bytes);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &k_destination_receive_bytes, sizeof k_destination_receive_bytes);
     auto attempt = [&] {
         return ::connect(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size())) == 0 ? 0 : errno;
     };
@@ -400,6 +419,8 @@ asio::awaitable<boost::system::error_code> Session::open_and_connect(const tcp::
     auto self = shared_from_this();
     boost::system::error_code ec;
     m_upstream.open(endpoint.protocol(), ec);
+    if (!ec) m_upstream.set_option(asio::socket_base::send_buffer_size(k_socket_buffer_bytes), ec);
+    if (!ec) m_upstream.set_option(asio::socket_base::receive_buffer_size(k_destination_receive_bytes), ec);
     if (!ec) co_await m_upstream.async_connect(endpoint, redirect_error(use_awaitable, ec));
     co_return ec;
 }
@@ -445,7 +466,11 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
             const Refusal refusal{502, ProxyReason::NameNotResolved, "`" + target.host + "` has no address"};
             co_return co_await refuse(entry, refusal, target);
         }
-        decision = policy::decide(snapshot->policy, target.host, target.port, addresses, snapshot->host_addresses);
+        decision = decide_at_connect(*snapshot, target, std::move(addresses));
+    } else if (decision->allowed && decision->address) {
+        // An IP literal: pre_decide's verdict is the policy's; the kernel has the last word.
+        if (auto refused = policy::vet_route(*decision->address, m_context.routes->route_to(*decision->address)))
+            decision = std::move(*refused);
     }
     if (decision->rule) entry.add("rule", decision->rule->entry()).add("origin", decision->rule->origin);
     if (!decision->allowed || !decision->address) {
@@ -462,9 +487,16 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         co_return true;
     }
     close_upstream("new destination");
+    if (!take_tunnel()) {
+        const Refusal refusal{503, ProxyReason::TunnelLimit,
+                              "the sandbox already has " + std::to_string(m_context.limits.max_tunnels) +
+                                  " connections open through its proxy, its limit"};
+        co_return co_await refuse(entry, refusal, target);
+    }
 
     const auto failed = co_await connect_upstream(endpoint, entry);
     if (failed) {
+        release_tunnel();
         if (!m_client.is_open()) co_return false;
         co_return co_await refuse(entry, *failed, target);
     }
@@ -475,6 +507,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         if (!now.allowed) {
             boost::system::error_code ignored;
             m_upstream.close(ignored);
+            release_tunnel();
             const Refusal refusal{403, now.reason, now.detail};
             co_return co_await refuse(entry, refusal, target);
         }
@@ -494,7 +527,25 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     co_return true;
 }
 
+bool Session::take_tunnel() {
+    if (m_holds_tunnel) return true;
+    auto& open = m_context.shared.open_tunnels;
+    std::size_t held = open.load(std::memory_order_relaxed);
+    do {
+        if (held >= m_context.limits.max_tunnels) return false;
+    } while (!open.compare_exchange_weak(held, held + 1));
+    m_holds_tunnel = true;
+    return true;
+}
+
+void Session::release_tunnel() {
+    if (!m_holds_tunnel) return;
+    m_holds_tunnel = false;
+    m_context.shared.open_tunnels.fetch_sub(1);
+}
+
 void Session::close_upstream(const char* why) {
+    release_tunnel();
     if (!m_up_endpoint) return;
     log_upstream_closed();
     (void)why;

@@ -70,6 +70,12 @@ private:
     boost::asio::awaitable<bool> decide_and_connect(std::string_view method, const RequestTarget& target,
                                                     std::shared_ptr<const PolicySnapshot> snapshot,
                                                     std::optional<policy::Decision> decision);
+    // decide() over `addresses`, then the kernel's word on the address it
+    // chose (policy::vet_route); an address the kernel's route refuses is
+    // dropped and the rest decided on again. A refusal by the route wins
+    // over the policy's refusal of the remaining addresses.
+    [[nodiscard]] policy::Decision decide_at_connect(const PolicySnapshot& snapshot, const RequestTarget& target,
+                                                     std::vector<policy::IpAddress> addresses) const;
     // Resolves target.host (the resolve file first, then the system resolver);
     // records how on `entry`. Empty: the name has no address.
     boost::asio::awaitable<std::vector<policy::IpAddress>> look_up(const RequestTarget& target, LogLine& entry);
@@ -111,6 +117,10 @@ private:
     [[nodiscard]] policy::Decision verdict(const PolicySnapshot& snapshot, const std::string& host, std::uint16_t port,
                                            const policy::IpAddress& address) const;
     void close_upstream(const char* why);
+    // One of the sandbox's limits.max_tunnels connections to destinations,
+    // held from before the dial until that connection closes; false at the cap.
+    bool take_tunnel();
+    void release_tunnel();
     void log_upstream_closed();
 
     // Bytes of a plain-HTTP body moved per read (m_body_chunk).
@@ -130,6 +140,7 @@ private:
     bool m_upgraded = false;  // a plain-HTTP request was upgraded (101): the connection is now a tunnel
     std::string m_revoked;    // why a reload closed this connection (the new policy's reason)
     int m_relays_running = 0;
+    bool m_holds_tunnel = false;  // counted in shared.open_tunnels
 
     std::uint64_t m_id = 0;
     std::string m_client_text;

@@ -160,6 +160,7 @@ std::string_view to_string(Reason reason) {
         case Reason::Broadcast: return "broadcast";
         case Reason::Reserved: return "reserved";
         case Reason::HostAddress: return "host-address";
+        case Reason::SandboxNetwork: return "sandbox-network";
         case Reason::Lan: return "lan";
         case Reason::NoAddress: return "no-address";
         case Reason::InvalidHost: return "invalid-host";
@@ -199,6 +200,27 @@ std::optional<Decision> pre_decide(const NetworkPolicy& policy, std::string_view
     if (match.port_ok || policy.allow_lan) return std::nullopt;  // under allow-LAN a name may still reach the LAN
     if (match.rule != nullptr) return port_refusal(*match.rule, host, port);
     return refusal(Reason::NotAllowlisted, fmt::format("no allow rule names {}", host));
+}
+
+std::optional<Decision> vet_route(const IpAddress& address, const Route& route) {
+    auto text = address.to_string();
+    auto via = route.interface.empty() ? std::string() : fmt::format(" (via {})", route.interface);
+    switch (route.kind) {
+        case RouteKind::Away: return std::nullopt;
+        case RouteKind::HostLocal:
+            return refusal(Reason::HostAddress, fmt::format("{} is one of this machine's own addresses{}", text, via));
+        case RouteKind::SandboxNetwork:
+            return refusal(Reason::SandboxNetwork,
+                           fmt::format("{} is behind {}, a bridge with only containers and VMs of this machine "
+                                       "on it (another sandbox)",
+                                       text, route.interface.empty() ? std::string("a bridge") : route.interface));
+        case RouteKind::Unknown:
+            return refusal(Reason::HostAddress,
+                           fmt::format("the kernel could not say where {} is routed, so it is refused as possibly "
+                                       "one of this machine's own addresses",
+                                       text));
+    }
+    return std::nullopt;
 }
 
 Decision decide(const NetworkPolicy& policy, std::string_view raw_host, std::uint16_t port,

@@ -24,6 +24,9 @@ TEST_CASE("refusals that no rule can lift do not suggest policy add") {
     auto response = refusal_response(Refusal{403, Reason::Loopback, ""}, "127.0.0.1", 22, "dev1");
     CHECK(response.find("policy add") == std::string::npos);
     CHECK(response.find("always refused") != std::string::npos);
+    auto sandbox = refusal_response(Refusal{403, Reason::SandboxNetwork, ""}, "10.213.0.18", 22, "dev1");
+    CHECK(sandbox.find("X-Agentctl-Reason: sandbox-network\r\n") != std::string::npos);
+    CHECK(sandbox.find("policy add") == std::string::npos);
     auto v6 = refusal_response(Refusal{403, Reason::NotAllowlisted, ""}, "2001:db8::1", 443, "dev1");
     CHECK(v6.find("agentctl policy add dev1 [2001:db8::1]:443") != std::string::npos);
 }
@@ -52,6 +55,7 @@ TEST_CASE("a refusal's reason is the policy's or the proxy's own, each with its 
         {ProxyReason::ConnectionRefused, "connection-refused"},
         {ProxyReason::ConnectFailed, "connect-failed"},
         {ProxyReason::BadUpstreamResponse, "bad-upstream-response"},
+        {ProxyReason::TunnelLimit, "tunnel-limit"},
     };
     for (const auto& [reason, text] : table) CHECK(to_string(RefusalReason(reason)) == text);
     CHECK(to_string(RefusalReason(Reason::PolicyUnavailable)) == "policy-unavailable");
@@ -62,4 +66,7 @@ TEST_CASE("a refusal's reason is the policy's or the proxy's own, each with its 
     CHECK(unavailable.find("could not read a valid network policy") != std::string::npos);
     auto unresolved = refusal_response(Refusal{502, ProxyReason::NameNotResolved, ""}, "nowhere.test", 443, "s");
     CHECK(unresolved.find("does not resolve; check its spelling") != std::string::npos);
+    auto limit = refusal_response(Refusal{503, ProxyReason::TunnelLimit, ""}, "sink.test", 11, "s");
+    CHECK(limit.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0);
+    CHECK(limit.find("--max-tunnels") != std::string::npos);
 }

@@ -251,3 +251,25 @@ TEST_CASE("each decision reason has one wire text, the one logs and `policy chec
     };
     for (const auto& [reason, text] : table) CHECK(to_string(reason) == text);
 }
+
+TEST_CASE("vet_route refuses what the kernel delivers to this machine or to a bridge of sandboxes", "[decide]") {
+    CHECK_FALSE(vet_route(ip("192.0.3.9"), Route{RouteKind::Away, {}}).has_value());
+
+    auto local = vet_route(ip("10.213.0.1"), Route{RouteKind::HostLocal, "lo"});
+    REQUIRE(local.has_value());
+    CHECK_FALSE(local->allowed);
+    CHECK(local->reason == Reason::HostAddress);
+    CHECK(local->detail == "10.213.0.1 is one of this machine's own addresses (via lo)");
+
+    auto sandbox = vet_route(ip("10.213.0.18"), Route{RouteKind::SandboxNetwork, "agc-0123456789a"});
+    REQUIRE(sandbox.has_value());
+    CHECK(sandbox->reason == Reason::SandboxNetwork);
+    CHECK(to_string(sandbox->reason) == "sandbox-network");
+    CHECK(sandbox->detail ==
+          "10.213.0.18 is behind agc-0123456789a, a bridge with only containers and VMs of this machine on it "
+          "(another sandbox)");
+
+    auto unknown = vet_route(ip("192.0.3.9"), Route{RouteKind::Unknown, {}});
+    REQUIRE(unknown.has_value());
+    CHECK(unknown->reason == Reason::HostAddress);
+}

@@ -51,3 +51,17 @@ TEST_CASE("the interface list names loopback with its prefix, and own addresses 
     for (const auto& entry : interfaces) CHECK(std::count(own.begin(), own.end(), entry.address) == 1);
     CHECK(own.size() <= interfaces.size());
 }
+
+TEST_CASE("the kernel route table says every address of this machine is its own, now", "[host_network]") {
+    auto routes = make_kernel_route_table();
+    for (const auto& entry : interface_addresses()) {
+        if (entry.address.v6 && entry.address.bytes[0] == 0xfe && (entry.address.bytes[1] & 0xc0) == 0x80)
+            continue;  // link-local: needs its interface to be routed at all
+        INFO(entry.interface << " " << entry.address.to_string());
+        CHECK(routes->route_to(entry.address).kind == RouteKind::HostLocal);
+    }
+    CHECK(routes->route_to(*parse_ip_literal("127.0.0.1")).kind == RouteKind::HostLocal);
+    CHECK(routes->route_to(*parse_ip_literal("::ffff:127.0.0.1")).kind == RouteKind::HostLocal);
+    // A documentation address is no address of this machine: only asked about, never sent to.
+    CHECK(routes->route_to(*parse_ip_literal("198.51.100.7")).kind != RouteKind::HostLocal);
+}
