@@ -110,20 +110,23 @@ TEST_CASE("dnsmasq answers allowlisted names only, from the chosen upstreams", "
     auto network = with({"api.example.com:443", "*.example.org", "8.8.8.8", "api.example.com:80"});
     const std::vector<std::string> upstreams{"10.255.255.53", "2001:db8::53"};
     CHECK(dnsmasq_config(network, upstreams) ==
-          "no-resolv\n"
+          "no-resolv\nno-ident\n"
           "server=/api.example.com/10.255.255.53\nserver=/api.example.com/2001:db8::53\n"
-          "server=/example.org/10.255.255.53\nserver=/example.org/2001:db8::53\n"
+          "server=/*.example.org/10.255.255.53\nserver=/*.example.org/2001:db8::53\n"
           "address=/#/\n");
     network.dns.disabled = true;
-    CHECK(dnsmasq_config(network, upstreams) == "no-resolv\naddress=/#/\n");
-    CHECK(dnsmasq_config(policy::NetworkPolicy{}, upstreams) == "no-resolv\naddress=/#/\n");
+    CHECK(dnsmasq_config(network, upstreams) == "no-resolv\nno-ident\naddress=/#/\n");
+    CHECK(dnsmasq_config(policy::NetworkPolicy{}, upstreams) == "no-resolv\nno-ident\naddress=/#/\n");
 }
 
 TEST_CASE("the resolver's server lines: allowlisted domains only, every name when the policy is off", "[acl]") {
     auto network = with({"api.example.com:443", "*.example.org", "8.8.8.8"});
     const std::vector<std::string> upstreams{"10.255.255.53"};
     CHECK(dns_server_lines(network, upstreams) ==
-          "server=/api.example.com/10.255.255.53\nserver=/example.org/10.255.255.53\n");
+          "server=/api.example.com/10.255.255.53\nserver=/*.example.org/10.255.255.53\n");
+    // An exact rule for the apex as well: /DOMAIN/ covers both.
+    CHECK(dns_server_lines(with({"*.example.org", "example.org:443"}), upstreams) ==
+          "server=/example.org/10.255.255.53\n");
     network.dns.disabled = true;
     CHECK(dns_server_lines(network, upstreams).empty());
     network.enabled = false;
@@ -145,7 +148,7 @@ TEST_CASE("agentctl's resolver: dnsmasq on the bridge only, unprivileged, one ad
          {"--keep-in-foreground", "--conf-file=/dev/null", "--no-hosts", "--no-resolv", "--interface=agc-0123456789a",
           "--except-interface=lo", "--bind-dynamic", "--user=nobody", "--group=nogroup", "--pid-file=/s/resolver.pid",
           "--dhcp-leasefile=/s/leases", "--dhcp-range=10.9.0.2,10.9.0.2,255.255.255.240,infinite",
-          "--dhcp-option=option:router,10.9.0.1", "--dhcp-option=option:dns-server,10.9.0.1",
+          "--dhcp-option=option:router,10.9.0.1", "--dhcp-option=option:dns-server,10.9.0.1", "--no-ident",
           "--server=/api.example.com/10.255.255.53", "--server=/example.org/10.255.255.53", "--address=/#/"}) {
         CAPTURE(arg);
         CHECK(has(arg));

@@ -1,5 +1,6 @@
 #include "provider/incus/acl_rules.hpp"
 
+#include <map>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -105,18 +106,21 @@ std::string dns_server_lines(const policy::NetworkPolicy& policy, std::span<cons
         return text;
     }
     if (policy.dns.disabled) return text;
-    std::set<std::string> domains;
+    // dnsmasq's /DOMAIN/ covers the domain and its subdomains; /*.DOMAIN/ its
+    // subdomains only (names ending in .DOMAIN), as a wildcard rule does.
+    std::map<std::string, bool> domains;  // domain -> an exact rule names it
     for (const auto& rule : policy.allow) {
-        if (rule.kind != policy::HostKind::Ip) domains.insert(rule.host);
+        if (rule.kind != policy::HostKind::Ip) domains[rule.host] |= rule.kind == policy::HostKind::Name;
     }
-    for (const auto& domain : domains) {
-        for (const auto& upstream : upstreams) text += fmt::format("server=/{}/{}\n", domain, upstream);
+    for (const auto& [domain, exact] : domains) {
+        for (const auto& upstream : upstreams)
+            text += fmt::format("server=/{}{}/{}\n", exact ? "" : "*.", domain, upstream);
     }
     return text;
 }
 
 std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
-    return "no-resolv\n" + dns_server_lines(policy, upstreams) + "address=/#/\n";
+    return "no-resolv\nno-ident\n" + dns_server_lines(policy, upstreams) + "address=/#/\n";
 }
 
 void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,

@@ -75,9 +75,11 @@ struct AclRules {
 // The ACL object for POST /1.0/network-acls (or PUT without `name`).
 [[nodiscard]] Json acl_payload(const std::string& sandbox, const AclRules& rules);
 
-// The allowlist of a sandbox's resolver: one `server=/DOMAIN/UPSTREAM` line
-// per allowlisted name or wildcard domain and upstream (dnsmasq forwards the
-// domain and its subdomains there); nothing with dns.disabled; one
+// The allowlist of a sandbox's resolver: one `server=/NAME/UPSTREAM` line
+// per allowlisted name and upstream (dnsmasq forwards the name and its
+// subdomains there), `server=/*.DOMAIN/UPSTREAM` for a wildcard domain no
+// exact rule names (its subdomains only, not the apex the proxy would
+// refuse); nothing with dns.disabled; one
 // `server=UPSTREAM` per upstream (every name) when the policy is off.
 [[nodiscard]] std::string dns_server_lines(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams);
 

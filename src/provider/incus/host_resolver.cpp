@@ -24,6 +24,7 @@ std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const Re
         "--group=" + group,
         "--log-facility=-",
         "--no-negcache",
+        "--no-ident",  // no CHAOS version.bind / servers.bind answers (the upstreams it forwards to)
         // DHCP: the sandbox's one address, for as long as it wants it.
         fmt::format("--dhcp-range={0},{0},{1},infinite", spec.guest, spec.netmask),
         "--dhcp-leasefile=" + files.leases,
