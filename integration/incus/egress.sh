@@ -275,6 +275,17 @@ code=$(agentctl exec "$B" -- curl -s -o /dev/null -m 10 -w '%{http_connect}' -p 
 check "--allow-lan: the proxy refuses the host's own address (403)" test "$code" = 403
 code=$(agentctl exec "$B" -- curl -s -o /dev/null -m 10 -w '%{http_connect}' -p "http://$IP_A:$PORT/")
 check "--allow-lan: the proxy cannot reach another sandbox ($code)" test "$code" != 200
+# Through B's proxy, decided when dialling from the kernel's routes: A's
+# gateway (where A's proxy listens) is this machine's own address, and A
+# behind its bridge (veth ports only) is another sandbox.
+reason_via_proxy() {  # reason_via_proxy HOST PORT -> the X-Agentctl-Reason of B's proxy's answer to CONNECT
+  agentctl exec "$B" -- curl -sv -o /dev/null -m 10 -p "http://$1:$2/" 2>&1 \
+    | tr -d '\r' | sed -n 's/^< X-Agentctl-Reason: //Ip' | head -1
+}
+check "--allow-lan: B's proxy refuses A's gateway and A's proxy on it (host-address)" \
+  test "$(reason_via_proxy "$GW" 3128)" = host-address
+check "--allow-lan: B's proxy refuses sandbox A behind its bridge (sandbox-network)" \
+  test "$(reason_via_proxy "$IP_A" "$PORT")" = sandbox-network
 
 # ---------------------------------------------------------------- a hole found by the probe battery stops the sandbox
 # Tamper with the sandbox's resolver behind agentctl's back: the same dnsmasq
