@@ -8,7 +8,9 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agentctl/policy.hpp"
@@ -59,6 +61,14 @@ public:
 // ports are all veth or tap (RTM_GETLINK, remembered for a second per bridge).
 // Elsewhere: whether the address can be bound (HostLocal) or not (Away).
 [[nodiscard]] std::unique_ptr<RouteTable> make_kernel_route_table();
+
+// decide(), then the kernel's word on the address it chose (vet_route with
+// `routes`): an address the route refuses is dropped and the rest decided
+// again. A refusal by the route wins over the policy's refusal of the
+// remaining addresses. What the egress proxy dials, and `policy check` shows.
+[[nodiscard]] Decision decide_dialled(const NetworkPolicy& policy, std::string_view host, std::uint16_t port,
+                                      std::vector<IpAddress> addresses, std::span<const IpAddress> host_own_addresses,
+                                      RouteTable& routes);
 
 // The address in a sockaddr_in or sockaddr_in6; nullopt for a null pointer or
 // any other family.

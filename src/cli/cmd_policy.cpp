@@ -62,7 +62,8 @@ int run_check(Session& session, const CheckArgs& args) {
     }
     auto resolver = policy::make_system_resolver();
     const auto own = policy::host_own_addresses();
-    auto result = policy::check_destination(network, destination, *resolver, own);
+    auto routes = policy::make_kernel_route_table();
+    auto result = policy::check_destination(network, destination, *resolver, own, routes.get());
     result.enforced_by = enforcement(session);
     if (session.json()) {
         session.out() << policy::check_to_json(result).dump(2) << "\n";

@@ -329,20 +329,6 @@ asio::awaitable<bool> Session::refuse(LogLine& entry, const Refusal& refusal, co
     co_return false;
 }
 
-policy::Decision Session::decide_at_connect(const PolicySnapshot& snapshot, const RequestTarget& target,
-                                            std::vector<policy::IpAddress> addresses) const {
-    std::optional<policy::Decision> route_refusal;
-    for (;;) {
-        auto decision = policy::decide(snapshot.policy, target.host, target.port, addresses, snapshot.host_addresses);
-        if (!decision.allowed || !decision.address) return route_refusal ? std::move(*route_refusal) : decision;
-        auto refused = policy::vet_route(*decision.address, m_context.routes->route_to(*decision.address));
-        if (!refused) return decision;
-        if (!route_refusal) route_refusal = std::move(refused);
-        std::erase(addresses, *decision.address);
-        if (addresses.empty()) return std::move(*route_refusal);
-    }
-}
-
 asio::awaitable<std::vector<policy::IpAddress>> Session::look_up(const RequestTarget& target, LogLine& entry) {
     auto self = shared_from_this();
     std::vector<policy::IpAddress> addresses;
@@ -466,7 +452,8 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
             const Refusal refusal{502, ProxyReason::NameNotResolved, "`" + target.host + "` has no address"};
             co_return co_await refuse(entry, refusal, target);
         }
-        decision = decide_at_connect(*snapshot, target, std::move(addresses));
+        decision = policy::decide_dialled(snapshot->policy, target.host, target.port, std::move(addresses),
+                                          snapshot->host_addresses, *m_context.routes);
     } else if (decision->allowed && decision->address) {
         // An IP literal: pre_decide's verdict is the policy's; the kernel has the last word.
         if (auto refused = policy::vet_route(*decision->address, m_context.routes->route_to(*decision->address)))

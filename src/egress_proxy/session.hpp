@@ -70,12 +70,6 @@ private:
     boost::asio::awaitable<bool> decide_and_connect(std::string_view method, const RequestTarget& target,
                                                     std::shared_ptr<const PolicySnapshot> snapshot,
                                                     std::optional<policy::Decision> decision);
-    // decide() over `addresses`, then the kernel's word on the address it
-    // chose (policy::vet_route); an address the kernel's route refuses is
-    // dropped and the rest decided on again. A refusal by the route wins
-    // over the policy's refusal of the remaining addresses.
-    [[nodiscard]] policy::Decision decide_at_connect(const PolicySnapshot& snapshot, const RequestTarget& target,
-                                                     std::vector<policy::IpAddress> addresses) const;
     // Resolves target.host (the resolve file first, then the system resolver);
     // records how on `entry`. Empty: the name has no address.
     boost::asio::awaitable<std::vector<policy::IpAddress>> look_up(const RequestTarget& target, LogLine& entry);

@@ -69,7 +69,7 @@ Destination parse_destination(std::string_view text) {
 }
 
 CheckResult check_destination(const NetworkPolicy& policy, std::string_view text, Resolver& resolver,
-                              std::span<const IpAddress> host_own) {
+                              std::span<const IpAddress> host_own, RouteTable* routes) {
     auto destination = parse_destination(text);
     CheckResult result;
     result.host = destination.host;
@@ -86,6 +86,9 @@ CheckResult check_destination(const NetworkPolicy& policy, std::string_view text
         return result;
     };
     if (auto early = pre_decide(policy, destination.host, destination.port, host_own)) {
+        if (routes != nullptr && early->allowed && early->address) {
+            if (auto refused = vet_route(*early->address, routes->route_to(*early->address))) early = refused;
+        }
         if (auto ip = parse_ip_literal(normalise_host(destination.host))) {
             result.addresses.push_back({*ip, early->allowed, early->reason, early->detail});
         }
@@ -96,9 +99,13 @@ CheckResult check_destination(const NetworkPolicy& policy, std::string_view text
     for (const auto& address : addresses) {
         auto one =
             decide(policy, destination.host, destination.port, std::span<const IpAddress>(&address, 1), host_own);
+        if (routes != nullptr && one.allowed) {
+            if (auto refused = vet_route(address, routes->route_to(address))) one = std::move(*refused);
+        }
         result.addresses.push_back({address, one.allowed, one.reason, one.detail});
     }
-    finish(decide(policy, destination.host, destination.port, addresses, host_own));
+    finish(routes != nullptr ? decide_dialled(policy, destination.host, destination.port, addresses, host_own, *routes)
+                             : decide(policy, destination.host, destination.port, addresses, host_own));
     // decide() says "no-address" only after pre_decide() let the name through.
     result.unresolved = addresses.empty() && result.reason == Reason::NoAddress;
     return result;

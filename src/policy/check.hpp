@@ -48,8 +48,11 @@ struct Destination {
 };
 [[nodiscard]] Destination parse_destination(std::string_view text);
 
+// `routes`: also the egress proxy's last step, the kernel's route to the
+// address it would dial (decide_dialled); none: the policy's word only.
 [[nodiscard]] CheckResult check_destination(const NetworkPolicy& policy, std::string_view destination,
-                                            Resolver& resolver, std::span<const IpAddress> host_own);
+                                            Resolver& resolver, std::span<const IpAddress> host_own,
+                                            RouteTable* routes = nullptr);
 
 // Renderings for the CLI.
 [[nodiscard]] std::string render_check_table(const CheckResult& result);

@@ -1,5 +1,6 @@
 // make_kernel_route_table: where this machine's kernel sends a connection,
-// asked at the moment the egress proxy is about to dial (host_network.hpp).
+// asked at the moment the egress proxy is about to dial, and decide_dialled,
+// which puts that answer after decide() (host_network.hpp).
 //
 // Linux asks rtnetlink directly, the same lookup `ip route get ADDRESS` makes:
 // no snapshot of the host's addresses that an address added later (a new
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -257,6 +259,21 @@ public:
 #endif
 
 }  // namespace
+
+Decision decide_dialled(const NetworkPolicy& policy, std::string_view host, std::uint16_t port,
+                        std::vector<IpAddress> addresses, std::span<const IpAddress> host_own_addresses,
+                        RouteTable& routes) {
+    std::optional<Decision> route_refusal;
+    for (;;) {
+        auto decision = decide(policy, host, port, addresses, host_own_addresses);
+        if (!decision.allowed || !decision.address) return route_refusal ? std::move(*route_refusal) : decision;
+        auto refused = vet_route(*decision.address, routes.route_to(*decision.address));
+        if (!refused) return decision;
+        if (!route_refusal) route_refusal = std::move(refused);
+        std::erase(addresses, *decision.address);
+        if (addresses.empty()) return std::move(*route_refusal);
+    }
+}
 
 std::unique_ptr<RouteTable> make_kernel_route_table() {
 #if defined(__linux__)

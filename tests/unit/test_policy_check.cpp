@@ -21,7 +21,46 @@ NetworkPolicy policy_of(std::initializer_list<const char*> entries) {
     return policy;
 }
 
+// Routes by address text: HostLocal or SandboxNetwork for the listed ones, Away otherwise.
+class FakeRoutes final : public RouteTable {
+public:
+    std::map<std::string, RouteKind> kinds;
+    Route route_to(const IpAddress& address) override {
+        auto it = kinds.find(address.to_string());
+        return Route{it == kinds.end() ? RouteKind::Away : it->second, it == kinds.end() ? "" : "agc-test"};
+    }
+};
+
 }  // namespace
+
+TEST_CASE("with the kernel's routes, policy check refuses what the proxy would refuse when dialling", "[check]") {
+    test::FakeResolver resolver;
+    resolver.table["api.example.com"] = {"93.184.216.34", "93.184.216.35"};
+    FakeRoutes routes;
+    routes.kinds["93.184.216.34"] = RouteKind::HostLocal;  // an address the host gained
+    auto next = check_destination(policy_of({"api.example.com:443"}), "api.example.com", resolver, {}, &routes);
+    CHECK(next.allowed);
+    REQUIRE(next.address.has_value());
+    CHECK(next.address->to_string() == "93.184.216.35");  // the proxy dials the next one
+    REQUIRE(next.addresses.size() == 2);
+    CHECK_FALSE(next.addresses[0].allowed);
+    CHECK(next.addresses[0].reason == Reason::HostAddress);
+
+    routes.kinds["93.184.216.35"] = RouteKind::SandboxNetwork;
+    auto none = check_destination(policy_of({"api.example.com:443"}), "api.example.com", resolver, {}, &routes);
+    CHECK_FALSE(none.allowed);
+    CHECK(none.reason == Reason::HostAddress);  // the first refusal by a route
+
+    NetworkPolicy lan = policy_of({});
+    lan.allow_lan = true;
+    lan.deny_lan = false;
+    routes.kinds["10.213.0.18"] = RouteKind::SandboxNetwork;
+    auto sandbox = check_destination(lan, "10.213.0.18:22", resolver, {}, &routes);
+    CHECK_FALSE(sandbox.allowed);
+    CHECK(sandbox.reason == Reason::SandboxNetwork);
+    // Without the routes: the policy's word only, as before.
+    CHECK(check_destination(lan, "10.213.0.18:22", resolver, {}).allowed);
+}
 
 TEST_CASE("an allowed destination names the rule, its origin and the address dialled", "[check]") {
     test::FakeResolver resolver;
