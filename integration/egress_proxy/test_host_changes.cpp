@@ -42,11 +42,17 @@ class Host {
 public:
     Host() : m_id(std::to_string(::getpid())), name("ag33h" + m_id) {
         remove();
-        must("ip netns add " + name);
-        must("ip -n " + name + " link set lo up");
-        m_canary.emplace(
-            std::vector<std::string>{"ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "greet:0.0.0.0:2525"});
-        if (m_canary->wait_for_line("ready", 10s).empty()) throw std::runtime_error("the canary did not start");
+        try {
+            must("ip netns add " + name);
+            must("ip -n " + name + " link set lo up");
+            m_canary.emplace(
+                std::vector<std::string>{"ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "greet:0.0.0.0:2525"});
+            if (m_canary->wait_for_line("ready", 10s).empty()) throw std::runtime_error("the canary did not start");
+        } catch (...) {
+            m_canary.reset();
+            remove();  // no destructor runs for a constructor that throws
+            throw;
+        }
     }
     ~Host() {
         leave();
