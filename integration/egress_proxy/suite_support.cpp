@@ -34,8 +34,6 @@ namespace suite {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-namespace {
-
 int run(const std::string& command) {
     int status = std::system((command + " >/dev/null 2>&1").c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -44,6 +42,8 @@ int run(const std::string& command) {
 void must(const std::string& command) {
     if (run(command) != 0) throw std::runtime_error("setup command failed: " + command);
 }
+
+namespace {
 
 constexpr std::string_view k_namespace_prefix = "ag11proxy";  // + the pid of the suite that made it
 constexpr std::string_view k_veth_prefix = "ag11x";           // + that pid + "a" (this side) or "b"

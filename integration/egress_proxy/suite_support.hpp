@@ -148,6 +148,10 @@ bool echo_on(Client& client, const std::string& text);
 
 // Runs a shell command; returns its exit code, and its stdout and stderr in `output`.
 int run_capture(const std::string& command, std::string& output);
+// Runs a shell command with its output discarded; returns its exit code.
+int run(const std::string& command);
+// run(), throwing std::runtime_error naming the command when it fails (test set-up).
+void must(const std::string& command);
 
 // Descriptors and resident memory of a process.
 std::size_t open_fds(pid_t pid);

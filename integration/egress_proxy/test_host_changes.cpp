@@ -25,14 +25,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int quiet(const std::string& command) {
-    int status = std::system((command + " >/dev/null 2>&1").c_str());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-void must(const std::string& command) {
-    if (quiet(command) != 0) throw std::runtime_error("setup command failed: " + command);
-}
+using suite::must;
 
 // The proxy's namespace ("the host", ag33h + pid) with a canary greeting on
 // 0.0.0.0:2525, and the namespaces behind it (ag33<letter> + pid): each
@@ -113,9 +106,9 @@ public:
 
 private:
     void remove() {
-        for (const auto& peer : m_peer_names) quiet("ip netns del " + peer);
-        for (const char letter : std::string("abcdefg")) quiet(std::string("ip netns del ag33") + letter + m_id);
-        quiet("ip netns del " + name);
+        for (const auto& peer : m_peer_names) suite::run("ip netns del " + peer);
+        for (const char letter : std::string("abcdefg")) suite::run(std::string("ip netns del ag33") + letter + m_id);
+        suite::run("ip netns del " + name);
     }
 
     std::string m_id;
