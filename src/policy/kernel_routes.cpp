@@ -29,6 +29,13 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+
+// The kernel's netlink macros (NLMSG_*, RTA_*, IFLA_RTA) step through char*
+// and compare signed lengths with unsigned sizes. The buffers they walk are
+// allocated (so aligned for any type) and the kernel pads every message and
+// attribute to 4 bytes, so the casts are aligned; clang says otherwise.
+#pragma GCC diagnostic ignored "-Wcast-align"
+#pragma GCC diagnostic ignored "-Wsign-compare"
 #endif
 
 namespace agentctl::policy {
