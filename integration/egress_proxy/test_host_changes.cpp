@@ -180,7 +180,7 @@ TEST_CASE("an address the host gains after the proxy started is refused when dia
     CHECK(f.connect("late.test:2525").header("X-Agentctl-Reason") == "host-address");
 }
 
-TEST_CASE("--allow-lan reaches neither the host's addresses nor the sandboxes behind its bridges") {
+TEST_CASE("allowed LAN (--allow-lan) reaches neither the host's addresses nor the sandboxes behind its bridges") {
     SUITE_REQUIRE_READY();
     Fixture f({}, true);
     // A LAN host on a veth of its own: --allow-lan opens it.
