@@ -311,9 +311,6 @@ int IncusProvider::remove_pieces(const std::string& name) {
     // global create leaves it pending for good, without config: Incus refuses
     // every key but the member-specific ones on a pending definition, so only
     // its name (agentctl's, derived from the sandbox's) says whose it is.
-    const auto owner_of = [](const Json& net) {
-        return net.value("config", Json::object()).value(std::string(key::k_sandbox), "");
-    };
     const auto pending = [](const Json& net) { return net.value("status", "") == "Pending"; };
     const auto never_created = [&](const Json& net) { return pending(net) && owner_of(net).empty(); };
     for (int i = 0; i < 300 && network && pending(*network) && !never_created(*network); ++i) {
@@ -339,7 +336,7 @@ int IncusProvider::remove_pieces(const std::string& name) {
     m_egress->remove_firewall(bridge);
     m_egress->remove_state(name);
     if (auto acl = m_api.acl(acl_name(name))) {
-        const auto owner = acl->value("config", Json::object()).value(std::string(key::k_sandbox), "");
+        const auto owner = owner_of(*acl);
         if (owner == name && project_of(*acl) == m_project) {
             m_context.reporter.step(fmt::format("deleting network ACL {}", acl_name(name)));
             m_api.delete_acl(acl_name(name));
@@ -358,6 +355,10 @@ Json IncusProvider::in_project(Json payload) const {
     return payload;
 }
 
+std::string IncusProvider::owner_of(const Json& piece) {
+    return piece.value("config", Json::object()).value(std::string(key::k_sandbox), "");
+}
+
 std::string IncusProvider::project_of(const Json& piece) {
     return piece.value("config", Json::object()).value(std::string(key::k_project), "");
 }
@@ -367,7 +368,7 @@ void IncusProvider::refuse_name_of_other_project(const std::string& name) {
     const auto acl = m_api.acl(acl_name(name));
     for (const auto* piece : {&bridge, &acl}) {
         if (!*piece) continue;
-        const auto owner = (*piece)->value("config", Json::object()).value(std::string(key::k_sandbox), "");
+        const auto owner = owner_of(**piece);
         const auto project = project_of(**piece);
         if (owner != name || project == m_project) continue;
         throw Error(fmt::format("a sandbox named \"{}\" already exists in the Incus project {} on this server", name,

@@ -146,6 +146,9 @@ private:
     // A bridge or ACL payload, marked with this provider's project (bridges and
     // ACLs live in the default project, shared by every project).
     [[nodiscard]] Json in_project(Json payload) const;
+    // The sandbox a bridge or ACL was made for ("" = not agentctl's, or a
+    // bridge a killed create left pending without config).
+    [[nodiscard]] static std::string owner_of(const Json& piece);
     // The project a bridge or ACL was made for ("" = the default project).
     [[nodiscard]] static std::string project_of(const Json& piece);
     // A create may not take a name whose bridge or ACL another project's
