@@ -28,7 +28,10 @@ phase "a confined sandbox: demo"
 agentctl config set provider=incus
 # A sandbox called demo that already exists is someone's: use it as it is, never delete it.
 if agentctl status demo >/dev/null 2>&1; then
-  echo "agentctl: a sandbox called 'demo' already exists; setup leaves it as it is (not recreated)"
+  echo "agentctl: a sandbox called 'demo' already exists; setup keeps it (not recreated)"
+  # A machine restart stops it and ends its resolver and egress proxy; start brings
+  # them back and checks its confinement again (nothing happens when it runs).
+  agentctl start demo
 else
   # This machine cannot run Incus virtual machines (see docs/setup-incus.md), so the
   # demo asks for container isolation explicitly; agentctl says so loudly. The
