@@ -26,6 +26,7 @@ constexpr std::array k_commands{
     CommandEntry{"image", &add_image},
     CommandEntry{"policy", &add_policy},
     CommandEntry{"profile", &add_profile},
+    CommandEntry{"secret", &add_secret},
     CommandEntry{"config", &add_config},
     CommandEntry{"capabilities", &add_capabilities},
     CommandEntry{"completion", &add_completion},

@@ -23,6 +23,7 @@ void add_snapshot(CLI::App& app, CommandEnv& env);
 void add_image(CLI::App& app, CommandEnv& env);
 void add_policy(CLI::App& app, CommandEnv& env);
 void add_profile(CLI::App& app, CommandEnv& env);
+void add_secret(CLI::App& app, CommandEnv& env);
 void add_config(CLI::App& app, CommandEnv& env);
 void add_capabilities(CLI::App& app, CommandEnv& env);
 void add_completion(CLI::App& app, CommandEnv& env);

@@ -51,6 +51,21 @@ constexpr Agent k_agents[] = {
     {"cursor", "curl https://cursor.com/install -fsS | bash", "CURSOR_API_KEY", k_cursor_hosts},
 };
 
+// The secrets agents use, and where each belongs (docs/agents.md).
+constexpr CredentialHost k_anthropic_keys[] = {{"api.anthropic.com", "x-api-key"}};
+constexpr CredentialHost k_openai_keys[] = {{"api.openai.com", "authorization"}};
+constexpr CredentialHost k_gemini_keys[] = {{"generativelanguage.googleapis.com", "x-goog-api-key"}};
+constexpr CredentialHost k_github_keys[] = {{"api.github.com", "authorization"}, {"github.com", "authorization"}};
+constexpr std::string_view k_anthropic_agents[] = {"claude", "pi"};
+constexpr std::string_view k_openai_agents[] = {"codex"};
+constexpr std::string_view k_gemini_agents[] = {"gemini"};
+constexpr Credential k_credentials[] = {
+    {"anthropic", "ANTHROPIC_API_KEY", k_anthropic_keys, k_anthropic_agents},
+    {"openai", "OPENAI_API_KEY", k_openai_keys, k_openai_agents},
+    {"gemini", "GEMINI_API_KEY", k_gemini_keys, k_gemini_agents},
+    {"github", "GH_TOKEN", k_github_keys, {}},
+};
+
 constexpr PackageEntry k_packages[] = {
     {"build-essential", "build-essential", "gcc gcc-c++ make", "build-base"},
     {"ca-certificates", "ca-certificates", "ca-certificates", "ca-certificates"},
@@ -175,6 +190,23 @@ const Agent& find_agent(std::string_view name) {
 
 std::vector<AllowRule> agent_rules(const Agent& agent) {
     return host_rules(agent.hosts, k_https, fmt::format("agent {}", agent.name));
+}
+
+std::span<const Credential> credentials() { return k_credentials; }
+
+const Credential* find_credential(std::string_view name) {
+    for (const auto& credential : k_credentials) {
+        if (credential.name == name) return &credential;
+    }
+    return nullptr;
+}
+
+const Credential* credential_for_agent(std::string_view agent) {
+    for (const auto& credential : k_credentials) {
+        if (std::find(credential.agents.begin(), credential.agents.end(), agent) != credential.agents.end())
+            return &credential;
+    }
+    return nullptr;
 }
 
 std::span<const PackageEntry> package_catalog() { return k_packages; }

@@ -46,6 +46,26 @@ struct Agent {
 // The agent's hosts as allow rules on port 443, origin "agent NAME".
 [[nodiscard]] std::vector<AllowRule> agent_rules(const Agent& agent);
 
+// A credential the catalog knows: the secret of that name (`agentctl secret
+// set NAME`) is injected by the egress proxy into requests to these hosts, in
+// this header, and the guest's variable `env` holds its placeholder.
+struct CredentialHost {
+    std::string_view host;    // port 443
+    std::string_view header;  // lower case; the value may be Bearer, token or Basic credentials
+};
+
+struct Credential {
+    std::string_view name;  // the secret's name
+    std::string_view env;   // the guest variable that holds the placeholder
+    std::span<const CredentialHost> hosts;
+    std::span<const std::string_view> agents;  // agents (`--agent`) that use it when it is stored
+};
+
+[[nodiscard]] std::span<const Credential> credentials();
+[[nodiscard]] const Credential* find_credential(std::string_view name);
+// The credential `--agent NAME` uses; nullptr when none.
+[[nodiscard]] const Credential* credential_for_agent(std::string_view agent);
+
 enum class PackageManager { Apt, Dnf, Apk };
 
 struct PackageEntry {

@@ -20,9 +20,10 @@ CliSandbox::~CliSandbox() {
     std::filesystem::remove_all(m_root, ec);
 }
 
-ProcessResult CliSandbox::run(const std::vector<std::string>& args,
-                              const std::map<std::string, std::string>& extra_env) {
+ProcessResult CliSandbox::run(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env,
+                              const std::string& input) {
     ProcessRequest request;
+    request.stdin_data = input;
     request.argv = {AGENTCTL_BINARY};
     request.argv.insert(request.argv.end(), args.begin(), args.end());
     request.env = {{"HOME", m_home.string()},

@@ -19,8 +19,9 @@ public:
     CliSandbox& operator=(const CliSandbox&) = delete;
 
     // Runs `agentctl ARGS...`; the environment is HOME, XDG_CONFIG_HOME and
-    // AGENTCTL_ORG_DIR inside this sandbox plus `extra_env`.
-    ProcessResult run(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {});
+    // AGENTCTL_ORG_DIR inside this sandbox plus `extra_env`; `input` is its stdin.
+    ProcessResult run(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {},
+                      const std::string& input = {});
 
     [[nodiscard]] const std::filesystem::path& home() const { return m_home; }
     [[nodiscard]] std::filesystem::path config_file() const { return m_home / ".config/agentctl/config.yaml"; }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/temp_dir.hpp"
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
 #include "core/paths.hpp"
@@ -29,17 +30,7 @@ core::GetEnv env_of(std::map<std::string, std::string> values) {
     };
 }
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "agentctl-paths-XXXXXX").string();
-        path = ::mkdtemp(pattern.data());
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
+using agentctl::test::TempDir;
 
 void write(const fs::path& path, const std::string& text) {
     fs::create_directories(path.parent_path());
