@@ -21,6 +21,10 @@ void add_egress_proxy(CLI::App& app, CommandEnv& env) {
     cmd->add_option("--max-tunnels", options->limits.max_tunnels,
                     "Connections open to destinations at once; more are answered 503 tunnel-limit")
         ->check(CLI::PositiveNumber);
+    cmd->add_option("--secrets-fd", options->secrets_fd,
+                    "Read the secrets and the sandbox CA from this descriptor at start (agentctl passes a pipe)");
+    cmd->add_option("--upstream-ca", options->upstream_ca_file,
+                    "Also trust this CA for the hosts whose TLS is terminated (test origins only)");
     cmd->add_flag("--companion", options->companion,
                   "Run alone in a companion instance on the sandbox's bridge (listen on its own address)");
     cmd->callback([&env, options] { env.action = [options] { return egress_proxy::run_egress_proxy(*options); }; });

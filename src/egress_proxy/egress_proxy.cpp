@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@
 #include "core/files.hpp"
 #include "egress_proxy/asio_address.hpp"
 #include "egress_proxy/server.hpp"
+#include "egress_proxy/tls_intercept.hpp"
 #include "provider/incus/naming.hpp"
 
 namespace agentctl::egress_proxy {
@@ -183,6 +185,16 @@ int run_egress_proxy(const ProxyOptions& options) {
         std::string sandbox =
             options.sandbox_name.empty() ? default_sandbox_name(options.policy_file) : options.sandbox_name;
         ProxyShared shared(limits, sandbox, log);
+        std::size_t secret_count = 0;
+        if (options.secrets_fd >= 0) {
+            // Not dumpable before the first secret is read: no core file, and no
+            // other process of the proxy's user may ptrace it or read its memory.
+            ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+            auto payload = read_secret_payload(options.secrets_fd);
+            secret_count = payload.secrets.size();
+            if (secret_count > 0)
+                shared.intercept = std::make_shared<TlsIntercept>(std::move(payload), options.upstream_ca_file);
+        }
         shared.resolve_map.set(resolve_map);
         const std::size_t loops = event_loop_count(limits.event_loops);
         Server server(shared, loops, options.policy_file, options.resolve_file);
@@ -237,7 +249,8 @@ int run_egress_proxy(const ProxyOptions& options) {
                    {"max_tunnels", limits.max_tunnels},
                    {"event_loops", loops},
                    {"sandbox_leg_congestion", sandbox_leg_congestion},
-                   {"resolve_file_names", resolve_map->size()}});
+                   {"resolve_file_names", resolve_map->size()},
+                   {"secrets", secret_count}});
         log_policy(log, *shared.policy.get(), "start");
 
         server.start(std::move(acceptor));

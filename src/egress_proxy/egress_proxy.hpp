@@ -75,6 +75,14 @@ struct ProxyOptions {
     // Sandbox name used in the 403 hint (`agentctl policy add NAME host:port`).
     // Empty: the name of the policy file's directory (lima/NAME/egress-policy.json).
     std::string sandbox_name;
+    // Optional: a descriptor (a pipe) the proxy reads its secrets and the
+    // sandbox CA from at start, to its end, then closes (secret_injection.hpp);
+    // -1: none. Secrets never come by argument, environment or file: the proxy
+    // holds them in memory only, and makes itself non-dumpable first.
+    int secrets_fd = -1;
+    // Optional, for test origins only (agentctl never sets it by default): a
+    // CA file trusted besides the system's trust store for terminated hosts.
+    std::string upstream_ca_file;
     // The proxy runs alone in a companion instance whose only network is the
     // sandbox's bridge (Incus instance placement): it may listen on any one
     // address of that instance's own interfaces (never on all of them).

@@ -26,6 +26,7 @@
 namespace agentctl::egress_proxy {
 
 class Session;
+class TlsIntercept;
 
 // Empty default-size pipes one proxy keeps for the next tunnels (two per
 // tunnel), shared out among its event loops: saves pipe2 and two closes per
@@ -74,6 +75,9 @@ struct ProxyShared {
     std::atomic<std::size_t> open_tunnels{0};
     // Grown (bulk) pipes open across loops (Linux splice relay).
     std::atomic<std::size_t> bulk_pipes{0};
+    // Set before the loops start when the sandbox has secrets: CONNECTs to the
+    // hosts they are bound to are terminated; null: every CONNECT is a tunnel.
+    std::shared_ptr<TlsIntercept> intercept;
     // Set before the loops start; called from any loop when a connection ends
     // with the proxy at its cap, to wake the accept loop.
     std::function<void()> slot_freed;

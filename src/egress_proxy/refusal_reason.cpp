@@ -17,6 +17,8 @@ std::string_view to_string(ProxyReason reason) {
         case ProxyReason::ConnectFailed: return "connect-failed";
         case ProxyReason::BadUpstreamResponse: return "bad-upstream-response";
         case ProxyReason::TunnelLimit: return "tunnel-limit";
+        case ProxyReason::SecretMisplaced: return "secret-misplaced";
+        case ProxyReason::UpstreamUntrusted: return "upstream-untrusted";
     }
     return "unknown";
 }

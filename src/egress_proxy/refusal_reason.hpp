@@ -25,6 +25,8 @@ enum class ProxyReason {
     ConnectFailed,        // "connect-failed" (502)
     BadUpstreamResponse,  // "bad-upstream-response" (502)
     TunnelLimit,          // "tunnel-limit" (503): the sandbox has ProxyLimits::max_tunnels open already
+    SecretMisplaced,      // "secret-misplaced" (403): a secret's placeholder where that secret does not go
+    UpstreamUntrusted,    // "upstream-untrusted" (502): a terminated host's certificate did not verify
 };
 
 [[nodiscard]] std::string_view to_string(ProxyReason reason);

@@ -61,6 +61,11 @@ std::string advice(ProxyReason reason) {
         case ProxyReason::ConnectTimeout: return "The destination did not answer in time.\n";
         case ProxyReason::TunnelLimit:
             return "Close some of the sandbox's open connections, or raise its limit (--max-tunnels).\n";
+        case ProxyReason::SecretMisplaced:
+            return "A sandbox's secrets are put into requests only to the hosts they belong to\n"
+                   "(agentctl secret list shows where each goes).\n";
+        case ProxyReason::UpstreamUntrusted:
+            return "The host's certificate is not trusted by this machine, so no secret is sent to it.\n";
         default: return {};
     }
 }

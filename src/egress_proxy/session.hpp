@@ -21,6 +21,7 @@
 #include "egress_proxy/proxy_context.hpp"
 #include "egress_proxy/request_target.hpp"
 #include "egress_proxy/responses.hpp"
+#include "egress_proxy/tls_intercept.hpp"
 
 namespace agentctl::egress_proxy {
 
@@ -94,6 +95,12 @@ private:
     // Writes all of `bytes` to `socket`; the count written (short, with `ec`, on an error).
     boost::asio::awaitable<std::size_t> write_all(tcp::socket& socket, boost::asio::const_buffer bytes,
                                                   boost::system::error_code& ec);
+
+    // CONNECT to a host a secret is bound to (decide_and_connect has connected
+    // m_upstream): TLS with the sandbox under a certificate of the sandbox CA,
+    // TLS to the host checked against the trust store, then request by request
+    // with the placeholders replaced (session_intercept.cpp).
+    boost::asio::awaitable<void> intercept_tls(std::shared_ptr<TlsIntercept> intercept, std::string host);
 
     // Tunnel: both directions spliced concurrently; the session ends when both end.
     void start_tunnel();

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "egress_proxy/http_relay.hpp"
 #include "egress_proxy/session.hpp"
 
 namespace agentctl::egress_proxy {
@@ -44,46 +45,6 @@ void strip_hop_by_hop(Fields& fields) {
     }
 }
 
-// Streams the rest of a message whose head `parser` has read from `in` to
-// `out`, through `chunk` (the session's body buffer). Returns false on any
-// error. Every chunk moved pushes `deadline` (the idle timeout) out again: a
-// stream that keeps sending (server-sent events, a long upload) is never cut
-// while data flows.
-template <bool IsRequest>
-asio::awaitable<bool> relay_message(tcp::socket& in, beast::flat_buffer& in_buffer,
-                                    http::parser<IsRequest, http::buffer_body>& parser, tcp::socket& out,
-                                    std::span<char> chunk, std::uint64_t& counter, Clock::time_point& deadline,
-                                    Clock::duration idle) {
-    http::serializer<IsRequest, http::buffer_body> serializer{parser.get()};
-    boost::system::error_code ec;
-    do {
-        if (!parser.is_done()) {
-            // read_some, not read: a slow stream (server-sent events) is passed
-            // on as it arrives instead of waiting for the buffer to fill.
-            parser.get().body().data = chunk.data();
-            parser.get().body().size = chunk.size();
-            co_await http::async_read_some(in, in_buffer, parser, redirect_error(use_awaitable, ec));
-            if (ec == http::error::need_buffer) ec = {};
-            if (ec) co_return false;
-            std::size_t got = chunk.size() - parser.get().body().size;
-            parser.get().body().size = got;
-            parser.get().body().data = got > 0 ? chunk.data() : nullptr;
-            parser.get().body().more = !parser.is_done();
-            if (got == 0 && !parser.is_done() && serializer.is_header_done()) continue;  // nothing new to send
-        } else {
-            parser.get().body().data = nullptr;
-            parser.get().body().size = 0;
-            parser.get().body().more = false;
-        }
-        auto n = co_await http::async_write(out, serializer, redirect_error(use_awaitable, ec));
-        counter += n;
-        deadline = Clock::now() + idle;
-        if (ec == http::error::need_buffer) ec = {};
-        if (ec) co_return false;
-    } while (!parser.is_done() || !serializer.is_done());
-    co_return true;
-}
-
 std::string host_field(const RequestTarget& target) {
     std::string host = target.host.find(':') != std::string::npos ? "[" + target.host + "]" : target.host;
     if (target.port != 80) host += ":" + std::to_string(target.port);
@@ -99,6 +60,20 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
     auto& request = parser->get();
     std::string method(request.method_string());
     bool client_keep_alive = request.keep_alive();
+    if (const auto& intercept = m_context.shared.intercept) {
+        // Plain HTTP never carries a secret: a placeholder in it is refused.
+        const auto request_target = request.target();
+        const auto injection = intercept->secrets().inject(
+            "", std::string_view(request_target.data(), request_target.size()), request.base());
+        if (injection.misplaced) {
+            LogLine entry = decision_line(method);
+            entry.add("host", target.host).add("port", target.port).add("secret", injection.misplaced->secret);
+            const Refusal refusal{403, ProxyReason::SecretMisplaced,
+                                  "the placeholder of secret " + injection.misplaced->secret + " may not go to " +
+                                      target.host + " over plain HTTP (" + injection.misplaced->where + ")"};
+            co_return co_await refuse(entry, refusal, target);
+        }
+    }
     if (!co_await decide_and_connect(method, target, std::move(snapshot), std::move(decision))) co_return false;
 
     m_phase = Phase::Forwarding;

@@ -148,6 +148,11 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
     static constexpr std::string_view k_established = "HTTP/1.1 200 Connection established\r\n\r\n";
     boost::system::error_code ec;
     co_await write_all(m_client, asio::buffer(k_established), ec);
+    if (auto intercept = m_context.shared.intercept;
+        !ec && intercept && intercept->secrets().binds(target.host, target.port)) {
+        co_await intercept_tls(std::move(intercept), target.host);
+        co_return;
+    }
     set_nodelay(m_upstream);  // before the first byte goes upstream (decide_and_connect leaves it to here)
     if (!ec && m_buffer.size() > 0) {
         // Bytes the client sent right behind its CONNECT head (e.g. a TLS ClientHello).

@@ -1,5 +1,5 @@
 // The HTTPS Transport: HTTP/1.1 over TLS (Boost.Beast over Asio SSL, OpenSSL
-// loaded on first use: openssl_on_demand.hpp)
+// loaded on first use: core/openssl_on_demand.hpp)
 // to a remote Incus server, with the client's certificate, one connection per
 // request (the Go client disables keep-alives too: client/util.go,
 // tlsHTTPClient). The whole exchange is bounded by a deadline.
@@ -42,7 +42,7 @@
 #include "core/files.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/http_message.hpp"
-#include "provider/incus/openssl_on_demand.hpp"
+#include "core/openssl_on_demand.hpp"
 #include "provider/incus/remote.hpp"
 
 namespace agentctl::provider::incus {
@@ -311,7 +311,7 @@ private:
 }  // namespace
 
 std::unique_ptr<Transport> make_tls_transport(const HttpsRemote& remote, int timeout_seconds) {
-    require_openssl();
+    core::require_openssl("HTTPS to a remote Incus server");
     return std::make_unique<TlsTransport>(remote, timeout_seconds);
 }
 

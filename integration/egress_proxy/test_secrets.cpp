@@ -1,0 +1,246 @@
+// Credential injection with real sockets and real TLS: a test HTTPS origin in
+// the suite's namespace (its own test CA), the proxy run as `agentctl
+// egress-proxy` with its secrets on a pipe, and a client that trusts only the
+// sandbox's CA, as a sandbox does.
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <boost/beast/core/detail/base64.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/files.hpp"
+#include "egress_proxy/sandbox_ca.hpp"
+#include "egress_proxy/secret_injection.hpp"
+#include "suite_support.hpp"
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+namespace ep = agentctl::egress_proxy;
+
+namespace {
+
+constexpr const char* k_value = "ghp_realValue0123456789abcdef";
+constexpr const char* k_placeholder = "agentctl-secret-placeholder-6b1f0c2d9e8a7f3b";
+
+std::string base64(const std::string& text) {
+    namespace b64 = boost::beast::detail::base64;
+    std::string out(b64::encoded_size(text.size()), '\0');
+    out.resize(b64::encode(out.data(), text.data(), text.size()));
+    return out;
+}
+
+// The test origin's CA and its certificate for api.test and other.test, made with the openssl tool.
+struct OriginCertificates {
+    explicit OriginCertificates(const fs::path& dir)
+        : ca(dir / "origin-ca.crt"), cert(dir / "origin.crt"), key(dir / "origin.key") {
+        const auto d = dir.string();
+        suite::must("cd " + d +
+                    " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout origin-ca.key"
+                    " -out origin-ca.crt -subj /CN=agentctl-test-origin-ca -days 2"
+                    " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null");
+        agentctl::core::write_file_atomic(dir / "origin.ext",
+                                          "subjectAltName=DNS:api.test,DNS:other.test\n"
+                                          "authorityKeyIdentifier=keyid\n");
+        suite::must("cd " + d +
+                    " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout origin.key -out "
+                    "origin.csr -subj /CN=api.test 2>/dev/null && openssl x509 -req -in origin.csr -CA origin-ca.crt "
+                    "-CAkey origin-ca.key -CAcreateserial -out origin.crt -days 2 -extfile origin.ext 2>/dev/null");
+    }
+    fs::path ca, cert, key;
+};
+
+// The origin at 192.0.3.2:443 in the suite's namespace.
+struct Origin {
+    Origin(const suite::Network& network, const OriginCertificates& certificates)
+        : child({"ip", "netns", "exec", network.name, EGRESS_PROXY_TLS_ORIGIN_BIN, "192.0.3.2:443",
+                 certificates.cert.string(), certificates.key.string()}) {
+        if (child.wait_for_line("listening", 10s).empty()) throw std::runtime_error("the TLS origin did not start");
+    }
+    suite::Child child;
+};
+
+// A TLS client over a CONNECT tunnel through the proxy; trusts only `ca_file`.
+class TlsClient {
+public:
+    TlsClient(std::uint16_t proxy_port, const std::string& host, const fs::path& ca_file) : m_tcp(proxy_port) {
+        m_context = SSL_CTX_new(TLS_client_method());
+        SSL_CTX_load_verify_locations(m_context, ca_file.c_str(), nullptr);
+        SSL_CTX_set_verify(m_context, SSL_VERIFY_PEER, nullptr);
+        connect_status = suite::connect_through(m_tcp, host + ":443").status;
+        if (connect_status != 200) return;
+        m_ssl = SSL_new(m_context);
+        SSL_set_fd(m_ssl, m_tcp.fd());
+        SSL_set_tlsext_host_name(m_ssl, host.c_str());
+        SSL_set1_host(m_ssl, host.c_str());
+        handshake_ok = SSL_connect(m_ssl) == 1;
+        if (!handshake_ok) verify_result = SSL_get_verify_result(m_ssl);
+    }
+    ~TlsClient() {
+        if (m_ssl != nullptr) SSL_free(m_ssl);
+        SSL_CTX_free(m_context);
+    }
+    TlsClient(const TlsClient&) = delete;
+    TlsClient& operator=(const TlsClient&) = delete;
+
+    // Sends a GET with `headers` (each ending in CRLF); returns the whole response ("" when the connection closed).
+    std::string get(const std::string& target, const std::string& headers) {
+        const std::string request = "GET " + target + " HTTP/1.1\r\nHost: api.test\r\n" + headers + "\r\n";
+        if (SSL_write(m_ssl, request.data(), static_cast<int>(request.size())) <= 0) return {};
+        std::string response;
+        char chunk[16384];
+        for (;;) {
+            const auto end = response.find("\r\n\r\n");
+            if (end != std::string::npos) {
+                const auto at = response.find("Content-Length: ");
+                const std::size_t length = at == std::string::npos ? 0 : std::stoul(response.substr(at + 16));
+                if (response.size() >= end + 4 + length) return response;
+            }
+            const int n = SSL_read(m_ssl, chunk, sizeof chunk);
+            if (n <= 0) return response;
+            response.append(chunk, static_cast<std::size_t>(n));
+        }
+    }
+
+    int connect_status = 0;
+    bool handshake_ok = false;
+    long verify_result = X509_V_OK;
+
+private:
+    suite::Client m_tcp;
+    SSL_CTX* m_context = nullptr;
+    SSL* m_ssl = nullptr;
+};
+
+struct Fixture {
+    suite::Network network;
+    suite::ProxyFiles files;
+    OriginCertificates certificates{files.dir};
+    Origin origin{network, certificates};
+    fs::path sandbox_ca = files.dir / "sandbox-ca.crt";
+    std::optional<suite::Proxy> proxy;
+
+    // `trust_origin`: the proxy trusts the test origin's CA (--upstream-ca), as a test setting.
+    explicit Fixture(bool trust_origin = true) {
+        files.write_policy(suite::policy_allowing({"api.test:443", "other.test:443"}));
+        files.write_resolve("192.0.3.2 api.test other.test\n");
+        const auto ca = ep::make_sandbox_ca("secrets-test");
+        agentctl::core::write_file_atomic(sandbox_ca, ca.cert, 0644);
+        ep::SecretPayload payload{
+            ca.cert, ca.key, {{"github", k_placeholder, k_value, {{"api.test", "authorization"}}}}};
+        int fds[2];
+        REQUIRE(::pipe(fds) == 0);
+        const auto text = ep::secret_payload_json(payload);
+        REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+        ::close(fds[1]);
+        std::vector<std::string> flags{"--sandbox", "secrets-test", "--secrets-fd", std::to_string(fds[0])};
+        if (trust_origin) flags.insert(flags.end(), {"--upstream-ca", certificates.ca.string()});
+        proxy.emplace(files, flags, AGENTCTL_BINARY);
+        ::close(fds[0]);
+    }
+
+    // The log once the proxy has stopped (SIGTERM writes every queued line).
+    [[nodiscard]] std::string log_text() {
+        proxy->process().signal(SIGTERM);
+        REQUIRE(proxy->process().wait_exit(5s) == 0);
+        return agentctl::core::read_file(files.log);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("secrets: the bound host receives the real value in place of the placeholder", "[egress][secrets]") {
+    SUITE_REQUIRE_READY();
+    Fixture fixture;
+    TlsClient client(fixture.proxy->port, "api.test", fixture.sandbox_ca);
+    REQUIRE(client.connect_status == 200);
+    REQUIRE(client.handshake_ok);  // the sandbox trusts only its CA: the proxy presented a certificate of it
+
+    auto bearer = client.get("/user", std::string("Authorization: Bearer ") + k_placeholder + "\r\n");
+    CHECK(bearer.rfind("HTTP/1.1 200", 0) == 0);
+    CHECK(bearer.find(std::string("Authorization: Bearer ") + k_value) != std::string::npos);
+    CHECK(bearer.find(k_placeholder) == std::string::npos);
+
+    // git's form, on the same connection (keep-alive): Basic credentials with the token as password.
+    auto basic = client.get("/org/repo.git/info/refs?service=git-upload-pack",
+                            "Authorization: Basic " + base64(std::string("x-access-token:") + k_placeholder) + "\r\n");
+    CHECK(basic.find("Basic " + base64(std::string("x-access-token:") + k_value)) != std::string::npos);
+
+    // Without a placeholder the request goes out untouched.
+    auto plain = client.get("/", "Authorization: Bearer something-else\r\n");
+    CHECK(plain.find("Authorization: Bearer something-else") != std::string::npos);
+
+    // The value is in neither the proxy's arguments nor its environment, nor its log. the proxy's arguments or
+    // environment.
+    const auto proc = "/proc/" + std::to_string(fixture.proxy->process().pid());
+    CHECK(agentctl::core::read_file(proc + "/cmdline").find(k_value) == std::string::npos);
+    CHECK(agentctl::core::read_file(proc + "/environ").find(k_value) == std::string::npos);
+    const auto log = fixture.log_text();
+    CHECK(log.find("\"secrets\":\"github\"") != std::string::npos);
+    CHECK(log.find("\"terminated\":true") != std::string::npos);
+    CHECK(log.find(k_value) == std::string::npos);
+}
+
+TEST_CASE("secrets: a placeholder where its secret does not go is refused and logged", "[egress][secrets]") {
+    SUITE_REQUIRE_READY();
+    Fixture fixture;
+    {
+        TlsClient client(fixture.proxy->port, "api.test", fixture.sandbox_ca);
+        REQUIRE(client.handshake_ok);
+        auto other_header = client.get("/", std::string("X-Leak: ") + k_placeholder + "\r\n");
+        CHECK(other_header.rfind("HTTP/1.1 403", 0) == 0);
+        CHECK(other_header.find("X-Agentctl-Reason: secret-misplaced") != std::string::npos);
+        CHECK(other_header.find("secret github may not go to api.test (header x-leak)") != std::string::npos);
+        CHECK(other_header.find(k_value) == std::string::npos);
+    }
+    {
+        TlsClient client(fixture.proxy->port, "api.test", fixture.sandbox_ca);
+        REQUIRE(client.handshake_ok);
+        auto in_url = client.get(std::string("/?token=") + k_placeholder, "");
+        INFO(in_url);
+        CHECK(in_url.rfind("HTTP/1.1 403", 0) == 0);
+        CHECK(in_url.find("(the URL)") != std::string::npos);
+    }
+    // Plain HTTP never carries a secret: a placeholder there is refused too.
+    suite::Client plain(fixture.proxy->port);
+    plain.send(std::string("GET http://api.test/ HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer ") +
+               k_placeholder + "\r\n\r\n");
+    CHECK(plain.read_response().status == 403);
+    const auto log = fixture.log_text();
+    CHECK(log.find("\"reason\":\"secret-misplaced\"") != std::string::npos);
+    CHECK(log.find("\"secret\":\"github\"") != std::string::npos);
+    CHECK(log.find(k_value) == std::string::npos);
+}
+
+TEST_CASE("secrets: a host without a binding stays an opaque tunnel", "[egress][secrets]") {
+    SUITE_REQUIRE_READY();
+    Fixture fixture;
+    // A client that trusts only the sandbox CA cannot talk to other.test: the
+    // proxy never presents a sandbox certificate for it.
+    TlsClient sandbox_only(fixture.proxy->port, "other.test", fixture.sandbox_ca);
+    REQUIRE(sandbox_only.connect_status == 200);
+    CHECK_FALSE(sandbox_only.handshake_ok);
+    CHECK(sandbox_only.verify_result == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+    // Through the tunnel, the origin itself answers, and the placeholder arrives as sent.
+    TlsClient direct(fixture.proxy->port, "other.test", fixture.certificates.ca);
+    REQUIRE(direct.handshake_ok);
+    auto response = direct.get("/", std::string("Authorization: Bearer ") + k_placeholder + "\r\n");
+    CHECK(response.find(std::string("Authorization: Bearer ") + k_placeholder) != std::string::npos);
+    CHECK(response.find(k_value) == std::string::npos);
+}
+
+TEST_CASE("secrets: no secret goes to a bound host whose certificate does not verify", "[egress][secrets]") {
+    SUITE_REQUIRE_READY();
+    Fixture fixture(/*trust_origin=*/false);
+    TlsClient client(fixture.proxy->port, "api.test", fixture.sandbox_ca);
+    REQUIRE(client.handshake_ok);
+    auto response = client.get("/", std::string("Authorization: Bearer ") + k_placeholder + "\r\n");
+    CHECK(response.rfind("HTTP/1.1 502", 0) == 0);
+    CHECK(response.find("X-Agentctl-Reason: upstream-untrusted") != std::string::npos);
+    CHECK(fixture.log_text().find("\"reason\":\"upstream-untrusted\"") != std::string::npos);
+}
