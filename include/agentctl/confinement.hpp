@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace agentctl {
 
@@ -25,6 +26,25 @@ struct ConfinementStatus {
     // Nothing is known: the line is empty.
     [[nodiscard]] bool empty() const { return state == ConfinementState::Unknown && detail.empty(); }
     friend bool operator==(const ConfinementStatus&, const ConfinementStatus&) = default;
+};
+
+// How one probe of the confinement battery went (as recorded).
+struct ProbeRecord {
+    std::string name;     // e.g. "direct-bypass"
+    std::string verdict;  // held | escaped | inconclusive | skipped
+    std::string detail;   // what was tried and what happened
+};
+
+// What the confinement line rests on, for `status` (typed, beside the line).
+struct ConfinementEvidence {
+    std::string checked_at;  // when the probes last ran (RFC 3339, UTC); empty: never
+    // Who made the probes: "host" (agentctl, from the host, in the sandbox's
+    // network namespace) or "guest" (a battery run inside the guest: its word).
+    std::string source;
+    std::vector<ProbeRecord> probes;
+    // What enforces the policy and is not in place now (checked at status
+    // time), each as a sentence; empty when all of it is.
+    std::vector<std::string> missing;
 };
 
 // The line: the state's word, then a detail that opens with '(' after a space

@@ -80,6 +80,19 @@ struct ProviderContext {
         recheck_mounts = {};
 };
 
+// A process that enforces a sandbox's policy (its egress proxy, its resolver),
+// as `status` reports it.
+struct HostProcess {
+    std::string listen;  // ADDRESS:PORT
+    bool running = false;
+    int pid = 0;          // 0: not running (or not known where it runs)
+    std::string user;     // the user it runs as
+    std::string where;    // "host" | "instance NAME" | "bridge" (Incus's own dnsmasq)
+    std::string scope;    // resolver: what it answers
+    std::string log;      // proxy: its decision log
+    std::string problem;  // not running: why, when known
+};
+
 struct InstanceInfo {
     std::string name;
     std::string provider;
@@ -97,7 +110,10 @@ struct InstanceInfo {
     // The sandbox's own resolver answers allowlisted names only (Incus: the
     // bridge's dnsmasq), forwarding them to network.dns.servers or the host's.
     bool dns_allowlisted_only = false;
-    ConfinementStatus confinement;  // "verified (...)", "not verified: <why>", empty when not known
+    ConfinementStatus confinement;            // "verified (...)", "not verified: <why>", empty when not known
+    ConfinementEvidence evidence;             // the probes and the checks behind `confinement`
+    std::optional<HostProcess> egress_proxy;  // the sandbox's egress proxy (nullopt: it has none)
+    std::optional<HostProcess> resolver;      // the sandbox's resolver (nullopt: it has none)
     std::vector<std::string> widenings;
     std::vector<std::pair<std::string, std::string>> extra;  // provider-specific key/values
 };

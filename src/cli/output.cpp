@@ -52,6 +52,41 @@ std::vector<std::string> mount_lines(const std::vector<Mount>& mounts) {
     return lines;
 }
 
+namespace {
+
+nlohmann::json text_or_null(const std::string& text) { return text.empty() ? nlohmann::json() : nlohmann::json(text); }
+
+nlohmann::json process_json(const HostProcess& p) {
+    return {{"listen", p.listen},
+            {"running", p.running},
+            {"pid", p.pid > 0 ? nlohmann::json(p.pid) : nlohmann::json()},
+            {"user", text_or_null(p.user)},
+            {"where", p.where},
+            {"scope", text_or_null(p.scope)},
+            {"log", text_or_null(p.log)},
+            {"problem", text_or_null(p.problem)}};
+}
+
+// The line and what it rests on: `verified` is true only when the line says
+// "verified" (checked at status time).
+nlohmann::json confinement_json(const InstanceInfo& info) {
+    nlohmann::json probes = nlohmann::json::array();
+    for (const auto& p : info.evidence.probes) {
+        probes.push_back(
+            {{"name", p.name}, {"verdict", p.verdict}, {"held", p.verdict == "held"}, {"detail", p.detail}});
+    }
+    const auto& c = info.confinement;
+    return {{"text", to_string(c)},
+            {"state", text_or_null(to_string(ConfinementStatus{c.state, {}}))},
+            {"verified", c.state == ConfinementState::Verified},
+            {"checkedAt", text_or_null(info.evidence.checked_at)},
+            {"source", text_or_null(info.evidence.source)},
+            {"probes", probes},
+            {"missing", info.evidence.missing}};
+}
+
+}  // namespace
+
 nlohmann::json instance_json(const InstanceInfo& info) {
     nlohmann::json mounts = nlohmann::json::array();
     for (const auto& m : info.mounts) {
@@ -76,8 +111,10 @@ nlohmann::json instance_json(const InstanceInfo& info) {
                         {"ports", ports},
                         {"isolation", info.isolation},
                         {"user", info.user},
-                        {"confinement", to_string(info.confinement)},
+                        {"confinement", confinement_json(info)},
                         {"widenings", info.widenings}};
+    j["egressProxy"] = info.egress_proxy ? process_json(*info.egress_proxy) : nlohmann::json();
+    j["resolver"] = info.resolver ? process_json(*info.resolver) : nlohmann::json();
     // Only a clustered backend places sandboxes: null elsewhere.
     j["location"] = info.location.empty() ? nlohmann::json() : nlohmann::json(info.location);
     if (info.network) {

@@ -20,6 +20,20 @@ using namespace agentctl::provider::incus;
 
 namespace {
 
+// nft itself accepts each script (a dry run), where nft can run.
+void check_nft_accepts(const std::vector<std::string>& scripts) {
+    if (::geteuid() != 0 || ::access("/usr/sbin/nft", X_OK) != 0) return;
+    auto runner = make_real_process_runner();
+    for (const auto& text : scripts) {
+        ProcessRequest request;
+        request.argv = {"nft", "-c", "-f", "-"};
+        request.stdin_data = text;
+        auto result = runner->run(request);
+        CHECK(result.exit_code == 0);
+        CHECK(result.err == "");
+    }
+}
+
 policy::IpAddress ip(const char* text) { return *policy::parse_ip_literal(text); }
 
 bool has_rule(const Json& rules, const std::string& destination, const std::string& protocol,
@@ -195,18 +209,7 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
     CHECK_THAT(script, Catch::Contains("ip daddr 198.51.100.1 tcp dport 1-65535 return\n"));
     CHECK_THAT(script, !Catch::Contains("2001:db8::1"));
     CHECK_THAT(script, Catch::Contains("meta l4proto tcp ct state new reject with tcp reset"));
-    // nft itself accepts it (a dry run), where nft can run.
-    if (::geteuid() == 0 && ::access("/usr/sbin/nft", X_OK) == 0) {
-        auto runner = make_real_process_runner();
-        for (const auto& text : {script, firewall_delete_script("agc-0123456789a")}) {
-            ProcessRequest request;
-            request.argv = {"nft", "-c", "-f", "-"};
-            request.stdin_data = text;
-            auto result = runner->run(request);
-            CHECK(result.exit_code == 0);
-            CHECK(result.err == "");
-        }
-    }
+    check_nft_accepts({script, firewall_delete_script("agc-0123456789a")});
 }
 
 TEST_CASE("ACL payload", "[acl]") {
@@ -328,13 +331,7 @@ TEST_CASE("the host firewall table with the proxy in a companion instance", "[ac
     const auto reset = script.find("meta l4proto tcp ct state new reject with tcp reset\n  }");
     REQUIRE(companion != std::string::npos);
     CHECK(companion < reset);
-    if (::geteuid() == 0 && ::access("/usr/sbin/nft", X_OK) == 0) {
-        auto runner = make_real_process_runner();
-        ProcessRequest request;
-        request.argv = {"nft", "-c", "-f", "-"};
-        request.stdin_data = script;
-        CHECK(runner->run(request).exit_code == 0);
-    }
+    check_nft_accepts({script});
 }
 
 TEST_CASE("the sandbox's proxy settings point where the proxy runs", "[acl]") {
@@ -344,4 +341,20 @@ TEST_CASE("the sandbox's proxy settings point where the proxy runs", "[acl]") {
     auto devices = instance_devices(spec, "agc-x", "default");
     confine_instance(config, devices, subnet, true, "10.9.0.3", 3128, Isolation::Container);
     CHECK(config["environment.https_proxy"] == "http://10.9.0.3:3128");
+}
+
+TEST_CASE("network.dns.disabled: the host firewall refuses the gateway's port 53", "[acl]") {
+    FirewallSpec spec{"agc-0123456789a", "10.9.0.1", 3128, 65534, {}, {}, {}};
+    spec.dns = false;
+    const auto script = firewall_script(spec);
+    CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport 3128 accept"));
+    CHECK_THAT(script, !Catch::Contains("dport 53"));
+    CHECK_THAT(script, Catch::Contains("udp dport 67 accept"));  // DHCP still served
+    // With the proxy in a companion too: no TCP port of the gateway is open.
+    spec.proxy_instance = "10.9.0.3";
+    spec.sandbox = "10.9.0.2";
+    const auto companion = firewall_script(spec);
+    CHECK_THAT(companion, !Catch::Contains("dport 53"));
+    CHECK_THAT(companion, !Catch::Contains("ip daddr 10.9.0.1 tcp dport"));
+    check_nft_accepts({script, companion});
 }

@@ -221,3 +221,24 @@ TEST_CASE("the proxy setup runs beside the main script; both outputs and the fir
     auto main_fails = run(with_proxy_setup("set -eu\nexit 3", "echo setup-done"));
     CHECK(main_fails.exit_code == 3);
 }
+
+TEST_CASE("a battery the guest ran says so in its line", "[incus][probe]") {
+    const std::vector<common::ProbeResult> held{{"direct-bypass", common::ProbeVerdict::Held, "refused"}};
+    const auto when = std::chrono::system_clock::time_point{};
+    CHECK(to_string(common::confinement_line(common::summarise(held), when, common::k_guest_word)) ==
+          "verified (1/1 probes, reported by the guest, 1970-01-01T00:00:00Z)");
+    CHECK(to_string(common::confinement_line(common::summarise(held), when)) ==
+          "verified (1/1 probes, 1970-01-01T00:00:00Z)");
+}
+
+TEST_CASE("with DNS disabled, the guest battery counts a refused resolver as held", "[incus][probe]") {
+    ProbeTargets targets;
+    targets.gateway = "10.9.0.1";
+    targets.proxy_port = 3128;
+    targets.dns_closed = true;
+    const auto script = probe_battery_script(targets, 2);
+    CHECK_THAT(script, Catch::Contains("dc=1;"));
+    CHECK_THAT(script, Catch::Contains("\"1 refused\"|\"1 error\"*) say dns-denied-name held"));
+    targets.dns_closed = false;
+    CHECK_THAT(probe_battery_script(targets, 2), Catch::Contains("dc=0;"));
+}

@@ -59,8 +59,15 @@ struct BatterySummary {
 
 // "verified (6/6 probes, 2026-11-30T12:00:00Z)", "not verified (4/6 probes, ...): NAME: detail; ..." or
 // "FAILED (...): ..." once rendered; skipped probes are named after the count: "verified (6/6 probes, 1
-// skipped: host-port, ...)".
+// skipped: host-port, ...)", then `source_note` when given: "(6/6 probes, reported by the guest, ...)".
 [[nodiscard]] ConfinementStatus confinement_line(const BatterySummary& summary,
-                                                 std::chrono::system_clock::time_point when);
+                                                 std::chrono::system_clock::time_point when,
+                                                 std::string_view source_note = {});
+
+// The note for probes the guest ran and reported: its word, which root inside can forge.
+inline constexpr std::string_view k_guest_word = "reported by the guest";
+
+// `when` as RFC 3339 in UTC, to the second: "2026-11-30T12:00:00Z".
+[[nodiscard]] std::string utc_stamp(std::chrono::system_clock::time_point when);
 
 }  // namespace agentctl::provider::common

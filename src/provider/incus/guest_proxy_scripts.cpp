@@ -112,7 +112,7 @@ const std::vector<std::string>& probe_names() {
 
 std::string probe_battery_script(const ProbeTargets& targets, int timeout_seconds) {
     return fmt::format(R"SH(unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY all_proxy ALL_PROXY no_proxy NO_PROXY
-t={t}; gw={gw}; px={px}; pp={pp}; gc={gc}; oh={oh}; oc={oc}; un={un}; name=agentctl-probe.invalid
+t={t}; gw={gw}; px={px}; pp={pp}; gc={gc}; oh={oh}; oc={oc}; un={un}; dc={dc}; name=agentctl-probe.invalid
 # Every probe prints its one line straight to stdout (no temporary files: a
 # booting container's /tmp may be mounted over meanwhile).
 say() {{ echo "agentctl-probe $*"; }}
@@ -186,18 +186,21 @@ fi
  # Right after create the bridge's dnsmasq may still be restarting with its
  # allowlist: a refusal from the gateway means "not up yet", so ask again (<= 3 s).
  n=0; r=$(dns "$gw")
+ [ "$dc" = 1 ] && n=15
  while case "$r" in refused|error*) [ $n -lt 15 ] ;; *) false ;; esac; do n=$((n + 1)); sleep 0.2; r=$(dns "$gw"); done
- case "$r" in "answer 3 "*|"answer 5 "*|"answer 0 0") say dns-denied-name held "$w answered no address ($r)" ;;
+ case "$dc $r" in "1 refused"|"1 error"*) say dns-denied-name held "$w was refused (network.dns.disabled) ($r)" ;;
+   "1 answer"*) say dns-denied-name inconclusive "$w answered though network.dns.disabled closes it ($r)" ;;
+   *) case "$r" in "answer 3 "*|"answer 5 "*|"answer 0 0") say dns-denied-name held "$w answered no address ($r)" ;;
    answer*) say dns-denied-name escaped "$w resolved it ($r)" ;;
    no-tool) say dns-denied-name inconclusive "$w: the guest has no python3" ;;
-   *) say dns-denied-name inconclusive "$w: $r" ;; esac) &
+   *) say dns-denied-name inconclusive "$w: $r" ;; esac ;; esac) &
 wait
 )SH",
                        fmt::arg("t", timeout_seconds), fmt::arg("gw", shell_quote(targets.gateway)),
                        fmt::arg("px", shell_quote(targets.proxy.empty() ? targets.gateway : targets.proxy)),
                        fmt::arg("pp", targets.proxy_port), fmt::arg("gc", targets.gateway_canary),
                        fmt::arg("oh", shell_quote(targets.other_host_address)), fmt::arg("oc", targets.other_canary),
-                       fmt::arg("un", shell_quote(targets.unrouted)));
+                       fmt::arg("un", shell_quote(targets.unrouted)), fmt::arg("dc", targets.dns_closed ? 1 : 0));
 }
 
 }  // namespace agentctl::provider::incus

@@ -51,6 +51,7 @@ struct ProbeTargets {
     std::string other_host_address;         // another address of the host (empty: probe skipped as held by design)
     std::uint16_t other_canary = 0;         // a port agentctl listens on there
     std::string unrouted = "198.51.100.7";  // TEST-NET-2: never routed, must be rejected at once
+    bool dns_closed = false;                // network.dns.disabled: the gateway's port 53 must refuse
 };
 
 // The probe battery, run as root inside the guest, every probe concurrently,
@@ -64,7 +65,8 @@ struct ProbeTargets {
 //   dns-udp-elsewhere  a UDP DNS query to UNROUTED:53: must be rejected
 //   proxy-denied-name  CONNECT to a name no policy allows, via the proxy (PROXY:PROXY_PORT): must get no tunnel
 //                      (403; under --allow-lan names are looked up, and it fails with 502)
-//   dns-denied-name    that name from the bridge's resolver: must get NXDOMAIN or REFUSED
+//   dns-denied-name    that name from the bridge's resolver: must get NXDOMAIN or REFUSED (with
+//                      dns_closed: the query itself must be refused, no resolver answers)
 [[nodiscard]] std::string probe_battery_script(const ProbeTargets& targets, int timeout_seconds);
 
 }  // namespace agentctl::provider::incus

@@ -14,7 +14,15 @@ std::string firewall_script(const FirewallSpec& spec) {
         direct += fmt::format("    iifname \"{}\" ip daddr {} tcp dport {} return\n", spec.bridge, d.address,
                               d.ports.empty() ? std::string("1-65535") : "{ " + d.ports + " }");
     }
-    const auto host_ports = spec.proxy_instance.empty() ? fmt::format("{{ 53, {} }}", spec.proxy_port) : "53";
+    std::string host_ports;  // TCP on the gateway: the resolver and the host-placed proxy
+    if (spec.dns) host_ports = "53";
+    if (spec.proxy_instance.empty()) host_ports += fmt::format("{}{}", host_ports.empty() ? "" : ", ", spec.proxy_port);
+    const auto host_tcp =
+        host_ports.empty()
+            ? std::string()
+            : fmt::format("    ip daddr {} tcp dport {} accept\n", spec.gateway,
+                          host_ports.find(',') == std::string::npos ? host_ports : "{ " + host_ports + " }");
+    const auto host_dns = spec.dns ? fmt::format("    ip daddr {} udp dport 53 accept\n", spec.gateway) : std::string();
     std::string companion;  // after the direct rules
     std::string bridged;    // before anything refuses traffic into agc-* bridges
     if (!spec.proxy_instance.empty()) {
@@ -35,9 +43,7 @@ table inet {table} {{
   chain from_sandbox {{
     meta nfproto ipv6 reject
     ip daddr {{ {gw}, 255.255.255.255 }} udp dport 67 accept
-    ip daddr {gw} udp dport 53 accept
-    ip daddr {gw} tcp dport {host_ports} accept
-    meta l4proto tcp reject with tcp reset
+{host_dns}{host_tcp}    meta l4proto tcp reject with tcp reset
     reject
   }}
   chain forward {{
@@ -54,8 +60,8 @@ table inet {table} {{
 }}
 )NFT",
                        fmt::arg("table", table), fmt::arg("bridge", spec.bridge), fmt::arg("gw", spec.gateway),
-                       fmt::arg("host_ports", host_ports), fmt::arg("uid", spec.proxy_uid), fmt::arg("direct", direct),
-                       fmt::arg("companion", companion), fmt::arg("bridged", bridged));
+                       fmt::arg("host_dns", host_dns), fmt::arg("host_tcp", host_tcp), fmt::arg("uid", spec.proxy_uid),
+                       fmt::arg("direct", direct), fmt::arg("companion", companion), fmt::arg("bridged", bridged));
 }
 
 std::string firewall_delete_script(const std::string& bridge) {

@@ -53,6 +53,9 @@ struct FirewallSpec {
     // lets it reach outside only).
     std::string proxy_instance;
     std::string sandbox;
+    // False (network.dns.disabled): DNS to the gateway is refused like any
+    // other host port; the resolver serves DHCP only.
+    bool dns = true;
 };
 
 // `agentctl-BRIDGE`.

@@ -7,7 +7,6 @@
 #include "agentctl/error.hpp"
 
 namespace agentctl::provider::incus {
-namespace {
 
 std::uint64_t fnv1a64(std::string_view text) {
     std::uint64_t hash = 0xcbf29ce484222325ULL;
@@ -17,8 +16,6 @@ std::uint64_t fnv1a64(std::string_view text) {
     }
     return hash;
 }
-
-}  // namespace
 
 std::string bridge_name(std::string_view sandbox) {
     return fmt::format("{}{:011x}", k_bridge_prefix, fnv1a64(sandbox) & 0xfffffffffffULL);

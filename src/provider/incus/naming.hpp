@@ -4,6 +4,7 @@
 // create was interrupted before it recorded anything.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -15,6 +16,8 @@ inline constexpr std::string_view k_bridge_prefix = "agc-";
 // `agc-` + 11 hex digits of a 64-bit FNV-1a hash of the sandbox name: 15
 // characters, the Linux interface name limit.
 [[nodiscard]] std::string bridge_name(std::string_view sandbox);
+// The 64-bit FNV-1a hash of `text` (names, and digests that only tell "changed").
+[[nodiscard]] std::uint64_t fnv1a64(std::string_view text);
 // `agentctl-NAME`.
 [[nodiscard]] std::string acl_name(std::string_view sandbox);
 // `NAME-egress`: the companion instance that runs the sandbox's egress proxy
@@ -51,6 +54,14 @@ inline constexpr std::string_view k_agent_installed = "user.agentctl.agent.insta
 inline constexpr std::string_view k_confinement = "user.agentctl.confinement";
 // The probe battery's results, one {name, verdict, detail} per probe (JSON).
 inline constexpr std::string_view k_confinement_probes = "user.agentctl.confinement.probes";
+// What the last probe run rests on: who probed ("host": agentctl in the
+// sandbox's network namespace; "guest": the guest's own battery), when (RFC
+// 3339), the instance's init pid then (a start without agentctl changes it),
+// and a digest of agentctl's nft table as it was (status compares them).
+inline constexpr std::string_view k_confinement_source = "user.agentctl.confinement.source";
+inline constexpr std::string_view k_confinement_at = "user.agentctl.confinement.at";
+inline constexpr std::string_view k_confinement_pid = "user.agentctl.confinement.pid";
+inline constexpr std::string_view k_confinement_firewall = "user.agentctl.confinement.firewall";
 inline constexpr std::string_view k_bridge = "user.agentctl.bridge";
 inline constexpr std::string_view k_acl = "user.agentctl.acl";
 inline constexpr std::string_view k_subnet = "user.agentctl.subnet";

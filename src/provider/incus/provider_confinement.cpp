@@ -17,6 +17,7 @@
 #include "provider/common/probes.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/naming.hpp"
+#include "provider/incus/netns_probes.hpp"
 #include "provider/incus/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
@@ -107,6 +108,8 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     targets.gateway = gateway;
     targets.proxy = proxy_address(placement, *bridge_address).address_text();
     targets.proxy_port = k_egress_proxy_port;
+    // agentctl's firewall closes the gateway's port 53 (host placement, this machine).
+    targets.dns_closed = network.dns.disabled && server_is_this_machine() && egress(placement).host_firewall();
     // The canaries are listeners on this machine: they can only be reached
     // (and so prove anything) when the bridge is this machine's. Otherwise the
     // probes that need them are skipped, and the count says so.
@@ -134,15 +137,37 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     }
 
     const auto started = std::chrono::steady_clock::now();
-    auto result = run_as_root(name, probe_battery_script(targets, 2), 30);
-    auto results = common::parse_probe_lines(result.out);
-    for (const auto& expected : probe_names()) {
-        bool seen = false;
-        for (const auto& r : results) seen = seen || r.name == expected;
-        if (!seen) {
-            results.push_back({expected, common::ProbeVerdict::Inconclusive,
-                               fmt::format("printed no result (exit {}): {}", result.exit_code, result.err)});
+    ProbeRun run;
+    // A container on this machine is probed from the host, in its network
+    // namespace, by agentctl's own code; a VM, or a container on a server
+    // elsewhere, only by the battery run in the guest: its word.
+    run.by_host = local && !vm;
+    std::vector<common::ProbeResult> results;
+    if (run.by_host) {
+        const int pid = m_api.instance_state(name).value("pid", 0);
+        try {
+            const NetnsHandle netns(pid);
+            // The pid is the instance's init still (not a process that took its number).
+            if (m_api.instance_state(name).value("pid", 0) != pid) {
+                return ProbeRun::unverified(ConfinementState::NotVerified, "the sandbox restarted while it was probed");
+            }
+            results = probe_in_namespace(netns, targets, std::chrono::seconds(2));
+        } catch (const Error& e) {
+            return ProbeRun::unverified(ConfinementState::NotVerified, e.what());
         }
+        run.pid = pid;
+    } else {
+        auto result = run_as_root(name, probe_battery_script(targets, 2), 30);
+        results = common::parse_probe_lines(result.out);
+        for (const auto& expected : probe_names()) {
+            bool seen = false;
+            for (const auto& r : results) seen = seen || r.name == expected;
+            if (!seen) {
+                results.push_back({expected, common::ProbeVerdict::Inconclusive,
+                                   fmt::format("printed no result (exit {}): {}", result.exit_code, result.err)});
+            }
+        }
+        run.pid = m_api.instance_state(name).value("pid", 0);
     }
     if (gateway_canary && gateway_canary->reached()) {
         escape(results, "host-port", "agentctl's listener on the host saw the connection");
@@ -155,46 +180,43 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     }
     const auto elapsed =
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-    ProbeRun run;
     run.results = std::move(results);
     run.elapsed = elapsed;
     run.placement = placement;
     return run;
 }
 
-ConfinementStatus IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
-    if (!run.not_verified.empty()) return run.not_verified;
-    const auto& results = run.results;
-    Json record = Json::array();
-    for (const auto& r : results) {
-        record.push_back({{"name", r.name}, {"verdict", common::to_string(r.verdict)}, {"detail", r.detail}});
+ConfinementStatus IncusProvider::record_probes(const std::string& name, const Json& instance, const ProbeRun& run) {
+    if (!run.not_verified.empty()) {
+        set_records(name, evidence_records(name, instance, run, run.not_verified));
+        return run.not_verified;
     }
-    set_records(name, {{std::string(key::k_confinement_probes), record.dump()}});
-    const auto summary = common::summarise(results);
+    const auto summary = common::summarise(run.results);
+    const auto line = common::confinement_line(summary, std::chrono::system_clock::now(),
+                                               run.by_host ? std::string_view{} : common::k_guest_word);
+    set_records(name, evidence_records(name, instance, run, line));
     if (!summary.escaped.empty()) {
         m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
         m_api.change_state(name, state_payload("stop", true, -1), 120);
         stop_egress_services(name, egress(run.placement));
         std::string what;
         for (const auto* r : summary.escaped) what += fmt::format("\n  {}: {}", r->name, r->detail);
-        const auto line = common::confinement_line(summary, std::chrono::system_clock::now());
-        set_records(name, {{std::string(key::k_confinement), to_string(line)}});
         throw Error(fmt::format("network confinement of {} FAILED; the sandbox was stopped. Probes that got out:{}",
                                 name, what),
                     "check the bridge's ACL (incus network show " + bridge_name(name) +
                         ") and agentctl's nft table (nft list table inet agentctl-" + bridge_name(name) + ")");
     }
-    m_context.reporter.step(
-        fmt::format("probe battery: {}/{} held in {} ms", summary.held, summary.total, run.elapsed.count()));
-    return common::confinement_line(summary, std::chrono::system_clock::now());
+    m_context.reporter.step(fmt::format("probe battery{}: {}/{} held in {} ms",
+                                        run.by_host ? " (from the host, in the sandbox's network namespace)" : "",
+                                        summary.held, summary.total, run.elapsed.count()));
+    return line;
 }
 
 void IncusProvider::verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early) {
     m_context.reporter.step(fmt::format("checking network confinement of {}", name));
     const auto confinement =
-        early.valid() ? record_probes(name, early.get()) : record_probes(name, run_probe_battery(name, instance));
+        record_probes(name, instance, early.valid() ? early.get() : run_probe_battery(name, instance));
     const auto line = to_string(confinement);
-    set_records(name, {{std::string(key::k_confinement), line}});
     if (confinement.state == ConfinementState::Verified) {
         m_context.reporter.notice("network confinement " + line);
     } else if (!m_api.preview()) {

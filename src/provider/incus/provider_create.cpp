@@ -241,6 +241,12 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, proxy_at, k_egress_proxy_port, spec.isolation);
     config[std::string(key::k_resolver)] = resolver_record(resolver);
+    // Only agentctl starts it (start_gate.hpp): this create's start has a pass.
+    std::unique_ptr<StartPass> pass;
+    if (gated(spec.isolation)) {
+        config["raw.lxc"] = with_start_gate(config["raw.lxc"], start_pass(spec.name));
+        pass = std::make_unique<StartPass>(start_pass(spec.name));
+    }
     auto payload = instance_payload(spec, config, devices, true);
     m_context.reporter.step(fmt::format("creating {} {} from image {}{}",
                                         spec.isolation == Isolation::Vm ? "virtual machine" : "container", spec.name,

@@ -78,7 +78,11 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
         recheck_recorded_mounts(name, config);
     }
     m_context.reporter.step(fmt::format("restoring {} to snapshot {}", name, snapshot));
-    m_api.restore_snapshot(name, snapshot);
+    {
+        // A running container is started again by Incus: with a pass (start_gate.hpp).
+        const auto pass = running(instance) ? open_start_gate(name, instance) : nullptr;
+        m_api.restore_snapshot(name, snapshot);
+    }
     // The ACL on the bridge is not part of the snapshot and stays in force; keep
     // the records that describe it current, not as they were at snapshot time.
     // The widenings are those of the current network policy with the restored
@@ -93,6 +97,12 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     for (auto k : {key::k_network, key::k_acl}) keep[std::string(k)] = config_value(instance, k);
     keep[std::string(key::k_widenings)] = Json(widenings(view)).dump();
     keep[std::string(key::k_confinement)] = "";
+    // A snapshot taken before the gate existed brings raw.lxc back without it.
+    if (gated(view.isolation)) {
+        const auto raw = restored.value("config", Json::object()).value("raw.lxc", std::string());
+        if (const auto with_gate = with_start_gate(raw, start_pass(name)); with_gate != raw)
+            keep["raw.lxc"] = with_gate;
+    }
     set_records(name, keep);
     for (const auto& widening : widenings(view)) m_context.reporter.warning(fmt::format("{}: {}", name, widening));
 }

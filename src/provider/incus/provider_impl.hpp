@@ -3,6 +3,7 @@
 #pragma once
 
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "provider/incus/payloads.hpp"
 #include "provider/incus/server.hpp"
 #include "provider/incus/settings.hpp"
+#include "provider/incus/start_gate.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -78,6 +80,8 @@ private:
         std::vector<common::ProbeResult> results;
         std::chrono::milliseconds elapsed{0};
         ProxyPlacement placement = ProxyPlacement::Host;  // where the sandbox's proxy runs
+        bool by_host = false;  // agentctl probed from the host (the container's namespace), not the guest
+        int pid = 0;           // the instance's init (or VM) pid when it was probed
 
         static ProbeRun unverified(ConfinementState state, std::string why) {
             ProbeRun run;
@@ -116,7 +120,7 @@ private:
     static EgressSite site_of(const std::string& name, const Json& instance);
     // The firewall table of a sandbox's bridge for `rules`.
     FirewallSpec firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
-                               const AclRules& rules);
+                               const AclRules& rules, const policy::NetworkPolicy& network);
     // The resolver's allowlist for `network` (dns_server_lines with the
     // upstreams of this host or of network.dns.servers).
     std::string plan_dns_servers(const policy::NetworkPolicy& network);
@@ -167,10 +171,28 @@ private:
     ProbeRun run_probe_battery(const std::string& name, const Json& instance);
     // Records a run; stops the sandbox and throws when a probe escaped.
     // Returns the confinement line.
-    ConfinementStatus record_probes(const std::string& name, const ProbeRun& run);
+    ConfinementStatus record_probes(const std::string& name, const Json& instance, const ProbeRun& run);
     // Records the confinement line and reports it; stops the sandbox and
     // throws when a probe escaped. `early`: a battery already under way.
     void verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early = {});
+    // provider_evidence.cpp: what start re-applies and status checks again.
+    // A digest of agentctl's nft table of `bridge` as the kernel has it now;
+    // empty when there is no such table.
+    std::string firewall_digest(const std::string& bridge);
+    // start: the sandbox's ACL with `rules`, attached to its bridge with
+    // reject defaults (re-attached, and said so, when someone detached it).
+    void reattach_acl(const std::string& name, const AclRules& rules);
+    // The records of one probe run and its line (verify_confinement).
+    std::map<std::string, std::string> evidence_records(const std::string& name, const Json& instance,
+                                                        const ProbeRun& run, const ConfinementStatus& line);
+    // status: the confinement line and its evidence as of now. "verified"
+    // only while the sandbox runs as verified and everything that enforces
+    // its policy is in place (ACL attached, nft table as verified, proxy and
+    // resolver running); else what is missing and how to restore it.
+    void judge_confinement(const std::string& name, const Json& instance, InstanceInfo& info);
+    // to_info: the recorded line and evidence; a stopped sandbox is "not
+    // verified" now (when it was last verified is kept in the line).
+    static void read_evidence(const Json& instance, InstanceInfo& info);
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
     void install_agent(const std::string& name, const Json& instance);
     // Writes `mounts` as the instance's disk devices and record, with the
@@ -185,6 +207,13 @@ private:
     // stopped and an Error thrown. Containers only.
     void verify_started_mounts(const std::string& name, const std::vector<Mount>& mounts,
                                const std::vector<std::pair<dev_t, ino_t>>& checked);
+
+    // The pass for one start of a container on this machine (start_gate.hpp),
+    // with the instance's hook line put in place first when it is missing or
+    // names another pass; null for a VM, a server elsewhere, or --preview.
+    std::unique_ptr<StartPass> open_start_gate(const std::string& name, const Json& instance);
+    [[nodiscard]] bool gated(Isolation isolation) const;
+    [[nodiscard]] std::string start_pass(const std::string& name) const;
 
     // provider_exec.cpp
     ExecResult run_as_root(const std::string& name, const std::string& script, int timeout_seconds);

@@ -242,6 +242,24 @@ void IncusProvider::verify_started_mounts(const std::string& name, const std::ve
     throw Error(message, "check the directories on the host, then start it again");
 }
 
+bool IncusProvider::gated(Isolation isolation) const {
+    return isolation == Isolation::Container && server_is_this_machine() && !m_api.preview();
+}
+
+std::string IncusProvider::start_pass(const std::string& name) const {
+    return start_pass_path(m_context.runtime_dir, m_project, name);
+}
+
+std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& name, const Json& instance) {
+    if (!gated(config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container)) return {};
+    const auto pass = start_pass(name);
+    const auto raw = instance.value("config", Json::object()).value("raw.lxc", std::string());
+    if (const auto gated_raw = with_start_gate(raw, pass); gated_raw != raw) {
+        m_api.patch_instance_config(name, Json{{"raw.lxc", gated_raw}});
+    }
+    return std::make_unique<StartPass>(pass);
+}
+
 void IncusProvider::start(const std::string& name, const StartRequest& request) {
     auto instance = require_instance(name);
     const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
@@ -271,6 +289,7 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
         }
         for (const auto& p : parse_ports_record(config_value(instance, key::k_ports))) check_host_port_free(p);
         const auto checked = m_api.preview() ? std::vector<std::pair<dev_t, ino_t>>{} : identities(mounts);
+        const auto pass = open_start_gate(name, instance);
         m_context.reporter.step(fmt::format("starting {}", name));
         m_api.change_state(name, state_payload("start", false, -1), k_create_timeout);
         if (isolation == Isolation::Container) verify_started_mounts(name, mounts, checked);
@@ -322,6 +341,7 @@ InstanceInfo IncusProvider::to_info(const Json& instance) const {
         }
     }
     info.confinement = parse_confinement(config_value(instance, key::k_confinement));
+    read_evidence(instance, info);
     auto widened = Json::parse(config_value(instance, key::k_widenings), nullptr, false);
     if (widened.is_array()) {
         for (const auto& w : widened) {
@@ -366,6 +386,11 @@ std::vector<InstanceInfo> IncusProvider::list() {
     return infos;
 }
 
-InstanceInfo IncusProvider::status(const std::string& name) { return to_info(require_instance(name)); }
+InstanceInfo IncusProvider::status(const std::string& name) {
+    const auto instance = require_instance(name);
+    auto info = to_info(instance);
+    judge_confinement(name, instance, info);
+    return info;
+}
 
 }  // namespace agentctl::provider::incus

@@ -34,10 +34,11 @@ AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::Netwo
 }
 
 FirewallSpec IncusProvider::firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
-                                          const AclRules& rules) {
+                                          const AclRules& rules, const policy::NetworkPolicy& network) {
     FirewallSpec spec{
         bridge, subnet.host(1).address_text(), k_egress_proxy_port, egress(placement).proxy_uid(), rules.direct, {},
         {}};
+    spec.dns = !network.dns.disabled;
     if (placement == ProxyPlacement::Instance) {
         spec.proxy_instance = proxy_address(placement, subnet).address_text();
         spec.sandbox = subnet.host(2).address_text();
@@ -81,7 +82,7 @@ std::future<void> IncusProvider::egress_up(const EgressSite& site, ProxyPlacemen
                                            const policy::NetworkPolicy& network, const AclRules& rules,
                                            BridgeResolver resolver, bool background) {
     auto& host = egress(placement);
-    if (host.host_firewall()) host.install_firewall(firewall_spec(site.bridge, site.subnet, placement, rules));
+    if (host.host_firewall()) host.install_firewall(firewall_spec(site.bridge, site.subnet, placement, rules, network));
     host.write_policy(site.sandbox, network);
     std::optional<ResolverSpec> resolver_spec;
     if (resolver == BridgeResolver::Host) {
@@ -128,6 +129,7 @@ void IncusProvider::restore_egress(const std::string& name, const Json& instance
         return;
     }
     const auto rules = plan_acl(name, network, site.subnet, placement, false);
+    reattach_acl(name, rules);
     (void)egress_up(site, placement, network, rules, resolver, false);
 }
 
@@ -139,11 +141,13 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
     auto& host = egress(placement);
     const auto status = host.proxy_status(site_of(info.name, instance));
     const auto restart = fmt::format("`agentctl start {}` restarts it", info.name);
+    HostProcess proxy{status.listen, status.pid > 0, status.pid, "nobody", "host", {}, status.log_path, status.problem};
     if (placement == ProxyPlacement::Instance) {
+        proxy.where = "instance " + status.instance;
         info.extra.emplace_back("Egress proxy",
-                                status.pid > 0
-                                    ? fmt::format("{} (instance {}, running, pid {} there, as nobody)", status.listen,
-                                                  status.instance, status.pid)
+                                proxy.running
+                                    ? fmt::format("{} (instance {}, running, pid {} there, as {})", status.listen,
+                                                  status.instance, status.pid, proxy.user)
                                     : fmt::format("{} (instance {}, NOT running: {}; the sandbox has no egress; {})",
                                                   status.listen, status.instance, status.problem, restart));
         info.extra.emplace_back("Host firewall", host.host_firewall()
@@ -153,24 +157,35 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
     } else {
         info.extra.emplace_back(
             "Egress proxy",
-            status.pid > 0 ? fmt::format("{} (running, pid {}, as nobody)", status.listen, status.pid)
-                           : fmt::format("{} (NOT running: the sandbox has no egress; {})", status.listen, restart));
+            proxy.running ? fmt::format("{} (running, pid {}, as {})", status.listen, status.pid, proxy.user)
+                          : fmt::format("{} (NOT running: the sandbox has no egress; {})", status.listen, restart));
     }
+    info.egress_proxy = proxy;
     if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
-    const auto scope =
-        info.network->dns.disabled ? "answers no name: network.dns.disabled" : "answers allowlisted names only";
+    HostProcess resolver;
+    resolver.listen = fmt::format("{}:{}", gateway->address_text(), k_dns_port);
+    resolver.scope = !info.network->dns.disabled ? "answers allowlisted names only"
+                     : host.host_firewall()      ? "closed to the sandbox: network.dns.disabled; DHCP only"
+                                                 : "answers no name: network.dns.disabled";
     if (recorded_resolver(instance) == BridgeResolver::Host) {
-        const int pid = m_egress->resolver_pid(info.name);
+        resolver.where = "host";
+        resolver.pid = m_egress->resolver_pid(info.name);
+        resolver.running = resolver.pid > 0;
+        resolver.user = "nobody";
         info.extra.emplace_back(
-            "Resolver",
-            pid > 0 ? fmt::format("{} ({}; agentctl's dnsmasq, pid {}, as nobody)", gateway->address_text(), scope, pid)
-                    : fmt::format("{} (NOT running: the sandbox has no DNS or DHCP; `agentctl start {}` "
-                                  "restarts it)",
-                                  gateway->address_text(), info.name));
+            "Resolver", resolver.running
+                            ? fmt::format("{} ({}; agentctl's dnsmasq, pid {}, as {})", gateway->address_text(),
+                                          resolver.scope, resolver.pid, resolver.user)
+                            : fmt::format("{} (NOT running: the sandbox has no DNS or DHCP; `agentctl start {}` "
+                                          "restarts it)",
+                                          gateway->address_text(), info.name));
     } else {
+        resolver.where = "bridge";
+        resolver.running = true;  // Incus's own dnsmasq serves the bridge while it exists
         info.extra.emplace_back("Resolver",
-                                fmt::format("{} ({}; the bridge's dnsmasq)", gateway->address_text(), scope));
+                                fmt::format("{} ({}; the bridge's dnsmasq)", gateway->address_text(), resolver.scope));
     }
+    info.resolver = resolver;
     if (const auto resolve = setting(m_context, config_key::k_proxy_resolve_file); !resolve.empty()) {
         info.extra.emplace_back("Proxy names", "resolved from " + resolve + " before DNS (incus.proxyResolveFile)");
     }
@@ -217,7 +232,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         m_api.patch_network_config(bridge, bridge_patch);
         restart_resolver();
         m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
-        if (host.host_firewall()) host.install_firewall(firewall_spec(bridge, site.subnet, placement, rules));
+        if (host.host_firewall()) host.install_firewall(firewall_spec(bridge, site.subnet, placement, rules, network));
         host.write_policy(name, network);
         // The ACL admits established connections first: forget those to the
         // IP destinations it no longer admits, so that they are cut now.

@@ -265,6 +265,13 @@ InstanceInfo LimaBackend::status(const std::string& name) {
         info.widenings.push_back("no network policy: egress is unrestricted");
     } else if (running && state.hostagent_pid != 0 && inst->host_agent_pid == state.hostagent_pid) {
         info.confinement = state.confinement;
+        // The probe runs in the guest (over ssh): its word; the sandbox-exec profile is the enforcement.
+        if (!state.confinement.empty()) {
+            info.evidence.source = "guest";
+            info.extra.emplace_back("Confinement probe",
+                                    "run in the guest: its word (the sandbox-exec profile on the host enforces the "
+                                    "policy)");
+        }
     } else if (running) {
         info.confinement = {ConfinementState::None,
                             "the running hostagent was not started by agentctl (a plain `limactl start`?); "

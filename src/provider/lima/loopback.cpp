@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "agentctl/error.hpp"
+#include "core/unique_fd.hpp"
 
 namespace agentctl::provider::lima {
 namespace {
@@ -28,24 +29,10 @@ int tcp_socket() {
     return fd;
 }
 
-class Fd {
-public:
-    explicit Fd(int fd) : m_fd(fd) {}
-    ~Fd() {
-        if (m_fd >= 0) ::close(m_fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    [[nodiscard]] int get() const { return m_fd; }
-
-private:
-    int m_fd;
-};
-
 }  // namespace
 
 bool loopback_port_free(std::uint16_t port) {
-    Fd fd(tcp_socket());
+    core::UniqueFd fd(tcp_socket());
     if (fd.get() < 0) return false;
     // As a server binds: connections of an earlier listener in TIME_WAIT do not count.
     int one = 1;
@@ -55,7 +42,7 @@ bool loopback_port_free(std::uint16_t port) {
 }
 
 bool loopback_port_listening(std::uint16_t port) {
-    Fd fd(tcp_socket());
+    core::UniqueFd fd(tcp_socket());
     if (fd.get() < 0) return false;
     auto addr = loopback(port);
     return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;

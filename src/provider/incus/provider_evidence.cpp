@@ -1,0 +1,164 @@
+// What a sandbox's "verified" rests on, and what start puts back: the bridge
+// ACL attached, agentctl's nft table as it was verified, the egress proxy and
+// the resolver running, and the very instance that was probed still running.
+// status checks all of it each time (a few API calls and one `nft list`).
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "provider/incus/naming.hpp"
+#include "provider/incus/provider_impl.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+// The init pid in an instance's state (GET /1.0/instances/NAME?recursion=1); 0 when stopped.
+int state_pid(const Json& instance) {
+    const auto& state =
+        instance.contains("state") && instance["state"].is_object() ? instance["state"] : Json::object();
+    return state.value("pid", 0);
+}
+
+bool acl_attached(const Json& bridge, const std::string& acl) {
+    const auto& config = bridge.value("config", Json::object());
+    const auto acls = config.value("security.acls", std::string());
+    bool listed = false;
+    std::size_t start = 0;
+    while (start <= acls.size()) {
+        auto comma = acls.find(',', start);
+        if (comma == std::string::npos) comma = acls.size();
+        listed = listed || acls.substr(start, comma - start) == acl;
+        start = comma + 1;
+    }
+    return listed && config.value("security.acls.default.egress.action", std::string()) == "reject" &&
+           config.value("security.acls.default.ingress.action", std::string()) == "reject";
+}
+
+// "7/7 probes, TIME" from a recorded "(7/7 probes, TIME)".
+std::string unparenthesised(const std::string& detail) {
+    if (detail.size() >= 2 && detail.front() == '(' && detail.back() == ')') return detail.substr(1, detail.size() - 2);
+    return detail;
+}
+
+Json acl_patch(const std::string& acl) {
+    return Json{{"security.acls", acl},
+                {"security.acls.default.egress.action", "reject"},
+                {"security.acls.default.ingress.action", "reject"}};
+}
+
+}  // namespace
+
+std::string IncusProvider::firewall_digest(const std::string& bridge) {
+    ProcessRequest request;
+    request.argv = {"nft", "list", "table", "inet", firewall_table(bridge)};
+    request.timeout = std::chrono::seconds(10);
+    ProcessResult result;
+    try {
+        result = m_context.runner.run(request);
+    } catch (const Error&) {
+        return {};
+    }
+    if (!result.ok() || result.out.empty()) return {};
+    return fmt::format("{:016x}", fnv1a64(result.out));
+}
+
+void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules) {
+    const auto acl = acl_name(name);
+    const auto bridge = bridge_name(name);
+    auto payload = in_project(acl_payload(name, rules));
+    if (m_api.acl(acl)) {
+        m_api.put_acl(acl, payload);
+    } else {
+        m_context.reporter.step(fmt::format("creating network ACL {} again (it was missing)", acl));
+        m_api.create_acl(payload);
+    }
+    const auto network = m_api.network(bridge);
+    if (!network) throw Error(fmt::format("the bridge {} of {} is missing", bridge, name), "recreate the sandbox");
+    if (acl_attached(*network, acl)) return;
+    m_context.reporter.step(fmt::format("attaching network ACL {} to bridge {} again (it was detached)", acl, bridge));
+    m_api.patch_network_config(bridge, acl_patch(acl));
+}
+
+std::map<std::string, std::string> IncusProvider::evidence_records(const std::string& name, const Json& instance,
+                                                                   const ProbeRun& run, const ConfinementStatus& line) {
+    Json probes = Json::array();
+    for (const auto& r : run.results) {
+        probes.push_back({{"name", r.name}, {"verdict", common::to_string(r.verdict)}, {"detail", r.detail}});
+    }
+    const bool probed = run.not_verified.empty();
+    std::string firewall;
+    if (probed && egress(placement_of(instance)).host_firewall()) firewall = firewall_digest(bridge_name(name));
+    return {{std::string(key::k_confinement), to_string(line)},
+            {std::string(key::k_confinement_probes), probes.dump()},
+            {std::string(key::k_confinement_source), probed ? (run.by_host ? "host" : "guest") : ""},
+            {std::string(key::k_confinement_at), common::utc_stamp(std::chrono::system_clock::now())},
+            {std::string(key::k_confinement_pid), probed && run.pid > 0 ? std::to_string(run.pid) : ""},
+            {std::string(key::k_confinement_firewall), firewall}};
+}
+
+void IncusProvider::read_evidence(const Json& instance, InstanceInfo& info) {
+    auto& evidence = info.evidence;
+    evidence.checked_at = config_value(instance, key::k_confinement_at);
+    evidence.source = config_value(instance, key::k_confinement_source);
+    auto probes = Json::parse(config_value(instance, key::k_confinement_probes), nullptr, false);
+    if (probes.is_array()) {
+        for (const auto& p : probes) {
+            if (p.is_object())
+                evidence.probes.push_back({p.value("name", ""), p.value("verdict", ""), p.value("detail", "")});
+        }
+    }
+    const auto recorded = info.confinement;
+    if (!running(instance) && recorded.state == ConfinementState::Verified) {
+        info.confinement = {ConfinementState::NotVerified,
+                            fmt::format("the sandbox is not running (last verified: {}); `agentctl start {}` "
+                                        "checks it again",
+                                        unparenthesised(recorded.detail), info.name)};
+    }
+}
+
+void IncusProvider::judge_confinement(const std::string& name, const Json& instance, InstanceInfo& info) {
+    if (!info.network || !info.network->enabled || m_api.preview() || !running(instance)) return;
+    const auto recorded = info.confinement;
+    auto& missing = info.evidence.missing;
+    const auto verified_pid = config_value(instance, key::k_confinement_pid);
+    const int pid = state_pid(instance) > 0 ? state_pid(instance) : m_api.instance_state(name).value("pid", 0);
+    if (recorded.state == ConfinementState::Verified && verified_pid != std::to_string(pid)) {
+        missing.push_back(
+            "the sandbox was started again without agentctl (incus start?) since it was verified: its mounts "
+            "and network were not checked");
+    }
+    const auto acl = acl_name(name);
+    const auto bridge = bridge_name(name);
+    const auto network = m_api.network(bridge);
+    if (!m_api.acl(acl)) {
+        missing.push_back(fmt::format("the network ACL {} does not exist", acl));
+    } else if (!network || !acl_attached(*network, acl)) {
+        missing.push_back(fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge));
+    }
+    auto& host = egress(placement_of(instance));
+    if (host.host_firewall()) {
+        const auto table = "nft table inet " + firewall_table(bridge);
+        const auto digest = firewall_digest(bridge);
+        if (digest.empty()) {
+            missing.push_back(fmt::format("agentctl's {} does not exist", table));
+        } else if (recorded.state == ConfinementState::Verified &&
+                   digest != config_value(instance, key::k_confinement_firewall)) {
+            missing.push_back(fmt::format("agentctl's {} is not the one that was verified (it was changed)", table));
+        }
+    }
+    if (info.egress_proxy && !info.egress_proxy->running) missing.push_back("the egress proxy is not running");
+    if (info.resolver && info.resolver->where == "host" && !info.resolver->running) {
+        missing.push_back("the resolver is not running");
+    }
+    if (missing.empty()) return;
+    std::string what;
+    for (const auto& m : missing) what += (what.empty() ? "" : "; ") + m;
+    info.confinement = {ConfinementState::NotVerified,
+                        fmt::format("{}; `agentctl start {}` restores and checks it{}", what, name,
+                                    recorded.state == ConfinementState::Verified
+                                        ? fmt::format(" (last verified: {})", unparenthesised(recorded.detail))
+                                        : std::string())};
+}
+
+}  // namespace agentctl::provider::incus
