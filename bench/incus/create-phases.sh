@@ -18,8 +18,7 @@ mkdir -p "$HOME"
 incus admin waitready --timeout=3 >/dev/null 2>&1 || { echo "no Incus daemon (scripts/incus/up.sh)"; exit 1; }
 "$AGENTCTL" config set incus.subnetPool=10.220.0.0/16 >/dev/null
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+. "$(dirname "$0")/lib.sh"
 cleanup() {
   for i in $(seq "$ROUNDS"); do
     incus delete -f "e10-bench-raw-$i" >/dev/null 2>&1

@@ -17,9 +17,7 @@ WORK=$(mktemp -d /tmp/agentctl-incus-bench.XXXXXX)
 export HOME=$WORK/home; mkdir -p "$HOME"
 incus admin waitready --timeout=3 >/dev/null 2>&1 || { echo "no Incus daemon (scripts/incus/up.sh)"; exit 1; }
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
-p95() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.95+0.999); if (i<1) i=1; print a[i]}'; }
+. "$(dirname "$0")/lib.sh"
 cleanup() {
   for i in $(seq "$ROUNDS"); do
     incus delete -f "bench-raw-$i" >/dev/null 2>&1

@@ -63,6 +63,9 @@ struct SandboxSpec {
     // The cluster member to place the sandbox on (`create --target`); empty:
     // the backend decides. Only providers with placement.target accept one.
     std::string target;
+    // `create --keep-on-failure`: a create that fails keeps what it made (to
+    // look into) instead of removing it.
+    bool keep_on_failure = false;
 };
 
 // Each way the spec is weaker than agentctl's defaults, as a sentence for a

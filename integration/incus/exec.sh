@@ -101,6 +101,69 @@ check "  without a not-found message" test -z "$err"
 err=$(agentctl exec "$X" -- sh -c 'exit 126' 2>&1); rc=$?
 check "a command's own exit 126 passes through (got $rc)" test "$rc:$err" = "126:"
 
+# ---------------------------------------------------------------- cp
+mkdir -p "$WORK/tree/sub" "$WORK/back"
+printf 'one\n' >"$WORK/tree/a.txt"; chmod 640 "$WORK/tree/a.txt"
+printf '#!/bin/sh\necho run\n' >"$WORK/tree/sub/run.sh"; chmod 755 "$WORK/tree/sub/run.sh"
+head -c 100000 /dev/urandom >"$WORK/tree/sub/blob"
+check "cp a directory into the sandbox" agentctl cp "$WORK/tree" "$X:/tmp"
+check "  it is there whole" test "$(agentctl exec "$X" -- sha256sum /tmp/tree/sub/blob | cut -d' ' -f1)" = \
+  "$(sha256sum <"$WORK/tree/sub/blob" | cut -d' ' -f1)"
+check "  modes kept" test "$(agentctl exec "$X" -- stat -c %a /tmp/tree/a.txt /tmp/tree/sub/run.sh | tr '\n' ' ')" = "640 755 "
+check "  owned by the sandbox user" test "$(agentctl exec "$X" -- stat -c '%U' /tmp/tree /tmp/tree/a.txt | sort -u)" = agent
+check "cp a file to a new name" agentctl cp "$WORK/tree/a.txt" "$X:/tmp/renamed.txt"
+check "  with its content" test "$(agentctl exec "$X" -- cat /tmp/renamed.txt)" = one
+check "cp a file out of the sandbox" agentctl cp "$X:/tmp/tree/sub/run.sh" "$WORK/back/"
+check "  mode kept" test "$(stat -c %a "$WORK/back/run.sh")" = 755
+check "cp a directory out of the sandbox, to a new name" agentctl cp "$X:/tmp/tree" "$WORK/back/copy"
+check "  whole" cmp -s "$WORK/tree/sub/blob" "$WORK/back/copy/sub/blob"
+check "  and its modes" test "$(stat -c %a "$WORK/back/copy/a.txt")" = 640
+agentctl exec --root "$X" -- sh -c 'mkdir -p /tmp/suid && cp /bin/true /tmp/suid/t && chmod 4755 /tmp/suid/t'
+check "cp out drops a setuid bit" bash -c "agentctl cp '$X:/tmp/suid' '$WORK/back/' && test \"\$(stat -c %a '$WORK/back/suid/t')\" = 755"
+agentctl exec --root "$X" -- sh -c 'mkdir -p /tmp/dev && mknod /tmp/dev/null2 c 1 3' 2>/dev/null
+if agentctl exec "$X" -- test -c /tmp/dev/null2; then
+  err=$(agentctl cp "$X:/tmp/dev" "$WORK/back/" 2>&1); rc=$?
+  check "cp out refuses a device node (exit $rc): $err" bash -c "test $rc = 1 && ! test -e '$WORK/back/dev'"
+fi
+tar -C "$WORK" -cf - tree | agentctl cp - "$X:/home/agent"; rc=$?
+check "cp - unpacks a tar archive from stdin (exit $rc)" agentctl exec "$X" -- test -f /home/agent/tree/sub/run.sh
+check "cp NAME:PATH - writes a tar archive to stdout" bash -c "agentctl cp '$X:/tmp/tree' - | tar -tf - | grep -qx 'tree/sub/blob'"
+err=$(agentctl cp "$X:/tmp/tree/a.txt" "$HOME/.ssh/a.txt" 2>&1); rc=$?
+check "cp refuses a host path a mount may not use (exit $rc)" bash -c "test $rc = 1 && ! test -e '$HOME/.ssh/a.txt'"
+check "  and says why: $err" grep -q "is refused (credentials or backend state)" <<<"$err"
+mkdir -p "$HOME/.ssh"; ln -s "$HOME/.ssh" "$WORK/innocent"
+err=$(agentctl cp "$X:/tmp/tree/a.txt" "$WORK/innocent/a.txt" 2>&1); rc=$?
+check "cp refuses a symlink into a refused directory (exit $rc)" bash -c "test $rc = 1 && ! test -e '$HOME/.ssh/a.txt'"
+err=$(agentctl cp "$X:/nonexistent" "$WORK/back/" 2>&1); rc=$?
+check "cp of a missing sandbox path fails (exit $rc): $err" bash -c "test $rc = 1"
+check "  and says so" grep -q "/nonexistent: no such file or directory in the sandbox" <<<"$err"
+err=$(agentctl cp "$WORK/tree" "$X:/no/such/dir/x" 2>&1); rc=$?
+check "cp into a missing sandbox directory fails (exit $rc)" grep -q "/no/such/dir: no such directory in the sandbox" <<<"$err"
+
+# ---------------------------------------------------------------- signals
+# Ctrl-C (SIGINT) and SIGTERM sent to agentctl reach the command (without -t).
+for signal in INT TERM; do
+  ( exec "$AGENTCTL" --provider incus ${AGENTCTL_REMOTE:+--remote "$AGENTCTL_REMOTE"} exec "$X" -- \
+      sh -c "trap 'echo got-$signal; exit 42' $signal; echo ready; while :; do sleep 0.1; done" ) >"$WORK/sig.out" 2>&1 &
+  pid=$!
+  wait_until 60 grep -q ready "$WORK/sig.out"
+  kill -s "$signal" "$pid"
+  ( sleep 60; kill -KILL "$pid" 2>/dev/null ) &  # a signal that never arrives fails, it does not hang the suite
+  watchdog=$!
+  wait "$pid"; rc=$?
+  kill "$watchdog" 2>/dev/null
+  check "SIG$signal to exec reaches the command, which exits 42 (got $rc)" test "$rc" = 42
+  check "  after its trap ran" grep -q "got-$signal" "$WORK/sig.out"
+done
+
+# ---------------------------------------------------------------- snapshot errors
+check "snapshot create" agentctl snapshot create "$X" s1
+err=$(agentctl snapshot create "$X" s1 2>&1); rc=$?
+check "a snapshot name taken is refused (exit $rc)" test "$rc" = 1
+check "  in agentctl's words: $err" grep -q "sandbox $X already has a snapshot named s1" <<<"$err"
+check "  not the database's" lacks "UNIQUE" "$err"
+agentctl snapshot delete "$X" s1 >/dev/null 2>&1
+
 # ---------------------------------------------------------------- several names
 within 120 stop "$X" "$X" >"$WORK/out" 2>&1; rc=$?
 check "stop with a name twice stops it once (exit $rc)" test "$rc" = 0

@@ -176,3 +176,31 @@ stop_public_hosts() {
   ip netns del "$1" 2>/dev/null
   ip link del "$2" 2>/dev/null
 }
+
+# leftovers_of NAME: prints what agentctl made for sandbox NAME and is still
+# there (the instance, a bridge or network ACL recording NAME as its sandbox,
+# an nft table of such a bridge, the state directory, a resolver or proxy
+# process whose command line names the sandbox's state); nothing when all of
+# it is gone. Uses $XDG_STATE_HOME (the suites set it).
+leftovers_of() {
+  local name=$1 state=${XDG_STATE_HOME:-$HOME/.local/state}/agentctl/incus/$1
+  incus info "$name" >/dev/null 2>&1 && echo "instance $name"
+  incus network list --project default -f json 2>/dev/null | python3 -c '
+import json, sys
+for n in json.load(sys.stdin):
+    if n.get("config", {}).get("user.agentctl.sandbox") == sys.argv[1]: print("bridge", n["name"])' "$name"
+  incus network acl list --project default -f json 2>/dev/null | python3 -c '
+import json, sys
+for a in json.load(sys.stdin):
+    if a.get("config", {}).get("user.agentctl.sandbox") == sys.argv[1]: print("network ACL", a["name"])' "$name"
+  local bridge  # the name agentctl gives the bridge (naming.cpp: bridge_name), for its nft table
+  bridge=$(python3 -c '
+import sys
+h = 0xcbf29ce484222325
+for b in sys.argv[1].encode(): h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+print("%011x" % (h & 0xfffffffffff))' "$name")
+  nft list tables 2>/dev/null | grep -F -- "$bridge" | sed 's/^/nft /'
+  [ -e "$state" ] && echo "state directory $state"
+  { pgrep -af -- "$state/"; pgrep -af -- "egress-proxy .*--sandbox $name( |\$)"; } | sed 's/^/process /'
+  return 0
+}

@@ -62,6 +62,8 @@ void add_create(CLI::App& app, CommandEnv& env) {
     cmd->add_option("--target", o->target,
                     "Place the sandbox on this member of an Incus cluster (default: Incus chooses)")
         ->type_name("MEMBER");
+    cmd->add_flag("--keep-on-failure", o->keep_on_failure,
+                  "Keep what a failed create made, to look into (default: remove it all)");
     add_mount_flags(*cmd, o->mount);
     set_examples(*cmd, {
                            "agentctl create demo",
@@ -91,6 +93,7 @@ void add_create(CLI::App& app, CommandEnv& env) {
             }
             for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
             if (!session.globals().preview) spec = build_sandbox_spec(session, *o, true);
+            spec.keep_on_failure = o->keep_on_failure;
             session.lock_instance(o->name);
             session.lifecycle().create(spec);
             if (!session.globals().preview) session.reporter().notice(fmt::format("created sandbox {}", o->name));

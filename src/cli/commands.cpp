@@ -20,6 +20,7 @@ constexpr std::array k_commands{
     CommandEntry{"status", &add_status},
     CommandEntry{"shell", &add_shell},
     CommandEntry{"exec", &add_exec},
+    CommandEntry{"cp", &add_cp},
     CommandEntry{"view", &add_view},
     CommandEntry{"logs", &add_logs},
     CommandEntry{"snapshot", &add_snapshot},

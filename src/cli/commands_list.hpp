@@ -17,6 +17,7 @@ void add_list(CLI::App& app, CommandEnv& env);
 void add_status(CLI::App& app, CommandEnv& env);
 void add_shell(CLI::App& app, CommandEnv& env);
 void add_exec(CLI::App& app, CommandEnv& env);
+void add_cp(CLI::App& app, CommandEnv& env);
 void add_view(CLI::App& app, CommandEnv& env);
 void add_logs(CLI::App& app, CommandEnv& env);
 void add_snapshot(CLI::App& app, CommandEnv& env);

@@ -8,15 +8,34 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "agentctl/error.hpp"
+
 namespace agentctl::cli {
 namespace {
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+// For the fault-injection tests only (integration/incus/faults.sh), and the
+// one place agentctl reads it: AGENTCTL_FAULT=TEXT fails the step whose
+// message starts with TEXT as if its work had failed; AGENTCTL_FAULT=kill:TEXT
+// kills agentctl (SIGKILL) as that step begins. So a test can check what a
+// failure or a kill at each step leaves behind.
+void inject_fault(std::string_view message) {
+    const char* fault = std::getenv("AGENTCTL_FAULT");
+    if (fault == nullptr || *fault == '\0') return;
+    std::string_view wanted(fault);
+    const bool kill = wanted.starts_with("kill:");
+    if (kill) wanted.remove_prefix(5);
+    if (!message.starts_with(wanted)) return;
+    if (kill) ::kill(::getpid(), SIGKILL);
+    throw Error(fmt::format("injected fault at the step \"{}\" (AGENTCTL_FAULT)", message));
+}
 
 void write_stderr(const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -35,6 +54,11 @@ public:
     StderrReporter& operator=(const StderrReporter&) = delete;
 
     void step(std::string_view message) override {
+        show_step(message);
+        inject_fault(message);
+    }
+
+    void show_step(std::string_view message) {
         end_step();
         m_timed = std::string(message);
         m_timed_start = std::chrono::steady_clock::now();

@@ -42,6 +42,7 @@ struct CreateOptions {
     std::vector<std::string> packages;
     std::string isolation;  // vm | container | empty (profile or default)
     std::string target;     // --target MEMBER: the cluster member (Incus clusters)
+    bool keep_on_failure = false;
     MountOptions mount;
 };
 

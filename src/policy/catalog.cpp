@@ -42,13 +42,20 @@ constexpr std::string_view k_gemini_hosts[] = {"registry.npmjs.org", "generative
                                                "accounts.google.com", "oauth2.googleapis.com"};
 constexpr std::string_view k_cursor_hosts[] = {"cursor.com", "api2.cursor.sh"};
 
+constexpr std::string_view k_curl_bash[] = {"curl", "bash"};
+constexpr std::string_view k_node_npm[] = {"node", "npm"};
+
 constexpr Agent k_agents[] = {
-    {"claude", "curl -fsSL https://claude.ai/install.sh | bash", "ANTHROPIC_API_KEY", k_claude_hosts},
-    {"codex", "curl -fsSL https://chatgpt.com/codex/install.sh | sh", "OPENAI_API_KEY", k_codex_hosts},
-    {"opencode", "curl -fsSL https://opencode.ai/install | bash", "", k_opencode_hosts},
-    {"pi", "curl -fsSL https://pi.dev/install.sh | sh", "ANTHROPIC_API_KEY", k_pi_hosts},
-    {"gemini", "npm install -g @google/gemini-cli", "GEMINI_API_KEY", k_gemini_hosts},
-    {"cursor", "curl https://cursor.com/install -fsS | bash", "CURSOR_API_KEY", k_cursor_hosts},
+    {"claude", "curl -fsSL https://claude.ai/install.sh | bash", "ANTHROPIC_API_KEY", k_claude_hosts, k_curl_bash,
+     "claude", ""},
+    {"codex", "curl -fsSL https://chatgpt.com/codex/install.sh | sh", "OPENAI_API_KEY", k_codex_hosts, k_curl_bash,
+     "codex", ""},
+    {"opencode", "curl -fsSL https://opencode.ai/install | bash", "", k_opencode_hosts, k_curl_bash, "opencode",
+     ".opencode/bin"},
+    {"pi", "curl -fsSL https://pi.dev/install.sh | sh", "ANTHROPIC_API_KEY", k_pi_hosts, k_curl_bash, "pi", ""},
+    {"gemini", "npm install -g @google/gemini-cli", "GEMINI_API_KEY", k_gemini_hosts, k_node_npm, "gemini", ""},
+    {"cursor", "curl https://cursor.com/install -fsS | bash", "CURSOR_API_KEY", k_cursor_hosts, k_curl_bash,
+     "cursor-agent", ""},
 };
 
 // The secrets agents use, and where each belongs (docs/agents.md).
@@ -208,6 +215,8 @@ const Credential* credential_for_agent(std::string_view agent) {
     }
     return nullptr;
 }
+
+std::string_view package_of_tool(std::string_view tool) { return tool == "node" ? "nodejs" : tool; }
 
 std::span<const PackageEntry> package_catalog() { return k_packages; }
 

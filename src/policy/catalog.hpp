@@ -35,9 +35,16 @@ struct Preset {
 
 struct Agent {
     std::string_view name;
-    std::string_view install_command;         // run as the sandbox's default user, through `sh -c`
+    std::string_view install_command;         // run as the sandbox user by bash with pipefail
     std::string_view key_env;                 // API-key variable; empty when none
     std::span<const std::string_view> hosts;  // each allowed on port 443
+    // How it is installed and found: the commands the installer runs (each a
+    // neutral package of the same name, except node: nodejs), the command it
+    // installs, and the directory below the user's home where the vendor's
+    // installer puts that command when not on the sandbox's PATH (empty: on it).
+    std::span<const std::string_view> needs;
+    std::string_view binary;
+    std::string_view home_bin;
 };
 
 [[nodiscard]] std::span<const Agent> agents();
@@ -45,6 +52,8 @@ struct Agent {
 [[nodiscard]] const Agent& find_agent(std::string_view name);
 // The agent's hosts as allow rules on port 443, origin "agent NAME".
 [[nodiscard]] std::vector<AllowRule> agent_rules(const Agent& agent);
+// The neutral package that brings the command `tool` (node: nodejs).
+[[nodiscard]] std::string_view package_of_tool(std::string_view tool);
 
 // A credential the catalog knows: the secret of that name (`agentctl secret
 // set NAME`) is injected by the egress proxy into requests to these hosts, in

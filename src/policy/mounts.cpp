@@ -429,3 +429,22 @@ void recheck_mounts(const std::vector<Mount>& recorded, const MountContext& cont
 }
 
 }  // namespace agentctl::policy
+
+namespace agentctl::policy {
+
+std::string check_copy_path(const std::string& path, const MountContext& context) {
+    const auto refuse = [&](const std::string& problem) {
+        return Error(fmt::format("cp: {}: {}", path, problem),
+                     "agentctl copies only host paths it would mount (docs/profiles.md, mountPolicy)");
+    };
+    auto expanded = expand_tilde(path, context.home);
+    if (!expanded) throw refuse("only ~ and ~/ are expanded, not ~user");
+    const auto cleaned = clean_path(*expanded, context.cwd);
+    auto resolved = resolve_path(cleaned);
+    if (!resolved) throw refuse(fmt::format("too many symbolic links below {}", cleaned));
+    Checker checker(context);
+    if (auto problem = checker.problem(*resolved); !problem.empty()) throw refuse(problem);
+    return *resolved;
+}
+
+}  // namespace agentctl::policy

@@ -86,4 +86,12 @@ struct MountLayering {
 // Creates nothing. Throws agentctl::Error listing every problem.
 void recheck_mounts(const std::vector<Mount>& recorded, const MountContext& context);
 
+// `agentctl cp`'s host side: `path` (~ expanded, relative to context.cwd) with
+// its symlinks resolved the way the kernel follows them, refused by the rules
+// a mount is (/, $HOME itself, the built-in deny list, denyPaths,
+// allowedRoots; being inside or containing a refused path). Returns the
+// resolved path, the only one to use from then on. Throws agentctl::Error
+// naming the path and the rule.
+[[nodiscard]] std::string check_copy_path(const std::string& path, const MountContext& context);
+
 }  // namespace agentctl::policy

@@ -305,16 +305,12 @@ private:
             if (!n) continue;
             auto text = m_d.string(n, field + "." + key);
             if (!text) continue;
-            auto bytes = parse_size(*text);
-            if (!bytes) {
-                m_d.error(
-                    n, field + "." + key,
-                    fmt::format("\"{}\" is not a size above 0 (a whole number with KiB, MiB, GiB, TiB, KB, MB, GB, "
-                                "TB or no unit for bytes)",
-                                *text));
+            const bool memory = std::string_view(key) == "memory";
+            if (auto problem = size_problem(*text, memory); !problem.empty()) {
+                m_d.error(n, field + "." + key, fmt::format("\"{}\" is not {}", *text, problem));
                 continue;
             }
-            (std::string_view(key) == "memory" ? out.memory_bytes : out.disk_bytes) = *bytes;
+            (memory ? out.memory_bytes : out.disk_bytes) = *parse_size(*text);
         }
     }
 

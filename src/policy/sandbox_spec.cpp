@@ -89,10 +89,10 @@ ProfileSpec flags_layer(const SpecInputs& in, Problems& problems) {
     for (auto [flag, text, target] : {std::tuple{"--memory", &in.memory, &cli.resources.memory_bytes},
                                       std::tuple{"--disk-size", &in.disk_size, &cli.resources.disk_bytes}}) {
         if (text->empty()) continue;
-        if (auto bytes = parse_size(*text)) {
-            *target = *bytes;
+        if (auto problem = size_problem(*text, target == &cli.resources.memory_bytes); problem.empty()) {
+            *target = *parse_size(*text);
         } else {
-            problems.add(fmt::format("invalid {} \"{}\": a size above 0 such as 4GiB, 512MiB or 20GB", flag, *text));
+            problems.add(fmt::format("invalid {} \"{}\": {}", flag, *text, problem));
         }
     }
     if (!in.processes.empty()) {
@@ -247,9 +247,10 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::stri
     return spec;
 }
 
-void recheck_start_mounts(const std::string& name, const std::vector<std::string>& profiles,
-                          const std::vector<Mount>& recorded, const Environment& env) {
-    if (recorded.empty()) return;
+namespace {
+
+// The mountPolicy of `profiles` merged (empty: env.default_profile).
+MountPolicy merged_mount_policy(const std::vector<std::string>& profiles, const Environment& env) {
     Problems problems;
     ProfileSpec merged;
     auto names = profiles.empty() ? std::vector<std::string>{env.default_profile} : profiles;
@@ -257,7 +258,20 @@ void recheck_start_mounts(const std::string& name, const std::vector<std::string
         problems.run([&] { merged = merge_profile_specs(merged, load_profile(profile, env).spec); });
     }
     problems.throw_if_any();
-    recheck_mounts(recorded, mount_context(name, env, merged.mount_policy));
+    return merged.mount_policy;
+}
+
+}  // namespace
+
+std::string check_copy_host_path(const std::string& name, const std::vector<std::string>& profiles,
+                                 const std::string& path, const Environment& env) {
+    return check_copy_path(path, mount_context(name, env, merged_mount_policy(profiles, env)));
+}
+
+void recheck_start_mounts(const std::string& name, const std::vector<std::string>& profiles,
+                          const std::vector<Mount>& recorded, const Environment& env) {
+    if (recorded.empty()) return;
+    recheck_mounts(recorded, mount_context(name, env, merged_mount_policy(profiles, env)));
 }
 
 std::optional<std::vector<Mount>> resolve_start_mounts(const std::string& name,

@@ -80,6 +80,11 @@ struct SpecInputs {
 void recheck_start_mounts(const std::string& name, const std::vector<std::string>& profiles,
                           const std::vector<Mount>& recorded, const Environment& env);
 
+// `agentctl cp` with sandbox NAME: `path` checked by check_copy_path under the
+// mountPolicy of `profiles` (empty: env.default_profile); the resolved path.
+[[nodiscard]] std::string check_copy_host_path(const std::string& name, const std::vector<std::string>& profiles,
+                                               const std::string& path, const Environment& env);
+
 // The layering of two profile specs: `later` over `base`. Exposed for tests
 // and `profile show`. See docs/profiles.md for the rule of every field.
 [[nodiscard]] ProfileSpec merge_profile_specs(const ProfileSpec& base, const ProfileSpec& later);

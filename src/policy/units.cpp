@@ -1,5 +1,6 @@
 // Sizes ("4GiB") and `--port [addr:]host:guest[/tcp|udp]`.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -49,6 +50,26 @@ std::optional<std::uint64_t> parse_size(std::string_view text) {
     if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value == 0) return std::nullopt;
     if (value > UINT64_MAX / factor) return std::nullopt;
     return value * factor;
+}
+
+std::string size_problem(std::string_view text, bool memory) {
+    const auto bytes = parse_size(text);
+    if (!bytes) {
+        std::string problem = "a size above 0 such as 4GiB, 512MiB or 20GB";
+        // docker's and Incus's single-letter units: 4G, 512m.
+        if (text.size() > 1) {
+            const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(text.back())));
+            const auto number = text.substr(0, text.size() - 1);
+            if ((unit == 'K' || unit == 'M' || unit == 'G' || unit == 'T') && parse_size(number)) {
+                problem += fmt::format("; did you mean {}{}iB?", number, unit);
+            }
+        }
+        return problem;
+    }
+    if (memory && *bytes < k_min_memory_bytes) {
+        return fmt::format("at least {}MiB: a sandbox cannot boot with less", k_min_memory_bytes >> 20);
+    }
+    return {};
 }
 
 PortForward parse_port_flag(std::string_view text) {

@@ -25,12 +25,17 @@ BootstrapOptions options() {
 
 TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd tarball, import", "[image]") {
     auto plan = bootstrap_plan(options());
-    CHECK(plan.tarball == "/var/cache/agentctl/images/agentctl-debian-12.tar.zst");
+    // The cached tarball is named after the package list: another list is built anew.
+    CHECK(plan.tarball.starts_with("/var/cache/agentctl/images/agentctl-debian-12-"));
+    CHECK(plan.tarball.ends_with(".tar.zst"));
+    auto other = options();
+    other.packages.clear();
+    CHECK(bootstrap_plan(other).tarball != plan.tarball);
     CHECK(plan.work_dir == "/var/cache/agentctl/images/build-agentctl-debian-12");
     CHECK(plan.debootstrap ==
           std::vector<std::string>{"debootstrap", "--variant=minbase",
                                    "--include=systemd-sysv,udev,curl,python3-minimal,iproute2,sudo,ca-certificates,"
-                                   "git,procps",
+                                   "nodejs,npm,git,procps",
                                    "bookworm", plan.work_dir + "/rootfs", "http://deb.debian.org/debian"});
     CHECK(plan.enable_networkd ==
           std::vector<std::string>{"chroot", plan.work_dir + "/rootfs", "systemctl", "enable", "systemd-networkd"});
@@ -38,6 +43,9 @@ TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd t
     CHECK(plan.networkd_unit.find("DHCP=ipv4") != std::string::npos);
     CHECK(plan.metadata.starts_with("architecture: x86_64\ncreation_date: 1700000000\n"));
     CHECK(plan.metadata.find("  architecture: amd64\n") != std::string::npos);
+    // What it carries, for create's check of an agent's tools (Node.js and npm included).
+    CHECK(plan.metadata.find("  agentctl.packages: \"systemd-sysv udev curl python3-minimal iproute2 sudo "
+                             "ca-certificates nodejs npm git procps\"\n") != std::string::npos);
     CHECK(plan.metadata.find("/etc/hostname: {when: [create, copy], template: hostname.tpl}") != std::string::npos);
     CHECK(plan.pack.back() == "rootfs");
     CHECK(plan.pack[6] == plan.tarball + ".tmp");

@@ -414,7 +414,9 @@ TEST_CASE("create --agent starts the sandbox and installs the agent as the defau
         provider->lifecycle().create(spec);
         FAIL("the failed install should fail create");
     } catch (const Error& e) {
-        CHECK(std::string(e.what()).find("installing claude in \"demo\" failed (exit code 22)") != std::string::npos);
+        CHECK(std::string(e.what()).find(
+                  "installing claude in \"demo\" failed while running the installer (exit code 22)") !=
+              std::string::npos);
         CHECK(e.hint().find("`agentctl start demo` retries the install") != std::string::npos);
     }
     CHECK(world.state("demo")["agent"] == "claude");

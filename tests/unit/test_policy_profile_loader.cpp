@@ -181,12 +181,8 @@ spec:
         "/p/x.yaml:20:16: field spec.network.ports[2].host: must be between 1 and 65535, got 0",
         "/p/x.yaml:20:40: field spec.network.ports[2].protocol: must be tcp or udp, got \"sctp\"",
         "/p/x.yaml:22:15: field spec.resources.cpuCores: must be a whole number, got \"two\"",
-        "/p/x.yaml:23:13: field spec.resources.memory: \"4GB5\" is not a size above 0 (a whole number with KiB, MiB, "
-        "GiB, "
-        "TiB, KB, MB, GB, TB or no unit for bytes)",
-        "/p/x.yaml:24:15: field spec.resources.diskSize: \"0GiB\" is not a size above 0 (a whole number with KiB, MiB, "
-        "GiB, "
-        "TiB, KB, MB, GB, TB or no unit for bytes)",
+        "/p/x.yaml:23:13: field spec.resources.memory: \"4GB5\" is not a size above 0 such as 4GiB, 512MiB or 20GB",
+        "/p/x.yaml:24:15: field spec.resources.diskSize: \"0GiB\" is not a size above 0 such as 4GiB, 512MiB or 20GB",
         "/p/x.yaml:26:7: field spec.mounts[0].hostPath: is required",
         "/p/x.yaml:28:18: field spec.mounts[1].guestPath: must be an absolute path, got \"relative\"",
         "/p/x.yaml:29:17: field spec.mounts[1].writable: must be true or false, got \"1\"",

@@ -173,7 +173,7 @@ TEST_CASE("every bad flag is reported at once and nothing is created", "[spec][e
               "  unknown allow preset \"nosuch\"\n"
               "  invalid --port \"80\": it needs HOST_PORT:GUEST_PORT\n"
               "  invalid --cpu-cores \"many\": a whole number from 1 to 1024\n"
-              "  invalid --memory \"4G\": a size above 0 such as 4GiB, 512MiB or 20GB\n"
+              "  invalid --memory \"4G\": a size above 0 such as 4GiB, 512MiB or 20GB; did you mean 4GiB?\n"
               "  invalid package name \"bad;name\": a package name is a letter or digit followed by letters, digits, "
               "'.', '_', "
               "'+' or '-' (at most 128 characters)\n"
@@ -324,4 +324,14 @@ TEST_CASE("the process limit: --processes lowers it and cannot raise it", "[spec
     t.in.processes = "0";
     CHECK_THROWS_WITH(compute_sandbox_spec(t.in),
                       Catch::Contains("invalid --processes \"0\": a whole number from 1 to 1000000"));
+}
+
+TEST_CASE("sizes: docker's units get a did-you-mean, and memory a sandbox cannot boot with is refused", "[spec]") {
+    CHECK(size_problem("4GiB", true).empty());
+    CHECK(size_problem("4G", true) == "a size above 0 such as 4GiB, 512MiB or 20GB; did you mean 4GiB?");
+    CHECK(size_problem("512m", false) == "a size above 0 such as 4GiB, 512MiB or 20GB; did you mean 512MiB?");
+    CHECK(size_problem("G", false) == "a size above 0 such as 4GiB, 512MiB or 20GB");
+    CHECK(size_problem("1B", true) == "at least 64MiB: a sandbox cannot boot with less");
+    CHECK(size_problem("1B", false).empty());  // a disk size has no such floor here
+    CHECK(size_problem("64MiB", true).empty());
 }

@@ -276,6 +276,12 @@ std::optional<Json> Api::image_alias(const std::string& name) {
     return get_optional(fmt::format("/1.0/images/aliases/{}", name));
 }
 
+std::optional<Json> Api::image(const std::string& reference) {
+    auto fingerprint = reference;
+    if (auto alias = image_alias(reference)) fingerprint = alias->value("target", reference);
+    return get_optional(fmt::format("/1.0/images/{}", fingerprint));
+}
+
 std::optional<Json> Api::project(const std::string& name) {
     return get_optional(fmt::format("/1.0/projects/{}", name));
 }

@@ -93,6 +93,8 @@ public:
     void create_image(const Json& payload, int timeout_seconds);
     // GET /1.0/images/aliases/NAME; nullopt when absent (and in preview).
     std::optional<Json> image_alias(const std::string& name);
+    // GET /1.0/images/FINGERPRINT of an alias or fingerprint; nullopt when absent (and in preview).
+    std::optional<Json> image(const std::string& reference);
     std::optional<Json> project(const std::string& name);
 
     // Waits (bounded) for every running operation on instance `name`, e.g. the

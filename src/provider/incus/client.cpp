@@ -144,10 +144,14 @@ private:
         return std::string(path.substr(0, slash));
     }
 
-    // What a preview may ask the daemon: the sandbox's instance, bridges and ACLs.
-    // Not the server itself, so a preview plans the same on every host.
+    // What a preview may ask the daemon: the sandbox's instance, bridges and
+    // ACLs, and what the real command checks before it makes anything (the
+    // server's drivers and cluster, the images), so that a preview is refused
+    // where the real command would be.
     static bool readable(std::string_view path) {
-        for (std::string_view prefix : {"/1.0/instances/", "/1.0/networks", "/1.0/network-acls"}) {
+        const auto bare = path.substr(0, path.find('?'));
+        if (bare == "/1.0" || bare == "/1.0/cluster/members") return true;
+        for (std::string_view prefix : {"/1.0/instances/", "/1.0/networks", "/1.0/network-acls", "/1.0/images/"}) {
             if (path.starts_with(prefix)) return true;
         }
         return false;

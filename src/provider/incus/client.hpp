@@ -204,10 +204,12 @@ public:
 // writes would do to instances (create, config patches, PUTs, state changes,
 // delete), so later reads in the same run see the sandbox the real run would
 // have: a preview create shows its package and agent installs and its mount
-// report. Reads of instances, networks and network ACLs it has not written go
-// to `reader` (a real client; reading changes nothing) when given and the
-// daemon answers, so a preview start, view or policy change works from the
-// sandbox as it is. Other reads, and every read without an answer, return
+// report. Reads of instances, networks and network ACLs it has not written,
+// of the server (/1.0, its cluster members) and of images go to `reader` (a
+// real client; reading changes nothing) when given and the daemon answers, so
+// a preview start, view or policy change works from the sandbox as it is, and
+// a preview create is refused where the real one would be (no VM driver, an
+// image missing or lacking an agent's tools). Other reads, and every read without an answer, return
 // null metadata.
 // `remote` (empty: the local daemon) prefixes every path as `REMOTE:/1.0/...`.
 [[nodiscard]] std::unique_ptr<Client> make_preview_client(std::ostream& out, std::string project = {},

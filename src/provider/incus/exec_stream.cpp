@@ -6,13 +6,17 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -31,6 +35,7 @@ constexpr std::size_t k_max_upgrade_header = 16 * 1024;
 struct Connection {
     std::unique_ptr<ByteStream> stream;
     std::string pending;
+    std::mutex sending;  // pongs and forwarded signals share the control stream
 
     // Reads exactly `size` bytes; false at the end of the connection.
     bool read_exact(char* out, std::size_t size) {
@@ -63,6 +68,7 @@ struct Connection {
             for (int shift = 56; shift >= 0; shift -= 8) header.push_back(static_cast<char>((size >> shift) & 0xFF));
         }
         header.append(4, '\0');
+        std::lock_guard lock(sending);
         return stream->write_all(header.data(), header.size()) && (size == 0 || stream->write_all(payload, size));
     }
 
@@ -182,6 +188,66 @@ void feed(Connection& conn, int in_fd, int stop_fd) {
     conn.close();
 }
 
+// Signals this process gets while the command runs go to the command: Ctrl-C
+// (SIGINT), SIGTERM, SIGHUP and SIGQUIT, as `incus exec` forwards them. The
+// handler only writes the signal's number to a pipe; a thread sends it as a
+// control message ({"command": "signal", "signal": N}).
+int g_signal_pipe = -1;
+
+extern "C" void note_signal(int signal) {
+    const int saved = errno;
+    const auto byte = static_cast<unsigned char>(signal);
+    if (g_signal_pipe >= 0) (void)!::write(g_signal_pipe, &byte, 1);
+    errno = saved;
+}
+
+class SignalForwarder {
+public:
+    explicit SignalForwarder(Connection& control) : m_control(control) {
+        if (::pipe2(m_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+        g_signal_pipe = m_pipe[1];
+        struct sigaction action {};
+        action.sa_handler = note_signal;
+        ::sigemptyset(&action.sa_mask);
+        action.sa_flags = SA_RESTART;
+        for (std::size_t i = 0; i < std::size(k_signals); ++i) ::sigaction(k_signals[i], &action, &m_saved[i]);
+        m_thread = std::thread([this] { run(); });
+    }
+    ~SignalForwarder() {
+        if (!m_thread.joinable()) return;
+        for (std::size_t i = 0; i < std::size(k_signals); ++i) ::sigaction(k_signals[i], &m_saved[i], nullptr);
+        g_signal_pipe = -1;
+        const unsigned char stop = 0;
+        (void)!::write(m_pipe[1], &stop, 1);
+        m_thread.join();
+        ::close(m_pipe[0]);
+        ::close(m_pipe[1]);
+    }
+    SignalForwarder(const SignalForwarder&) = delete;
+    SignalForwarder& operator=(const SignalForwarder&) = delete;
+
+private:
+    static constexpr int k_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+    void run() {
+        for (;;) {
+            pollfd fd{m_pipe[0], POLLIN, 0};
+            if (::poll(&fd, 1, -1) < 0 && errno != EINTR) return;
+            unsigned char signal = 0;
+            while (::read(m_pipe[0], &signal, 1) == 1) {
+                if (signal == 0) return;
+                const auto message = fmt::format(R"({{"command":"signal","signal":{}}})", signal);
+                (void)m_control.send(0x1, message.data(), message.size());
+            }
+        }
+    }
+
+    Connection& m_control;
+    int m_pipe[2] = {-1, -1};
+    struct sigaction m_saved[std::size(k_signals)]{};
+    std::thread m_thread;
+};
+
 }  // namespace
 
 ExecSecrets parse_exec_secrets(const Json& metadata) {
@@ -219,8 +285,11 @@ void stream_exec(Transport& transport, std::string_view operation, const ExecSec
     } else {
         in->close();  // no stdin: the command reads end-of-file at once
     }
-    // The control stream carries the server's pings; reading answers them.
+    // The control stream carries the server's pings (reading answers them),
+    // and this process's signals to the command.
     std::thread control_reader([&] { pump(*control, -1); });
+    std::optional<SignalForwarder> signals;
+    signals.emplace(*control);
     std::thread err_reader([&] { pump(*err, err_fd); });
     pump(*out, out_fd);
     err_reader.join();
@@ -231,6 +300,7 @@ void stream_exec(Transport& transport, std::string_view operation, const ExecSec
         ::close(stop[0]);
         ::close(stop[1]);
     }
+    signals.reset();
     control->stream->shutdown();
     control_reader.join();
 }

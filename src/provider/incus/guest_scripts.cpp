@@ -14,6 +14,12 @@ std::string bootstrap_user_script(const std::string& user, int preferred_uid) {
 u={user}
 pref={uid}
 uid_free() {{ ! grep -q "^[^:]*:[^:]*:$1:" /etc/passwd && ! grep -q "^[^:]*:[^:]*:$1:" /etc/group; }}
+# The image's own sandbox user under another name (--agent names the user
+# after the agent): it becomes this user, with its uid and home.
+img=$(awk -F: -v c={comment_q} '$5 == c {{ print $1; exit }}' /etc/passwd)
+if [ -n "$img" ] && [ "$img" != "$u" ] && ! id -u "$u" >/dev/null 2>&1 && ! grep -q "^$u:" /etc/group; then
+  usermod -l "$u" -d "/home/$u" -m "$img" && groupmod -n "$u" "$(id -gn "$u")"
+fi
 # The image's own sandbox user, at another uid than the writable mounts need: move it.
 if [ "$(id -u "$u" 2>/dev/null)" != "$pref" ] && grep -q "^$u:[^:]*:[0-9]*:[0-9]*:{comment}:" /etc/passwd && uid_free "$pref"; then
   groupmod -g "$pref" "$u" && usermod -u "$pref" -g "$pref" "$u"
@@ -51,7 +57,8 @@ chown "$(id -u "$u"):$(id -g "$u")" "$home"
 echo "agentctl-user $u $(id -u "$u") $(id -g "$u") $home $(echo "$line" | cut -d: -f7)"
 )SH",
                        fmt::arg("user", shell_quote(user)), fmt::arg("uid", preferred_uid),
-                       fmt::arg("comment", k_image_user_comment));
+                       fmt::arg("comment", k_image_user_comment),
+                       fmt::arg("comment_q", shell_quote(std::string(k_image_user_comment))));
 }
 
 std::optional<GuestUser> parse_bootstrap_output(const std::string& output) {

@@ -4,6 +4,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -23,9 +25,18 @@ namespace {
 namespace fs = std::filesystem;
 
 // What agentctl needs in a guest: an init, udev for eth0, the tools its
-// guest scripts and agent installers use, and sudo for --root.
-constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",           "python3-minimal",
-                                           "iproute2",     "sudo", "ca-certificates"};
+// guest scripts and agent installers use (curl, and Node.js with npm for the
+// agents installed from npm), and sudo for --root.
+constexpr const char* k_base_packages[] = {"systemd-sysv",    "udev",   "curl", "python3-minimal", "iproute2", "sudo",
+                                           "ca-certificates", "nodejs", "npm"};
+
+// A short, stable name for a package list (FNV-1a): the cached tarball of
+// another list is another file, so a changed list is built anew.
+std::string list_digest(std::string_view list) {
+    std::uint32_t hash = 2166136261U;
+    for (unsigned char c : list) hash = (hash ^ c) * 16777619U;
+    return fmt::format("{:08x}", hash);
+}
 
 constexpr std::string_view k_networkd_unit =
     "[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n";
@@ -85,13 +96,16 @@ void remove_matching(const fs::path& dir, std::string_view suffix) {
 BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
     BootstrapPlan plan;
     const auto architecture = options.architecture.empty() ? machine_architecture() : options.architecture;
-    plan.tarball = (fs::path(options.cache_dir) / (options.alias + ".tar.zst")).string();
-    plan.work_dir = (fs::path(options.cache_dir) / ("build-" + options.alias)).string();
     std::string include;
     for (const char* package : k_base_packages) include += (include.empty() ? "" : ",") + std::string(package);
     for (const auto& neutral : options.packages) {
         for (const auto& name : policy::package_names_for(neutral, policy::PackageManager::Apt)) include += "," + name;
     }
+    plan.tarball =
+        (fs::path(options.cache_dir) / fmt::format("{}-{}.tar.zst", options.alias, list_digest(include))).string();
+    plan.work_dir = (fs::path(options.cache_dir) / ("build-" + options.alias)).string();
+    auto carried = include;
+    std::replace(carried.begin(), carried.end(), ',', ' ');
     const auto root = (fs::path(plan.work_dir) / "rootfs").string();
     plan.debootstrap = {"debootstrap", "--variant=minbase", "--include=" + include, options.suite,
                         root,          options.mirror};
@@ -110,10 +124,11 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
     }
     plan.metadata = fmt::format(
         "architecture: {}\ncreation_date: {}\nproperties:\n  description: Debian 12 minbase (agentctl)\n"
-        "  os: debian\n  release: {}\n  architecture: {}\ntemplates:\n"
+        "  os: debian\n  release: {}\n  architecture: {}\n  {}: \"{}\"\ntemplates:\n"
         "  /etc/hostname: {{when: [create, copy], template: hostname.tpl}}\n"
         "  /etc/hosts: {{when: [create, copy], template: hosts.tpl}}\n",
-        architecture, options.creation_date, options.suite, debian_architecture(architecture));
+        architecture, options.creation_date, options.suite, debian_architecture(architecture),
+        k_image_packages_property, carried);
     plan.pack = {"tar", "--numeric-owner", "--xattrs",      "-I",        "zstd -T0 -3", "-cf", plan.tarball + ".tmp",
                  "-C",  plan.work_dir,     "metadata.yaml", "templates", "rootfs"};
     plan.import = {"incus", "image", "import", plan.tarball};

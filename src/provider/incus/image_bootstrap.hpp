@@ -7,12 +7,18 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "agentctl/provider.hpp"
 
 namespace agentctl::provider::incus {
+
+// The image property that lists the Debian packages an image built here
+// carries (space-separated); create reads it to refuse an agent whose
+// installer needs a tool the image lacks before it makes anything.
+inline constexpr std::string_view k_image_packages_property = "agentctl.packages";
 
 struct BootstrapOptions {
     std::string alias;                  // the image alias to import as
@@ -29,7 +35,7 @@ struct BootstrapOptions {
 // What the build runs and writes, in order; pure, for tests and --preview.
 struct BootstrapPlan {
     std::string work_dir;  // below cache_dir, removed afterwards
-    std::string tarball;   // cache_dir/ALIAS.tar.zst
+    std::string tarball;   // cache_dir/ALIAS-DIGEST.tar.zst (DIGEST: of the package list)
     std::vector<std::string> debootstrap;
     std::vector<std::string> enable_networkd;
     std::string networkd_unit;          // content of /etc/systemd/network/10-eth0.network

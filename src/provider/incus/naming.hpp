@@ -51,6 +51,10 @@ inline constexpr std::string_view k_packages = "user.agentctl.packages";
 inline constexpr std::string_view k_widenings = "user.agentctl.widenings";
 inline constexpr std::string_view k_agent = "user.agentctl.agent";
 inline constexpr std::string_view k_agent_installed = "user.agentctl.agent.installed";
+// "true" from the instance's creation until its create finished: an instance
+// that still has it was left by a create that was killed, and the next create
+// of that name removes it with the rest of the leftovers.
+inline constexpr std::string_view k_create_pending = "user.agentctl.create.pending";
 inline constexpr std::string_view k_confinement = "user.agentctl.confinement";
 // The probe battery's results, one {name, verdict, detail} per probe (JSON).
 inline constexpr std::string_view k_confinement_probes = "user.agentctl.confinement.probes";

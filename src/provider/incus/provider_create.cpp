@@ -18,7 +18,9 @@
 #include "agentctl/error.hpp"
 #include "agentctl/host_network.hpp"
 #include "core/files.hpp"
+#include "provider/common/agent_install.hpp"
 #include "provider/incus/cluster.hpp"
+#include "provider/incus/image_bootstrap.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/guest_scripts.hpp"
 #include "provider/incus/host_ports.hpp"
@@ -94,7 +96,9 @@ Ipv4Net IncusProvider::choose_subnet() {
 
 std::string IncusProvider::image_for(const SandboxSpec& spec) {
     auto image = spec.image.empty() ? setting(m_context, config_key::k_image) : spec.image;
-    if (!is_image_fingerprint(image) && !m_api.preview() && !m_api.image_alias(image)) {
+    // A preview asks too, when there is a daemon to ask (without one it plans on paper).
+    const bool can_ask = !m_api.preview() || m_api.server().is_object();
+    if (!is_image_fingerprint(image) && can_ask && !m_api.image_alias(image)) {
         throw Error(fmt::format("the image \"{}\" is not in Incus's local image store{}", image,
                                 spec.image.empty() ? " (the incus.image setting)" : ""),
                     fmt::format("build it here (Debian 12 with debootstrap, a few minutes, as root): agentctl image "
@@ -119,6 +123,23 @@ std::string IncusProvider::place(const SandboxSpec& spec) {
     // member will do.
     request.needs_this_machine = spec.network.enabled && placement_setting() == ProxyPlacement::Host;
     return plan_placement(request);
+}
+
+void IncusProvider::refuse_agent_without_tools(const SandboxSpec& spec) {
+    // An image built by agentctl lists its packages; any other image is asked
+    // from inside, right before the install (provider_lifecycle.cpp).
+    std::optional<std::string> packages;
+    if (auto image = m_api.image(spec.image)) {
+        const auto properties = image->value("properties", Json::object());
+        if (auto it = properties.find(std::string(k_image_packages_property));
+            it != properties.end() && it->is_string())
+            packages = it->get<std::string>();
+    }
+    const auto& agent = policy::find_agent(spec.agent);
+    const auto missing = common::tools_missing_from_image(agent, packages, spec.packages);
+    if (missing && !missing->empty()) {
+        throw common::agent_tools_missing(spec.agent, fmt::format("the image {}", spec.image), *missing);
+    }
 }
 
 void IncusProvider::create_bridge(const Json& network, const std::string& target) {
@@ -147,7 +168,13 @@ void IncusProvider::refuse_mounts_elsewhere(const std::vector<Mount>& mounts) co
 void IncusProvider::create(const SandboxSpec& requested) {
     check_sandbox_name(requested.name);
     m_api.require_extensions();
-    if (m_api.instance(requested.name)) {
+    auto existing = m_api.instance(requested.name);
+    if (existing && config_value(*existing, key::k_managed) == "true" &&
+        config_value(*existing, key::k_create_pending) == "true" && !m_api.preview()) {
+        // Left by a create that was killed (the name's lock is ours now): removed below with the rest.
+        existing.reset();
+    }
+    if (existing) {
         throw Error(fmt::format("a sandbox named \"{}\" already exists", requested.name),
                     "pick another name, or remove it first: agentctl delete " + requested.name);
     }
@@ -161,6 +188,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
                     "(or spec.isolation: container in a profile); it shares the host kernel");
     }
     refuse_mounts_elsewhere(spec.mounts);
+    if (!spec.agent.empty()) refuse_agent_without_tools(spec);
     // A published port listens on the server: only this machine's ports can be checked here.
     if (server_is_this_machine()) {
         for (const auto& port : spec.ports) check_host_port_free(port);
@@ -173,9 +201,15 @@ void IncusProvider::create(const SandboxSpec& requested) {
     }
     try {
         create_pieces(spec);
+        if (!m_api.preview()) set_records(spec.name, {{std::string(key::k_create_pending), ""}});
     } catch (...) {
         m_context.reporter.fail_step();
-        if (!m_api.preview()) {
+        if (spec.keep_on_failure && !m_api.preview()) {
+            m_context.reporter.notice(
+                fmt::format("create failed; kept what was made for {} (--keep-on-failure): "
+                            "`agentctl delete {} --force` removes it",
+                            spec.name, spec.name));
+        } else if (!m_api.preview()) {
             m_context.reporter.notice(fmt::format("create failed; removing what was made for {}", spec.name));
             try {
                 remove_pieces(spec.name);
@@ -237,6 +271,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
 
     auto config = instance_config(spec, bridge, subnet, confined, idmap);
     if (confined) config[std::string(key::k_egress)] = std::string(to_string(placement));
+    config[std::string(key::k_create_pending)] = "true";
     const auto pool = setting(m_context, config_key::k_storage_pool);
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, proxy_at, k_egress_proxy_port, spec.isolation);

@@ -38,6 +38,14 @@ std::string image_cache_dir() {
 void IncusProvider::snapshot_create(const std::string& name, const std::string& snapshot) {
     check_snapshot_name(snapshot);
     require_instance(name);
+    // Incus answers a taken name with its database's "UNIQUE constraint failed": say it first.
+    for (const auto& taken : snapshot_list(name)) {
+        if (taken.name == snapshot) {
+            throw Error(
+                fmt::format("sandbox {} already has a snapshot named {} (taken {})", name, snapshot, taken.created_at),
+                fmt::format("pick another name, or delete it first: agentctl snapshot delete {} {}", name, snapshot));
+        }
+    }
     m_context.reporter.step(fmt::format("snapshotting {} as {}", name, snapshot));
     m_api.create_snapshot(name, snapshot);
 }

@@ -194,7 +194,10 @@ private:
     // verified" now (when it was last verified is kept in the line).
     static void read_evidence(const Json& instance, InstanceInfo& info);
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
-    void install_agent(const std::string& name, const Json& instance);
+    void install_agent(const std::string& name, const Json& instance, bool fresh);
+    // Refuses --agent before anything is made when the image says it lacks a
+    // tool the agent's installer needs (provider_create.cpp).
+    void refuse_agent_without_tools(const SandboxSpec& spec);
     // Writes `mounts` as the instance's disk devices and record, with the
     // identity map and the containment keys (guest API off, own uid range,
     // process limit) they need; the instance must be stopped.

@@ -96,16 +96,39 @@ void IncusProvider::install_packages(const std::string& name, const std::vector<
     }
 }
 
-void IncusProvider::install_agent(const std::string& name, const Json& instance) {
-    const auto agent = config_value(instance, key::k_agent);
-    if (agent.empty() || config_value(instance, key::k_agent_installed) == "true") return;
+void IncusProvider::install_agent(const std::string& name, const Json& instance, bool fresh) {
+    const auto agent_name = config_value(instance, key::k_agent);
+    if (agent_name.empty() || config_value(instance, key::k_agent_installed) == "true") return;
+    const auto& agent = policy::find_agent(agent_name);
     auto user = recorded_user(instance);
     if (!user) throw Error(fmt::format("{} has no sandbox user recorded; recreate it", name));
-    m_context.reporter.step(fmt::format("installing agent {} as {}", agent, user->name));
-    auto payload = exec_payload({"/bin/sh", "-c", common::agent_install_command(agent)}, {}, &*user);
-    auto result = m_api.exec(name, payload, k_install_timeout);
-    // Left recorded as not installed: the next start retries.
-    if (result.exit_code != 0) throw common::agent_install_failed(agent, name, result.exit_code, result.err);
+    const auto retry = fresh ? std::string("nothing of the sandbox was kept (--keep-on-failure keeps it)")
+                             : fmt::format("`agentctl start {}` retries the install", name);
+    const auto as_user = [&](std::vector<std::string> argv, int timeout) {
+        return m_api.exec(name, exec_payload(std::move(argv), {}, &*user), timeout);
+    };
+    // Left recorded as not installed whatever fails: the next start retries.
+    auto tools = as_user({"/bin/sh", "-c", common::agent_tools_script(agent)}, 30);
+    if (tools.exit_code != 0 && !m_api.preview()) {
+        const auto missing = common::parse_missing_tools(tools.out);
+        if (missing.empty()) {
+            throw common::agent_install_failed(agent_name, name, common::k_step_tools, tools.exit_code,
+                                               tools.err + tools.out, retry);
+        }
+        throw common::agent_tools_missing(agent_name, fmt::format("sandbox {}", name), missing);
+    }
+    m_context.reporter.step(fmt::format("installing agent {} as {}", agent_name, user->name));
+    auto result = as_user(common::agent_install_argv(agent), k_install_timeout);
+    if (result.exit_code != 0) {
+        throw common::agent_install_failed(agent_name, name, common::k_step_installer, result.exit_code,
+                                           result.out + result.err, retry);
+    }
+    m_context.reporter.step(fmt::format("checking that {} runs as {}", agent.binary, user->name));
+    auto check = as_user({"/bin/sh", "-c", common::agent_check_script(agent)}, 60);
+    if (check.exit_code != 0) {
+        throw common::agent_install_failed(agent_name, name, common::agent_check_step(agent, check.exit_code),
+                                           check.exit_code, check.out + check.err, retry);
+    }
     set_records(name, {{std::string(key::k_agent_installed), "true"}});
 }
 
@@ -123,13 +146,7 @@ void IncusProvider::after_boot(const std::string& name, bool fresh, std::future<
             config_value(instance, key::k_packages).empty() ? "[]" : config_value(instance, key::k_packages));
         install_packages(name, packages.get<std::vector<std::string>>());
     }
-    try {
-        install_agent(name, instance);
-    } catch (const Error& e) {
-        if (!fresh) throw;
-        // The sandbox itself is fine: keep it, and let the next start retry.
-        m_context.reporter.warning(fmt::format("{} ({})", e.what(), e.hint()));
-    }
+    install_agent(name, instance, fresh);
     common::report_mounts(m_context.reporter, parse_mounts_record(config_value(instance, key::k_mounts)));
 }
 

@@ -10,6 +10,7 @@
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
 #include "policy/catalog.hpp"
+#include "provider/common/agent_install.hpp"
 #include "provider/lima/confinement_check.hpp"
 #include "provider/lima/guest_probe.hpp"
 #include "provider/common/mount_report.hpp"
@@ -73,8 +74,7 @@ Confinement LimaBackend::check_confinement(const std::string& name, std::uint16_
 
 void LimaBackend::install_agent(LimaState& state) {
     const auto& agent = policy::find_agent(state.agent);  // throws naming the known agents
-    // pipefail: a failed download must fail the install, not feed `bash` nothing.
-    auto argv = limactl_shell(state.name, {"bash", "-o", "pipefail", "-c", std::string(agent.install_command)});
+    auto argv = limactl_shell(state.name, common::agent_install_argv(agent));
     if (m_ctx.preview) {
         print_preview(argv);
         return;
@@ -85,10 +85,9 @@ void LimaBackend::install_agent(LimaState& state) {
     request.timeout = std::chrono::minutes(15);
     auto result = m_ctx.runner.run(request);
     if (!result.ok()) {
-        throw Error(fmt::format("installing {} in \"{}\" failed (exit code {}): {}", state.agent, state.name,
-                                result.pass_through_code(), result.err.substr(0, 400)),
-                    "check `agentctl logs " + state.name + " --network` for refused hosts; `agentctl start " +
-                        state.name + "` retries the install");
+        throw common::agent_install_failed(state.agent, state.name, common::k_step_installer,
+                                           result.pass_through_code(), result.out + result.err,
+                                           fmt::format("`agentctl start {}` retries the install", state.name));
     }
     state.agent_installed = true;
     save_state(m_ctx.state_dir, state);
