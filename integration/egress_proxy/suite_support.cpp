@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "core/files.hpp"
+#include "egress_proxy/egress_proxy.hpp"
 
 extern char** environ;
 
@@ -235,8 +236,12 @@ void ProxyFiles::write_resolve(const std::string& hosts_text) const {
 std::vector<nlohmann::json> ProxyFiles::log_lines() const {
     // The proxy writes queued log lines within 20 ms (egress_proxy.cpp, k_log_flush).
     std::this_thread::sleep_for(60ms);
+    // Every kept file (the refusals are in one of their own), merged in time
+    // order, as `agentctl logs --network --json` prints them.
+    std::ostringstream merged;
+    agentctl::egress_proxy::print_network_log(log.string(), false, true, merged);
     std::vector<nlohmann::json> out;
-    std::ifstream in(log);
+    std::istringstream in(merged.str());
     for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
     return out;
 }

@@ -13,8 +13,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "core/files.hpp"
+#include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/sandbox_ca.hpp"
 #include "egress_proxy/secret_injection.hpp"
 #include "suite_support.hpp"
@@ -148,7 +150,10 @@ struct Fixture {
     [[nodiscard]] std::string log_text() {
         proxy->process().signal(SIGTERM);
         REQUIRE(proxy->process().wait_exit(5s) == 0);
-        return agentctl::core::read_file(files.log);
+        // Every kept file (the refusals are in one of their own).
+        std::ostringstream merged;
+        agentctl::egress_proxy::print_network_log(files.log.string(), false, true, merged);
+        return merged.str();
     }
 };
 

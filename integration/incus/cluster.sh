@@ -85,7 +85,7 @@ cleanup() {
   set +e
   if [ -n "$DAEMON_PID" ]; then
     agentctl delete --force "$S" >/dev/null 2>&1
-    for pidfile in "$XDG_STATE_HOME"/agentctl/incus/*/egress-proxy.pid; do
+    for pidfile in "$XDG_STATE_HOME"/agentctl/incus/*/run/egress-proxy.pid; do
       [ -s "$pidfile" ] && kill "$(cat "$pidfile")" 2>/dev/null
     done
     timeout 90 incus admin shutdown >/dev/null 2>&1

@@ -84,7 +84,7 @@ ok "create $A"
 check "create verifies confinement with the whole probe battery" grep -q "network confinement verified (7/7 probes" "$WORK/create-a.out"
 agentctl status "$A" >"$WORK/status-a" 2>&1
 check "status: Confinement: verified (N/N probes, TIME)" grep -Eq "^Confinement: +verified \(7/7 probes, [0-9T:-]+Z\)" "$WORK/status-a"
-check "status: the egress proxy runs, as nobody" grep -Eq "^Egress proxy: +10\.220\.[0-9.]+:3128 \(running, pid [0-9]+, as nobody\)" "$WORK/status-a"
+check "status: the egress proxy runs, as the sandbox's own uid" grep -Eq "^Egress proxy: +10\.220\.[0-9.]+:3128 \(running, pid [0-9]+, as uid 20000[0-9]{5}\)" "$WORK/status-a"
 check "status: the resolver answers allowlisted names only" grep -q "answers allowlisted names only" "$WORK/status-a"
 check "status: the network line says so too" grep -Eq "^Network: +default deny; .*DNS for allowlisted names only" "$WORK/status-a"
 check "status --output json: dns.allowlistedOnly" bash -c \
@@ -98,13 +98,14 @@ STATUS_JSON=$(agentctl status "$A" -o json)
 BR=$(json_field 'd["extra"]["bridge"]' <<<"$STATUS_JSON")
 GW=$(incus network get "$BR" ipv4.address | cut -d/ -f1)
 PROXY_PID=$(json_field 'd["extra"]["Egress proxy"].split("pid ")[1].split(",")[0]' <<<"$STATUS_JSON")
-check "the proxy process runs as nobody" test "$(ps -o user= -p "$PROXY_PID")" = nobody
+HOST_UID=$(incus config get "$A" user.agentctl.host.uid)
+check "the proxy process runs as the uid recorded on the sandbox" test "$(ps -o uid= -p "$PROXY_PID" | tr -d ' ')" = "$HOST_UID"
 check "agentctl's nft table for the bridge exists" nft list table inet "agentctl-$BR"
 check "the bridge has IPv6 off" test "$(incus network get "$BR" ipv6.address)" = none
-RESOLVER_PID=$(cat "$XDG_STATE_HOME/agentctl/incus/$A/resolver.pid" 2>/dev/null)
-check "status: the resolver is agentctl's dnsmasq, as nobody" \
-  grep -Eq "^Resolver: +$GW \(answers allowlisted names only; agentctl's dnsmasq, pid $RESOLVER_PID, as nobody\)" "$WORK/status-a"
-check "the resolver process runs as nobody" test "$(ps -o user= -p "${RESOLVER_PID:-0}")" = nobody
+RESOLVER_PID=$(json_field 'd["extra"]["Resolver"].split("pid ")[1].split(",")[0]' <<<"$STATUS_JSON")
+check "status: the resolver is agentctl's dnsmasq, as the sandbox's uid" \
+  grep -Eq "^Resolver: +$GW \(answers allowlisted names only; agentctl's dnsmasq, pid $RESOLVER_PID, as uid $HOST_UID\)" "$WORK/status-a"
+check "the resolver process runs as the sandbox's uid" test "$(ps -o uid= -p "${RESOLVER_PID:-0}" | tr -d ' ')" = "$HOST_UID"
 check "Incus's own DHCP and DNS are off on the bridge" bash -c \
   "incus network get '$BR' ipv4.dhcp | grep -qx false && incus network get '$BR' dns.mode | grep -qx none"
 # A container has its address from LXC; a VM's DHCP client asks agentctl's
@@ -287,26 +288,29 @@ check "--allow-lan: B's proxy refuses A's gateway and A's proxy on it (host-addr
 check "--allow-lan: B's proxy refuses sandbox A behind its bridge (sandbox-network)" \
   test "$(reason_via_proxy "$IP_A" "$PORT")" = sandbox-network
 
-# ---------------------------------------------------------------- a hole found by the probe battery stops the sandbox
-# Tamper with the sandbox's resolver behind agentctl's back: the same dnsmasq
-# (so agentctl takes it for its own), but it now answers every name.
-RPIDFILE_B=$XDG_STATE_HOME/agentctl/incus/$B/resolver.pid
-RPID_B=$(cat "$RPIDFILE_B")
+# ---------------------------------------------------------------- a resolver agentctl did not start
+# Replace the sandbox's resolver behind agentctl's back with the same dnsmasq,
+# started by hand, that answers every name: agentctl knows the process it
+# started (pid, start time, executable), so it does not take this one for its
+# own. start refuses to run beside it and stops the sandbox; status never
+# calls it the sandbox's resolver.
+RPID_B=$(agentctl status "$B" -o json | json_field 'd["extra"]["Resolver"].split("pid ")[1].split(",")[0]')
 mapfile -d '' RARGS <"/proc/$RPID_B/cmdline"
 kill "$RPID_B"
 wait_until 30 test ! -e "/proc/$RPID_B"
-rm -f "$RPIDFILE_B"
 for i in "${!RARGS[@]}"; do [ "${RARGS[$i]}" = "--address=/#/" ] && RARGS[$i]="--address=/#/203.0.113.9"; done
 setsid "${RARGS[@]}" >/dev/null 2>&1 </dev/null &
-# dnsmasq writes its pid file once its sockets are bound: from then on it is
-# the sandbox's resolver, as far as agentctl can tell.
-tampered_up() { [ -s "$RPIDFILE_B" ] && kill -0 "$(cat "$RPIDFILE_B")"; }
-check "the tampered resolver runs in place of agentctl's" wait_until 60 tampered_up
+TAMPERED=$!
+GW_B=$(incus network get "$(agentctl status "$B" -o json | json_field 'd["extra"]["bridge"]')" ipv4.address | cut -d/ -f1)
+check "the tampered resolver runs in place of agentctl's" wait_until 60 bash -c "exec 3<>/dev/tcp/$GW_B/53"
+check "status does not call it the sandbox's resolver" bash -c \
+  "agentctl status '$B' | grep -E '^Resolver:' | grep -q 'NOT running'"
 out=$(agentctl start "$B" 2>&1); rc=$?
-check "start fails when a probe gets through (exit $rc)" test $rc != 0
-check "the error names the probe that escaped" grep -q "dns-denied-name" <<<"$out"
+check "start refuses to run beside it (exit $rc)" test $rc != 0
+check "the error names the process that is not agentctl's" grep -q "pid $TAMPERED, .*not the resolver agentctl started" <<<"$out"
 check "the sandbox was stopped" bash -c "incus list -f csv -c s '^$B\$' | grep -qx STOPPED"
-check "status records the failure" bash -c "'$AGENTCTL' --provider incus status '$B' | grep -q '^Confinement: *FAILED (6/7 probes'"
+check "the other process was left running" kill -0 "$TAMPERED"
+kill "$TAMPERED"
 
 # ---------------------------------------------------------------- delete removes everything
 agentctl delete --force "$B" >/dev/null 2>&1

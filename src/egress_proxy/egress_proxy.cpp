@@ -163,9 +163,20 @@ std::string default_sandbox_name(const std::string& policy_file) {
     return parent.empty() ? std::string("<sandbox>") : parent;
 }
 
+// Not dumpable, from its start (before any secret is read): another process
+// of the same user cannot ptrace the proxy or read its
+// /proc/PID/{environ,mem,cwd,fd} (they become root's), and it leaves no core
+// file.
+void refuse_inspection() {
+#if defined(__linux__)
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+#endif
+}
+
 }  // namespace
 
 int run_egress_proxy(const ProxyOptions& options) {
+    refuse_inspection();
     try {
         if (options.policy_file.empty()) throw Error("--policy is required", "pass the sandbox's policy file");
         auto endpoint = parse_listen(options.listen);
@@ -181,15 +192,16 @@ int run_egress_proxy(const ProxyOptions& options) {
         auto resolve_map = std::make_shared<const ResolveMap>(
             options.resolve_file.empty() ? ResolveMap() : ResolveMap::load(options.resolve_file));
         AccessLog log(options.log_file, limits.log_max_bytes);
+        AccessLog refused(options.log_file.empty() ? std::string() : refusal_log_path(options.log_file),
+                          limits.log_max_bytes);
+        RefusalLog refusals(refused);
 
         std::string sandbox =
             options.sandbox_name.empty() ? default_sandbox_name(options.policy_file) : options.sandbox_name;
-        ProxyShared shared(limits, sandbox, log);
+        ProxyShared shared(limits, sandbox, log, refusals);
         std::size_t secret_count = 0;
         if (options.secrets_fd >= 0) {
-            // Not dumpable before the first secret is read: no core file, and no
-            // other process of the proxy's user may ptrace it or read its memory.
-            ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+            // (The proxy is not dumpable from its start: refuse_inspection.)
             auto payload = read_secret_payload(options.secrets_fd);
             secret_count = payload.secrets.size();
             if (secret_count > 0)
@@ -261,6 +273,7 @@ int run_egress_proxy(const ProxyOptions& options) {
 
         server.run();
         log.defer_writes(nullptr);  // flushes what is queued; later lines are written at once
+        refusals.tick(RefusalLog::Clock::now(), true);
 
         if (!options.pid_file.empty()) ::unlink(options.pid_file.c_str());
         if (!server.drained()) {

@@ -19,6 +19,7 @@
 
 #include "agentctl/host_network.hpp"
 #include "egress_proxy/access_log.hpp"
+#include "egress_proxy/refusal_log.hpp"
 #include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/policy_state.hpp"
 #include "egress_proxy/resolve_file.hpp"
@@ -57,12 +58,13 @@ private:
 // What the proxy's event loops share. Loop 0 runs the listener, the signals
 // and the reloads; the fields other loops write are atomic.
 struct ProxyShared {
-    ProxyShared(ProxyLimits proxy_limits, std::string sandbox, AccessLog& log)
-        : limits(proxy_limits), sandbox_name(std::move(sandbox)), access_log(log) {}
+    ProxyShared(ProxyLimits proxy_limits, std::string sandbox, AccessLog& log, RefusalLog& refusals)
+        : limits(proxy_limits), sandbox_name(std::move(sandbox)), access_log(log), refusal_log(refusals) {}
 
     const ProxyLimits limits;
     const std::string sandbox_name;
-    AccessLog& access_log;  // thread-safe
+    AccessLog& access_log;    // thread-safe
+    RefusalLog& refusal_log;  // thread-safe: every refused request goes here
     SharedSnapshot<PolicySnapshot> policy;
     SharedSnapshot<ResolveMap> resolve_map;  // never null once running
     std::atomic<std::uint64_t> next_id{1};

@@ -267,6 +267,7 @@ asio::awaitable<void> Server::watch_policy_file() {
         m_poll_timer.expires_after(m_shared.limits.policy_poll);
         co_await m_poll_timer.async_wait(redirect_error(use_awaitable, ec));
         if (ec || m_shared.stopping) break;
+        m_shared.refusal_log.tick();  // the summary of a flood's last second
         if (stamp_of(m_policy_file) != m_policy_stamp) reload("policy file changed");
     }
 }

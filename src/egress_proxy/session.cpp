@@ -301,7 +301,7 @@ void Session::log_rejected_request(std::string_view method, const Refusal& refus
     LogLine entry = decision_line(method);
     if (!host.empty()) entry.add("host", host).add("port", port);
     add_refusal(entry, refusal);
-    m_context.shared.access_log.write(entry);
+    m_context.shared.refusal_log.write(entry, to_string(refusal.reason));
 }
 
 void Session::add_refusal(LogLine& entry, const Refusal& refusal) {
@@ -324,7 +324,7 @@ asio::awaitable<void> Session::send_refusal(const Refusal& refusal, std::string_
 asio::awaitable<bool> Session::refuse(LogLine& entry, const Refusal& refusal, const RequestTarget& target) {
     auto self = shared_from_this();
     add_refusal(entry, refusal);
-    m_context.shared.access_log.write(entry);
+    m_context.shared.refusal_log.write(entry, to_string(refusal.reason));
     co_await send_refusal(refusal, target.host, target.port);
     co_return false;
 }

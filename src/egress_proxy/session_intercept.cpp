@@ -134,7 +134,7 @@ asio::awaitable<void> Session::intercept_tls(std::shared_ptr<TlsIntercept> inter
                                               injection.misplaced->secret, host, injection.misplaced->where)};
             entry.add("secret", injection.misplaced->secret);
             add_refusal(entry, refusal);
-            m_context.shared.access_log.write(entry);
+            m_context.shared.refusal_log.write(entry, to_string(refusal.reason));
             const auto response = refusal_response(refusal, host, 443, m_context.shared.sandbox_name);
             co_await asio::async_write(sandbox, asio::buffer(response), redirect_error(use_awaitable, ec));
             break;

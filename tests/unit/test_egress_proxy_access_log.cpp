@@ -15,9 +15,13 @@
 
 #include "egress_proxy/access_log.hpp"
 #include "egress_proxy/egress_proxy.hpp"
+#include "egress_proxy/refusal_log.hpp"
 
 namespace fs = std::filesystem;
 using agentctl::egress_proxy::AccessLog;
+using agentctl::egress_proxy::kept_log_files;
+using agentctl::egress_proxy::print_network_log;
+using agentctl::egress_proxy::RefusalLog;
 
 namespace {
 
@@ -47,6 +51,17 @@ nlohmann::json decision(int i) {
             {"rule", "allowed.test:443"},
             {"origin", "--allow"},
             {"address", "198.51.100.2"}};
+}
+
+agentctl::egress_proxy::LogLine refusal(int i) {
+    agentctl::egress_proxy::LogLine line("decision");
+    line.add("host", "refused" + std::to_string(i) + ".test").add("decision", "deny").add("reason", "not-allowlisted");
+    return line;
+}
+
+void append(const fs::path& path, const std::string& text) {
+    std::ofstream out(path, std::ios::app | std::ios::binary);
+    out << text;
 }
 
 }  // namespace
@@ -270,4 +285,85 @@ TEST_CASE("LogLine and JSON entries go to the same log, one line each") {
     CHECK(lines[0]["event"] == "close");
     CHECK(lines[0]["bytes_up"] == 10);
     CHECK(lines[1]["id"] == 8);
+}
+
+TEST_CASE("refusals beyond the per-second share are counted and summed up once the second is over", "[egress_proxy]") {
+    const auto dir = fresh_dir("refusals");
+    const auto path = dir / "egress.log.refused";
+    {
+        AccessLog log(path.string(), 10 * 1024 * 1024);
+        RefusalLog refusals(log, 5);
+        const auto t0 = RefusalLog::Clock::now();
+        for (int i = 0; i < 200; ++i) refusals.write(refusal(i), i % 2 ? "not-allowlisted" : "host-address", t0);
+        CHECK(read_lines(path).size() == 5);
+        refusals.tick(t0 + std::chrono::milliseconds(500));  // the second is not over
+        CHECK(read_lines(path).size() == 5);
+        refusals.tick(t0 + std::chrono::seconds(1));
+        const auto lines = read_lines(path);
+        REQUIRE(lines.size() == 6);
+        CHECK(lines[5]["event"] == "refusals-suppressed");
+        CHECK(lines[5]["suppressed"] == 195);
+        CHECK(lines[5]["by_reason"]["not-allowlisted"] == 98);
+        CHECK(lines[5]["by_reason"]["host-address"] == 97);
+        // The next second has its share again.
+        refusals.write(refusal(200), "not-allowlisted", t0 + std::chrono::seconds(2));
+        CHECK(read_lines(path).size() == 7);
+        for (int i = 0; i < 10; ++i) refusals.write(refusal(i), "not-allowlisted", t0 + std::chrono::seconds(2));
+    }
+    // The destructor sums up what was counted and not yet written.
+    const auto lines = read_lines(path);
+    REQUIRE(lines.size() == 12);
+    CHECK(lines.back()["suppressed"] == 6);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("logs --network reads every kept file, merged in time order", "[egress_proxy]") {
+    const auto dir = fresh_dir("kept-files");
+    const auto log = (dir / "egress.log").string();
+    CHECK(kept_log_files(log) == std::vector<std::string>{log + ".1", log, log + ".refused.1", log + ".refused"});
+    auto line = [](const std::string& time, const std::string& host) {
+        return nlohmann::json{{"time", time}, {"event", "decision"}, {"host", host}}.dump() + "\n";
+    };
+    append(log + ".1", line("2026-01-01T00:00:01.000Z", "one") + line("2026-01-01T00:00:04.000Z", "four"));
+    append(log, line("2026-01-01T00:00:06.000Z", "six"));
+    append(log + ".refused.1", line("2026-01-01T00:00:02.000Z", "two"));
+    append(log + ".refused", line("2026-01-01T00:00:03.000Z", "three") + line("2026-01-01T00:00:05.000Z", "five"));
+    std::ostringstream out;
+    CHECK(print_network_log(log, false, true, out) == 0);
+    std::vector<std::string> hosts;
+    std::istringstream lines(out.str());
+    for (std::string text; std::getline(lines, text);) hosts.push_back(nlohmann::json::parse(text)["host"]);
+    CHECK(hosts == std::vector<std::string>{"one", "two", "three", "four", "five", "six"});
+    fs::remove_all(dir);
+}
+
+TEST_CASE("logs --network escapes control characters, whatever is in the file", "[egress_proxy]") {
+    const auto dir = fresh_dir("escapes");
+    const auto log = (dir / "egress.log").string();
+    // A line appended by hand with raw terminal escapes (not JSON), a JSON line
+    // whose name carries one (escaped in the file, decoded by the table), and a
+    // C1 control (U+009B, a one-byte CSI for some terminals).
+    append(log, "\x1b]0;owned\x07\x1b[2J raw line\n");
+    append(log, nlohmann::json{{"time", "2026-01-01T00:00:01.000Z"},
+                               {"event", "decision"},
+                               {"host", "a\x1b[31m.test"},
+                               {"decision", "deny"}}
+                        .dump() +
+                    "\n");
+    append(log,
+           "c1 \xc2\x9b"
+           "31m control\n");
+    for (bool json : {false, true}) {
+        std::ostringstream out;
+        print_network_log(log, false, json, out);
+        const auto text = out.str();
+        CAPTURE(json, text);
+        for (char c : text) CHECK((c == '\n' || static_cast<unsigned char>(c) >= 0x20));
+        CHECK(text.find('\x7f') == std::string::npos);
+        CHECK(text.find("\xc2\x9b") == std::string::npos);
+        CHECK_THAT(text, Catch::Contains("\\u001b]0;owned\\u0007\\u001b[2J raw line"));
+        CHECK_THAT(text, Catch::Contains("\\u009b31m control"));
+        CHECK_THAT(text, Catch::Contains("a\\u001b[31m.test"));
+    }
+    fs::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include "agentctl/process.hpp"
 #include "provider/incus/acl_rules.hpp"
 #include "provider/incus/host_firewall.hpp"
+#include "provider/incus/host_user.hpp"
 #include "provider/incus/host_resolver.hpp"
 #include "provider/incus/payloads.hpp"
 
@@ -154,23 +155,27 @@ TEST_CASE("agentctl's resolver: dnsmasq on the bridge only, unprivileged, one ad
                       "255.255.255.240",
                       "server=/api.example.com/10.255.255.53\nserver=/example.org/10.255.255.53\n",
                       true};
-    const auto argv = resolver_arguments("/usr/sbin/dnsmasq", spec, ResolverFiles{"/s/resolver.pid", "/s/leases"},
-                                         "nobody", "nogroup");
+    const auto argv = resolver_arguments("/usr/sbin/dnsmasq", spec);
     auto has = [&argv](const std::string& arg) { return std::find(argv.begin(), argv.end(), arg) != argv.end(); };
     CHECK(argv.front() == "/usr/sbin/dnsmasq");
     for (const auto* arg :
          {"--keep-in-foreground", "--conf-file=/dev/null", "--no-hosts", "--no-resolv", "--interface=agc-0123456789a",
-          "--except-interface=lo", "--bind-dynamic", "--user=nobody", "--group=nogroup", "--pid-file=/s/resolver.pid",
-          "--dhcp-leasefile=/s/leases", "--dhcp-range=10.9.0.2,10.9.0.2,255.255.255.240,infinite",
-          "--dhcp-option=option:router,10.9.0.1", "--dhcp-option=option:dns-server,10.9.0.1", "--no-ident",
-          "--server=/api.example.com/10.255.255.53", "--server=/example.org/10.255.255.53", "--address=/#/"}) {
+          "--except-interface=lo", "--bind-dynamic", "--user=", "--group=", "--leasefile-ro",
+          "--dhcp-range=10.9.0.2,10.9.0.2,255.255.255.240,infinite", "--dhcp-option=option:router,10.9.0.1",
+          "--dhcp-option=option:dns-server,10.9.0.1", "--no-ident", "--server=/api.example.com/10.255.255.53",
+          "--server=/example.org/10.255.255.53", "--address=/#/"}) {
         CAPTURE(arg);
         CHECK(has(arg));
+    }
+    // Started as the sandbox's uid, it writes no file (no pid file, no lease database).
+    for (const auto& arg : argv) {
+        CHECK_FALSE(arg.starts_with("--pid-file"));
+        CHECK_FALSE(arg.starts_with("--dhcp-leasefile"));
     }
     // No policy: every name forwarded, nothing answered locally.
     spec.server_lines = "server=10.255.255.53\n";
     spec.allowlist_only = false;
-    const auto open = resolver_arguments("/usr/sbin/dnsmasq", spec, ResolverFiles{"/p", "/l"}, "nobody", "nogroup");
+    const auto open = resolver_arguments("/usr/sbin/dnsmasq", spec);
     CHECK(std::find(open.begin(), open.end(), "--address=/#/") == open.end());
     CHECK(std::find(open.begin(), open.end(), "--server=10.255.255.53") != open.end());
 }
@@ -190,7 +195,7 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
         firewall_script(FirewallSpec{"agc-0123456789a",
                                      "10.9.0.1",
                                      3128,
-                                     65534,
+                                     host_uid_set(),
                                      {{"203.0.113.7", "80,443"}, {"198.51.100.1", ""}, {"2001:db8::1", ""}},
                                      {},
                                      {}});
@@ -201,9 +206,12 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
     CHECK_THAT(script, Catch::Contains("iifname \"agc-0123456789a\" jump from_sandbox"));
     CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport { 53, 3128 } accept"));
     CHECK_THAT(script, Catch::Contains("iifname \"agc-0123456789a\" oifname \"agc-*\" reject"));
-    CHECK_THAT(script, Catch::Contains("meta skuid 65534 ct state new reject"));
-    CHECK_THAT(script, Catch::Contains("meta skuid 65534 udp sport 67 accept\n    oifname \"agc-0123456789a\" meta "
-                                       "skuid 65534 ct state new reject"));
+    // Every sandbox's host uid, and nobody (what sandboxes made before ran as).
+    CHECK(host_uid_set() == "{ 65534, 2000000000-2000065535 }");
+    CHECK_THAT(script, Catch::Contains("meta skuid { 65534, 2000000000-2000065535 } ct state new reject"));
+    CHECK_THAT(script, Catch::Contains("meta skuid { 65534, 2000000000-2000065535 } udp sport 67 accept\n    "
+                                       "oifname \"agc-0123456789a\" meta skuid { 65534, 2000000000-2000065535 } ct "
+                                       "state new reject"));
     // What the ACL admits directly passes on to it; every other new TCP connection gets a reset.
     CHECK_THAT(script, Catch::Contains("ip daddr 203.0.113.7 tcp dport { 80,443 } return\n"));
     CHECK_THAT(script, Catch::Contains("ip daddr 198.51.100.1 tcp dport 1-65535 return\n"));
@@ -308,7 +316,8 @@ TEST_CASE("host placement: rules carry no source (unchanged)", "[acl]") {
 }
 
 TEST_CASE("the host firewall table with the proxy in a companion instance", "[acl]") {
-    FirewallSpec spec{"agc-0123456789a", "10.9.0.1", 3128, 65534, {{"203.0.113.7", "22"}}, "10.9.0.3", "10.9.0.2"};
+    FirewallSpec spec{"agc-0123456789a",       "10.9.0.1", 3128,      host_uid_set(),
+                      {{"203.0.113.7", "22"}}, "10.9.0.3", "10.9.0.2"};
     const auto script = firewall_script(spec);
     // No proxy port on the host any more: only DNS and DHCP to the bridge address.
     CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport 53 accept"));
@@ -344,7 +353,7 @@ TEST_CASE("the sandbox's proxy settings point where the proxy runs", "[acl]") {
 }
 
 TEST_CASE("network.dns.disabled: the host firewall refuses the gateway's port 53", "[acl]") {
-    FirewallSpec spec{"agc-0123456789a", "10.9.0.1", 3128, 65534, {}, {}, {}};
+    FirewallSpec spec{"agc-0123456789a", "10.9.0.1", 3128, host_uid_set(), {}, {}, {}};
     spec.dns = false;
     const auto script = firewall_script(spec);
     CHECK_THAT(script, Catch::Contains("ip daddr 10.9.0.1 tcp dport 3128 accept"));

@@ -56,9 +56,11 @@ TEST_CASE("preview create prints the ACL, the bridge and the instance calls", "[
     // address is the first subnet of the pool that no bridge on this host holds.
     const auto resolver = std::find_if(f.reporter.lines.begin(), f.reporter.lines.end(), [](const std::string& line) {
         return line.starts_with("step: would start the resolver of itest-preview on 10.213.") &&
-               line.find(":53: dnsmasq ") != std::string::npos;
+               line.find(":53 as uid 2000000000: dnsmasq ") != std::string::npos;
     });
     REQUIRE(resolver != f.reporter.lines.end());
+    // Its host processes' uid, the first of agentctl's range, recorded on the bridge and the instance.
+    CHECK_THAT(text, Catch::Contains("\"user.agentctl.host.uid\":\"2000000000\""));
     CHECK_THAT(*resolver, Catch::Contains(" --server=/api.example.com/"));
     CHECK_THAT(*resolver, Catch::EndsWith(" '--address=/#/'"));  // quoted: runnable as printed
     CHECK_THAT(text, Catch::Contains("\"dns.mode\":\"none\""));  // Incus's own resolver is off

@@ -18,7 +18,7 @@ using namespace agentctl::provider::incus;
 namespace {
 
 EgressSite site() {
-    return EgressSite{"demo", "agc-0123456789a", *parse_ipv4_net("10.9.0.1/28"), "agentctl-debian-12"};
+    return EgressSite{"demo", "agc-0123456789a", *parse_ipv4_net("10.9.0.1/28"), "agentctl-debian-12", {}};
 }
 
 // `ldd build/test/src/agentctl` on Debian 12 (a sanitizer build).

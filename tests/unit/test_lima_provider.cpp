@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "agentctl/error.hpp"
+#include "egress_proxy/refusal_log.hpp"
 #include "fakes/lima_fixture.hpp"
 #include "provider/lima/proxy_process.hpp"
 
@@ -199,11 +200,12 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     CHECK(::getsid(proxy_pid) != ::getsid(0));  // detached into its own session
     CHECK(ask_proxy(proxy_port, "CONNECT www.wikipedia.org:443 HTTP/1.1\r\nHost: www.wikipedia.org:443\r\n\r\n")
               .find(" 403 ") != std::string::npos);
-    // The proxy writes its decision log in batches (at most ~20 ms late).
+    // The proxy writes its refusals to their own file of its log.
     std::string log;
     for (int i = 0; i < 100 && log.find("www.wikipedia.org") == std::string::npos; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        log = core::read_file(provider::lima::egress_log_path(world.state_dir(), "demo"));
+        log =
+            core::read_file(egress_proxy::refusal_log_path(provider::lima::egress_log_path(world.state_dir(), "demo")));
     }
     CHECK(log.find("www.wikipedia.org") != std::string::npos);
     // ... and `agentctl logs demo --network` reads that log

@@ -4,8 +4,11 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -58,6 +61,38 @@ void child_fail(const char* msg, int code) {
     ::_exit(code);
 }
 
+// In the child, before exec: joins each cgroup (writing 0 moves the writer).
+bool join_cgroups(const std::vector<std::string>& cgroups) {
+    for (const auto& procs : cgroups) {
+        const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+        const bool ok = fd >= 0 && ::write(fd, "0", 1) == 1;
+        if (fd >= 0) ::close(fd);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+// In the child: becomes `run_as`, keeping `capabilities` (permitted,
+// inheritable and ambient, so that they survive the exec) and nothing else.
+bool drop_privileges(const Credentials& run_as, const std::vector<int>& capabilities) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(run_as.gid) != 0) return false;
+    if (!capabilities.empty() && ::prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) return false;
+    if (::setuid(run_as.uid) != 0 || (run_as.uid != 0 && ::setuid(0) == 0)) return false;
+    if (capabilities.empty()) return true;
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+    for (int cap : capabilities) {
+        data[cap / 32].permitted |= 1U << (cap % 32);
+        data[cap / 32].effective |= 1U << (cap % 32);
+        data[cap / 32].inheritable |= 1U << (cap % 32);
+    }
+    if (::syscall(SYS_capset, &header, data) != 0) return false;
+    for (int cap : capabilities) {
+        if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0) return false;
+    }
+    return ::prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) == 0;
+}
+
 }  // namespace
 
 int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options) {
@@ -71,6 +106,8 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
     const char* out_path = options.output.c_str();
     const char* dir = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
     const auto run_as = options.run_as;
+    const auto& capabilities = options.capabilities;
+    const auto& cgroups = options.cgroups;
 
     pid_t first = ::fork();
     if (first < 0) {
@@ -94,12 +131,10 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
             ::dup2(out_fd, STDOUT_FILENO);
             ::dup2(out_fd, STDERR_FILENO);
         }
+        if (!join_cgroups(cgroups)) child_fail("agentctl: cannot join the sandbox's cgroup\n", 126);
         if (dir != nullptr && ::chdir(dir) != 0) child_fail("agentctl: cannot enter the proxy's directory\n", 126);
-        if (run_as) {
-            if (::setgroups(0, nullptr) != 0 || ::setgid(run_as->gid) != 0 || ::setuid(run_as->uid) != 0 ||
-                (run_as->uid != 0 && ::setuid(0) == 0)) {
-                child_fail("agentctl: cannot drop privileges for the egress proxy\n", 126);
-            }
+        if (run_as && !drop_privileges(*run_as, capabilities)) {
+            child_fail("agentctl: cannot drop privileges for the egress proxy\n", 126);
         }
         ::execv(args[0], args.data());
         child_fail("agentctl: cannot run the egress proxy executable\n", 127);
@@ -154,7 +189,7 @@ int start_detached_proxy(const std::vector<std::string>& argv, const SpawnOption
             throw Error("the egress proxy exited during startup: " + tail(options.output),
                         "check that port " + where + " is free");
         }
-        if (read_pid(pid_file) == pid && tcp_port_listening(address, port)) return pid;
+        if ((pid_file.empty() || read_pid(pid_file) == pid) && tcp_port_listening(address, port)) return pid;
         if (std::chrono::steady_clock::now() >= deadline) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

@@ -28,6 +28,14 @@ struct SpawnOptions {
     // Drop to this user (supplementary groups cleared) before exec. The child
     // exits with 126 when it cannot.
     std::optional<Credentials> run_as;
+    // With run_as: capabilities (CAP_* numbers) the program keeps as that
+    // user, as ambient capabilities (what dnsmasq needs to serve DHCP and DNS
+    // on port 53 and 67 without ever being root).
+    std::vector<int> capabilities;
+    // cgroup.procs files the child joins before anything else (its sockets and
+    // memory are charged there from the start). The child exits with 126 when
+    // it cannot.
+    std::vector<std::string> cgroups;
 };
 
 // Runs `argv` (argv[0] an absolute path) detached: new session, stdin from
@@ -39,7 +47,7 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
 [[nodiscard]] bool tcp_port_listening(const std::string& address, std::uint16_t port);
 
 // Starts `argv` with spawn_detached, then waits until `pid_file` names the
-// started process and ADDRESS:PORT accepts connections. Returns that pid. On
+// started process (unless it is empty) and ADDRESS:PORT accepts connections. Returns that pid. On
 // timeout (or if the process dies) kills what it started and throws
 // agentctl::Error quoting the last lines of `options.output`.
 int start_detached_proxy(const std::vector<std::string>& argv, const SpawnOptions& options, const std::string& pid_file,

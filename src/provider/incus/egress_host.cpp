@@ -1,7 +1,6 @@
 #include "provider/incus/egress_host.hpp"
 
-#include <grp.h>
-#include <pwd.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +15,9 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
+#include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
+#include "provider/incus/host_cgroup.hpp"
 #include "provider/incus/settings.hpp"
 
 namespace agentctl::provider::incus {
@@ -47,112 +48,125 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The proxy runs unprivileged, with its working directory in `run/` (owned by
-// that user, where it writes its pid file and log) and every path relative to
-// it, so that it never has to traverse agentctl's own (possibly private)
-// config directory. The policy file lives one level up, owned by root and
-// only readable for the proxy.
+// The sandbox's host files. `dir` is root's and the sandbox's group's
+// (0750): the policy and the resolve file are readable by the sandbox's
+// processes, by nobody else. `run` is the sandbox uid's own (0700): its
+// proxy runs there and writes its pid file and its log. The
+// records of what agentctl started (process_identity.hpp) and the processes'
+// output are root's alone (0600).
 struct Paths {
-    fs::path dir;  // STATE_DIR/incus/NAME (root, 0755)
-    fs::path run;  // dir/run (proxy user, 0700)
+    fs::path dir;
+    fs::path run;
     fs::path policy() const { return dir / "egress-policy.json"; }
     fs::path resolve() const { return dir / "egress-resolve"; }
     fs::path pid() const { return run / "egress-proxy.pid"; }
     fs::path log() const { return run / "egress.log"; }
     fs::path output() const { return dir / "egress-proxy.out"; }
-    // The resolver (dnsmasq) starts as root and drops to the proxy's user
-    // itself: its files live in `dir`, written before it drops.
-    fs::path resolver_pid() const { return dir / "resolver.pid"; }
-    fs::path resolver_leases() const { return dir / "resolver.leases"; }
+    fs::path record() const { return dir / "egress-proxy.process"; }
     fs::path resolver_output() const { return dir / "resolver.out"; }
+    fs::path resolver_record() const { return dir / "resolver.process"; }
+    // Where the resolver an earlier agentctl started (as root, dropping to
+    // nobody) wrote its pid.
+    fs::path earlier_resolver_pid() const { return dir / "resolver.pid"; }
 };
+
+// What dnsmasq keeps as the sandbox's uid: port 53 and 67 (NET_BIND_SERVICE),
+// the ARP entry of a DHCP answer (NET_ADMIN), and its interface-bound
+// sockets (NET_RAW). It never is root.
+const std::vector<int> k_resolver_capabilities{CAP_NET_BIND_SERVICE, CAP_NET_ADMIN, CAP_NET_RAW};
 
 class LocalEgressHost final : public EgressHost {
 public:
-    explicit LocalEgressHost(ProviderContext& context) : m_context(context) {
-        if (const passwd* pw = ::getpwnam(m_user.c_str()); pw != nullptr) {
-            m_uid = pw->pw_uid;
-            m_gid = pw->pw_gid;
-        }
-    }
+    explicit LocalEgressHost(ProviderContext& context) : m_context(context) {}
 
-    void write_policy(const std::string& sandbox, const policy::NetworkPolicy& network) override {
-        auto paths = prepare(sandbox);
-        core::write_file_atomic(paths.policy(), policy::to_policy_file(network).dump(2) + "\n", 0644);
-        if (int pid = running(paths); pid > 0) ::kill(pid, SIGHUP);
+    void write_policy(const EgressSite& site, const policy::NetworkPolicy& network) override {
+        auto paths = prepare(site);
+        write_shared(site, paths.policy(), policy::to_policy_file(network).dump(2) + "\n");
+        if (int pid = common::verified_pid(paths.record().string()); pid > 0) ::kill(pid, SIGHUP);
     }
 
     void start_proxy(const EgressSite& site) override {
-        const auto& sandbox = site.sandbox;
         const auto address = site.subnet.host(1).address_text();
-        auto paths = prepare(sandbox);
-        const auto listen = fmt::format("{}:{}", address, k_egress_proxy_port);
-        if (running(paths) > 0) {
+        auto paths = prepare(site);
+        if (common::verified_pid(paths.record().string()) > 0) {
             if (common::tcp_port_listening(address, k_egress_proxy_port)) return;
-            common::stop_proxy(paths.pid().string(), std::chrono::seconds(2), is_ours(paths));
         }
-        ::unlink(paths.pid().c_str());
+        stop_started(paths.record(), paths.pid(), std::chrono::seconds(2), is_earlier_proxy(paths));
+        refuse_impostor(site, address, k_egress_proxy_port, "egress proxy");
+        const auto listen = fmt::format("{}:{}", address, k_egress_proxy_port);
         std::vector<std::string> argv{
-            self_exe(),   "egress-proxy",     "--listen", listen,       "--policy",  "../egress-policy.json",
-            "--pid-file", "egress-proxy.pid", "--log",    "egress.log", "--sandbox", sandbox};
+            self_exe(),      "egress-proxy",
+            "--listen",      listen,
+            "--policy",      "../egress-policy.json",
+            "--pid-file",    "egress-proxy.pid",
+            "--log",         "egress.log",
+            "--sandbox",     site.sandbox,
+            "--max-tunnels", std::to_string(setting_amount(m_context, config_key::k_proxy_max_tunnels))};
         auto resolve = setting(m_context, config_key::k_proxy_resolve_file);
         if (!resolve.empty()) {
-            // A copy the proxy user can read, wherever the original lives.
-            core::write_file_atomic(paths.resolve(), core::read_file(resolve), 0644);
+            // A copy the proxy can read, wherever the original lives.
+            write_shared(site, paths.resolve(), core::read_file(resolve));
             argv.insert(argv.end(), {"--resolve-file", "../egress-resolve"});
         } else {
             std::error_code ec;
             fs::remove(paths.resolve(), ec);
         }
-        common::SpawnOptions options;
-        options.output = paths.output().string();
+        auto options = spawn_options(site, paths.output());
         options.working_dir = paths.run.string();
-        options.run_as = common::Credentials{m_uid, m_gid};
-        common::start_detached_proxy(argv, options, paths.pid().string(), address, k_egress_proxy_port);
+        start_recorded(argv, options, paths.pid(), paths.record(), address, k_egress_proxy_port);
     }
 
-    bool stop_proxy(const std::string& sandbox) override {
-        auto paths = locate(sandbox);
-        return common::stop_proxy(paths.pid().string(), std::chrono::seconds(5), is_ours(paths));
+    bool stop_proxy(const EgressSite& site) override {
+        auto paths = locate(site);
+        return stop_started(paths.record(), paths.pid(), std::chrono::seconds(5), is_earlier_proxy(paths));
     }
 
     ProxyStatus proxy_status(const EgressSite& site) override {
-        auto paths = locate(site.sandbox);
-        return {running(paths), fmt::format("{}:{}", site.subnet.host(1).address_text(), k_egress_proxy_port),
-                paths.log().string(), "", ""};
+        auto paths = locate(site);
+        const auto address = site.subnet.host(1).address_text();
+        ProxyStatus status{common::verified_pid(paths.record().string()),
+                           0,
+                           fmt::format("{}:{}", address, k_egress_proxy_port),
+                           paths.log().string(),
+                           "",
+                           ""};
+        if (status.pid > 0) {
+            status.uid = common::process_uid(status.pid).value_or(0);
+        } else if (const int other = common::tcp_listener_pid(address, k_egress_proxy_port); other > 0) {
+            status.problem = impostor_text(other, "egress proxy");
+        }
+        return status;
     }
 
     int print_network_log(const EgressSite& site, bool follow, bool json, std::ostream& out) override {
-        return egress_proxy::print_network_log(locate(site.sandbox).log().string(), follow, json, out);
+        return egress_proxy::print_network_log(locate(site).log().string(), follow, json, out);
     }
 
     [[nodiscard]] bool runs_resolver() const override { return true; }
 
-    void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool restart) override {
-        auto paths = prepare(sandbox);
-        if (resolver_pid(sandbox) > 0) {
-            if (!restart && common::tcp_port_listening(spec.gateway, k_dns_port)) return;
-            common::stop_proxy(paths.resolver_pid().string(), std::chrono::seconds(2), is_resolver(paths));
+    void start_resolver(const EgressSite& site, const ResolverSpec& spec, bool restart) override {
+        auto paths = prepare(site);
+        if (common::verified_pid(paths.resolver_record().string()) > 0 && !restart &&
+            common::tcp_port_listening(spec.gateway, k_dns_port)) {
+            return;
         }
-        ::unlink(paths.resolver_pid().c_str());
-        const auto dnsmasq = find_dnsmasq();
-        const auto* group = ::getgrgid(m_gid);
-        const ResolverFiles files{paths.resolver_pid().string(), paths.resolver_leases().string()};
-        common::SpawnOptions options;
-        options.output = paths.resolver_output().string();
-        common::start_detached_proxy(
-            resolver_arguments(dnsmasq, spec, files, m_user, group != nullptr ? group->gr_name : "nogroup"), options,
-            files.pid, spec.gateway, k_dns_port);
+        stop_started(paths.resolver_record(), paths.earlier_resolver_pid(), std::chrono::seconds(2),
+                     is_earlier_resolver(paths));
+        refuse_impostor(site, spec.gateway, k_dns_port, "resolver");
+        auto options = spawn_options(site, paths.resolver_output());
+        options.capabilities = k_resolver_capabilities;
+        start_recorded(resolver_arguments(find_dnsmasq(), spec), options, {}, paths.resolver_record(), spec.gateway,
+                       k_dns_port);
     }
 
-    bool stop_resolver(const std::string& sandbox) override {
-        auto paths = locate(sandbox);
-        return common::stop_proxy(paths.resolver_pid().string(), std::chrono::seconds(5), is_resolver(paths));
+    bool stop_resolver(const EgressSite& site) override {
+        auto paths = locate(site);
+        return stop_started(paths.resolver_record(), paths.earlier_resolver_pid(), std::chrono::seconds(5),
+                            is_earlier_resolver(paths));
     }
 
-    [[nodiscard]] int resolver_pid(const std::string& sandbox) override {
-        auto paths = locate(sandbox);
-        return common::running_proxy_pid(paths.resolver_pid().string(), is_resolver(paths));
+    [[nodiscard]] int resolver_pid(const EgressSite& site) override {
+        return common::verified_pid(locate(site).resolver_record().string());
     }
 
     void install_firewall(const FirewallSpec& spec) override { nft(firewall_script(spec), spec.bridge); }
@@ -178,12 +192,12 @@ public:
         return {};
     }
 
-    void remove_state(const std::string& sandbox) override {
+    void remove_state(const EgressSite& site) override {
         std::error_code ec;
-        fs::remove_all(locate(sandbox).dir, ec);
+        fs::remove_all(locate(site).dir, ec);
+        remove_cgroup(site.bridge);
     }
 
-    [[nodiscard]] unsigned proxy_uid() const override { return m_uid; }
     [[nodiscard]] ProxyPlacement placement() const override { return ProxyPlacement::Host; }
     [[nodiscard]] bool host_firewall() const override { return true; }
 
@@ -198,38 +212,113 @@ private:
         return exe;
     }
 
-    Paths locate(const std::string& sandbox) const {
-        // <state_dir>/incus/NAME/, as every provider keeps its per-sandbox state.
-        fs::path base =
-            m_context.state_dir.empty() ? fs::temp_directory_path() / "agentctl" : fs::path(m_context.state_dir);
+    Paths locate(const EgressSite& site) const {
         Paths paths;
-        paths.dir = base / "incus" / sandbox;
+        paths.dir =
+            site.host.recorded() ? fs::path(site.host.state_dir) : fs::path(default_state_dir(m_context, site.sandbox));
         paths.run = paths.dir / "run";
         return paths;
     }
 
-    Paths prepare(const std::string& sandbox) const {
-        auto paths = locate(sandbox);
+    Paths prepare(const EgressSite& site) const {
+        auto paths = locate(site);
+        const auto id = site.host.uid;
         fs::create_directories(paths.run);
-        ::chmod(paths.dir.c_str(), 0755);
-        if (::chown(paths.run.c_str(), m_uid, m_gid) != 0 || ::chmod(paths.run.c_str(), 0700) != 0) {
-            throw Error(fmt::format("cannot hand {} to the egress proxy's user (uid {}): {}", paths.run.string(), m_uid,
-                                    std::strerror(errno)),
+        if (::chown(paths.dir.c_str(), 0, id) != 0 || ::chmod(paths.dir.c_str(), 0750) != 0 ||
+            ::chown(paths.run.c_str(), id, id) != 0 || ::chmod(paths.run.c_str(), 0700) != 0) {
+            throw Error(fmt::format("cannot hand {} to the host processes of {} (uid {}): {}", paths.dir.string(),
+                                    site.sandbox, id, std::strerror(errno)),
                         "agentctl must run as root to confine Incus sandboxes");
+        }
+        // What processes of an earlier uid left there (a sandbox whose
+        // processes ran as nobody before it had a uid of its own: its log).
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(paths.run, ec)) {
+            struct stat st {};
+            if (::lstat(entry.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid != id) {
+                (void)::lchown(entry.path().c_str(), id, id);
+            }
         }
         return paths;
     }
 
-    static common::PidCheck is_ours(const Paths& paths) {
+    // A file the sandbox's processes read: root's, readable by its group only.
+    static void write_shared(const EgressSite& site, const fs::path& path, const std::string& content) {
+        core::write_file_atomic(path, content, 0640);
+        if (::chown(path.c_str(), 0, site.host.uid) != 0) {
+            throw Error(fmt::format("cannot hand {} to the host processes of {}: {}", path.string(), site.sandbox,
+                                    std::strerror(errno)),
+                        "agentctl must run as root to confine Incus sandboxes");
+        }
+    }
+
+    common::SpawnOptions spawn_options(const EgressSite& site, const fs::path& output) const {
+        common::SpawnOptions options;
+        options.output = output.string();
+        options.run_as = common::Credentials{site.host.uid, site.host.uid};
+        auto cgroup =
+            prepare_cgroup(site.bridge, CgroupLimits{setting_amount(m_context, config_key::k_host_memory),
+                                                     setting_amount(m_context, config_key::k_host_socket_memory),
+                                                     setting_amount(m_context, config_key::k_host_processes)});
+        for (const auto& note : cgroup.kept) m_context.reporter.warning(fmt::format("{}: {}", site.sandbox, note));
+        options.cgroups = std::move(cgroup.procs);
+        return options;
+    }
+
+    // Starts `argv` and records the process it started (before anything else
+    // trusts it: the record is what stop and status check). `pid_file`: where
+    // the process says it is ready, if it does.
+    static void start_recorded(const std::vector<std::string>& argv, const common::SpawnOptions& options,
+                               const fs::path& pid_file, const fs::path& record, const std::string& address,
+                               std::uint16_t port) {
+        if (!pid_file.empty()) ::unlink(pid_file.c_str());
+        const int pid = common::start_detached_proxy(argv, options, pid_file.string(), address, port);
+        const auto identity = common::identity_of(pid, argv.front());
+        if (!identity) {
+            ::kill(pid, SIGKILL);
+            throw Error(fmt::format("{} exited right after it started: see {}", argv.front(), options.output));
+        }
+        common::write_identity(record.string(), *identity);
+    }
+
+    // Stops what agentctl started: the recorded process; without a record (a
+    // sandbox whose processes an earlier agentctl started), the process the
+    // earlier pid file names if `earlier` recognises it.
+    static bool stop_started(const fs::path& record, const fs::path& earlier_pid_file, std::chrono::milliseconds grace,
+                             const common::PidCheck& earlier) {
+        if (fs::exists(record)) return common::stop_recorded(record.string(), grace);
+        return common::stop_proxy(earlier_pid_file.string(), grace, earlier);
+    }
+
+    // Whatever still holds the address is not what agentctl started: it is
+    // left alone, and reported.
+    static void refuse_impostor(const EgressSite& site, const std::string& address, std::uint16_t port,
+                                std::string_view what) {
+        const int other = common::tcp_listener_pid(address, port);
+        if (other <= 0) return;
+        throw Error(fmt::format("{}:{} is held by a process agentctl did not start ({}), so the {} of {} cannot run "
+                                "there; it was left running",
+                                address, port, impostor_text(other, what), what, site.sandbox),
+                    fmt::format("stop that process (kill {}), then run agentctl start {}", other, site.sandbox));
+    }
+
+    static std::string impostor_text(int pid, std::string_view what) {
+        std::error_code ec;
+        const auto exe = fs::read_symlink(fmt::format("/proc/{}/exe", pid), ec);
+        const auto uid = common::process_uid(pid);
+        return fmt::format("pid {}, {}, as {}: not the {} agentctl started", pid,
+                           ec ? std::string("executable unknown") : exe.string(),
+                           uid ? common::user_text(*uid) : std::string("an unknown user"), what);
+    }
+
+    static common::PidCheck is_earlier_proxy(const Paths& paths) {
         const auto run = paths.run.string();
         return [run](int pid) { return common::is_egress_proxy_in(pid, run); };
     }
 
-    static int running(const Paths& paths) { return common::running_proxy_pid(paths.pid().string(), is_ours(paths)); }
-
-    // A dnsmasq started with this sandbox's pid file (its command line names it).
-    static common::PidCheck is_resolver(const Paths& paths) {
-        const auto flag = "--pid-file=" + paths.resolver_pid().string();
+    // dnsmasq as an earlier agentctl started it: its pid file in `dir`.
+    static common::PidCheck is_earlier_resolver(const Paths& paths) {
+        const auto flag = "--pid-file=" + paths.earlier_resolver_pid().string();
         return [flag](int pid) { return common::process_has_argument(pid, flag); };
     }
 
@@ -261,40 +350,36 @@ private:
     }
 
     ProviderContext& m_context;
-    std::string m_user = "nobody";
-    unsigned m_uid = 65534;
-    unsigned m_gid = 65534;
 };
 
 class PreviewEgressHost final : public EgressHost {
 public:
     explicit PreviewEgressHost(ProviderContext& context) : m_context(context) {}
-    void write_policy(const std::string& sandbox, const policy::NetworkPolicy&) override {
-        m_context.reporter.step(fmt::format("would write the egress policy of {}", sandbox));
+    void write_policy(const EgressSite& site, const policy::NetworkPolicy&) override {
+        m_context.reporter.step(fmt::format("would write the egress policy of {}", site.sandbox));
     }
     void start_proxy(const EgressSite& site) override {
-        m_context.reporter.step(fmt::format("would start the egress proxy of {} on {}:{} as nobody", site.sandbox,
-                                            site.subnet.host(1).address_text(), k_egress_proxy_port));
+        m_context.reporter.step(fmt::format("would start the egress proxy of {} on {}:{} as uid {}", site.sandbox,
+                                            site.subnet.host(1).address_text(), k_egress_proxy_port, site.host.uid));
     }
-    bool stop_proxy(const std::string& sandbox) override {
-        m_context.reporter.step(fmt::format("would stop the egress proxy of {}", sandbox));
+    bool stop_proxy(const EgressSite& site) override {
+        m_context.reporter.step(fmt::format("would stop the egress proxy of {}", site.sandbox));
         return false;
     }
     ProxyStatus proxy_status(const EgressSite& site) override {
-        return {0, fmt::format("{}:{}", site.subnet.host(1).address_text(), k_egress_proxy_port), "", "", ""};
+        return {0, 0, fmt::format("{}:{}", site.subnet.host(1).address_text(), k_egress_proxy_port), "", "", ""};
     }
     [[nodiscard]] bool runs_resolver() const override { return true; }
-    void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool) override {
-        const auto argv = resolver_arguments(
-            "dnsmasq", spec, ResolverFiles{"STATE/resolver.pid", "STATE/resolver.leases"}, "nobody", "nogroup");
-        m_context.reporter.step(fmt::format("would start the resolver of {} on {}:{}: {}", sandbox, spec.gateway,
-                                            k_dns_port, shell_join(argv)));
+    void start_resolver(const EgressSite& site, const ResolverSpec& spec, bool) override {
+        const auto argv = resolver_arguments("dnsmasq", spec);
+        m_context.reporter.step(fmt::format("would start the resolver of {} on {}:{} as uid {}: {}", site.sandbox,
+                                            spec.gateway, k_dns_port, site.host.uid, shell_join(argv)));
     }
-    bool stop_resolver(const std::string& sandbox) override {
-        m_context.reporter.step(fmt::format("would stop the resolver of {}", sandbox));
+    bool stop_resolver(const EgressSite& site) override {
+        m_context.reporter.step(fmt::format("would stop the resolver of {}", site.sandbox));
         return false;
     }
-    [[nodiscard]] int resolver_pid(const std::string&) override { return 0; }
+    [[nodiscard]] int resolver_pid(const EgressSite&) override { return 0; }
     int print_network_log(const EgressSite&, bool, bool, std::ostream&) override { return 0; }
     void install_firewall(const FirewallSpec& spec) override {
         m_context.reporter.step(fmt::format("would define nft table inet {}", firewall_table(spec.bridge)));
@@ -305,8 +390,7 @@ public:
     std::string forget_connections(const std::vector<std::string>&, const std::vector<std::string>&) override {
         return {};
     }
-    void remove_state(const std::string&) override {}
-    [[nodiscard]] unsigned proxy_uid() const override { return 65534; }
+    void remove_state(const EgressSite&) override {}
     [[nodiscard]] ProxyPlacement placement() const override { return ProxyPlacement::Host; }
     [[nodiscard]] bool host_firewall() const override { return true; }
 

@@ -22,6 +22,7 @@
 #include "agentctl/provider.hpp"
 #include "provider/incus/host_firewall.hpp"
 #include "provider/incus/host_resolver.hpp"
+#include "provider/incus/host_user.hpp"
 #include "provider/incus/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
@@ -50,17 +51,22 @@ enum class ProxyPlacement { Host, Instance };
 [[nodiscard]] Ipv4Net proxy_address(ProxyPlacement placement, const Ipv4Net& bridge);
 
 // What a proxy is started for: the sandbox, its bridge and subnet (the
-// bridge's host address, with the prefix), and the image the sandbox came
-// from (the companion instance is created from it).
+// bridge's host address, with the prefix), the image the sandbox came
+// from (the companion instance is created from it), and who its host
+// processes run as and where their files are (not recorded: a sandbox made
+// before it had ids of its own, which runs them as nobody with its files in
+// this agentctl's state directory).
 struct EgressSite {
     std::string sandbox;
     std::string bridge;
     Ipv4Net subnet;
     std::string image;
+    HostRecord host;
 };
 
 struct ProxyStatus {
-    int pid = 0;  // 0: not running
+    int pid = 0;       // 0: not running (as agentctl started it)
+    unsigned uid = 0;  // the user it runs as, while running
     std::string listen;
     std::string log_path;
     std::string instance;  // the companion's name (instance placement), else empty
@@ -73,13 +79,14 @@ public:
 
     // Writes the policy file the proxy enforces (atomically); a running proxy
     // is told to reload it (SIGHUP).
-    virtual void write_policy(const std::string& sandbox, const policy::NetworkPolicy& network) = 0;
+    virtual void write_policy(const EgressSite& site, const policy::NetworkPolicy& network) = 0;
     // Starts the sandbox's proxy on proxy_address(placement(), site.subnet):
     // k_egress_proxy_port unless it is already running there. Throws
     // agentctl::Error when it does not come up.
     virtual void start_proxy(const EgressSite& site) = 0;
-    // Stops it; true if one was running.
-    virtual bool stop_proxy(const std::string& sandbox) = 0;
+    // Stops it (only the process agentctl started, process_identity.hpp);
+    // true if one was running.
+    virtual bool stop_proxy(const EgressSite& site) = 0;
     [[nodiscard]] virtual ProxyStatus proxy_status(const EgressSite& site) = 0;
     // Prints the proxy's decision log (`logs --network`); returns the exit code.
     virtual int print_network_log(const EgressSite& site, bool follow, bool json, std::ostream& out) = 0;
@@ -89,11 +96,11 @@ public:
     // Starts the sandbox's resolver unless it is already running (`restart`:
     // stops a running one first, so that it takes `spec`). Throws
     // agentctl::Error when it does not come up.
-    virtual void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool restart) = 0;
+    virtual void start_resolver(const EgressSite& site, const ResolverSpec& spec, bool restart) = 0;
     // Stops it; true if one was running.
-    virtual bool stop_resolver(const std::string& sandbox) = 0;
-    // Its pid, 0 when it is not running.
-    [[nodiscard]] virtual int resolver_pid(const std::string& sandbox) = 0;
+    virtual bool stop_resolver(const EgressSite& site) = 0;
+    // Its pid, 0 when it is not running (as agentctl started it).
+    [[nodiscard]] virtual int resolver_pid(const EgressSite& site) = 0;
     // (Re)defines / removes the bridge's firewall table. Idempotent.
     virtual void install_firewall(const FirewallSpec& spec) = 0;
     virtual void remove_firewall(const std::string& bridge) = 0;
@@ -102,19 +109,19 @@ public:
     // sentence when it could not, else empty.
     virtual std::string forget_connections(const std::vector<std::string>& sources,
                                            const std::vector<std::string>& destinations) = 0;
-    // Removes the sandbox's proxy state (policy, log, pid file; the companion
-    // instance). Runs before the bridge is deleted.
-    virtual void remove_state(const std::string& sandbox) = 0;
-    // The uid the proxies run as (the firewall names it).
-    [[nodiscard]] virtual unsigned proxy_uid() const = 0;
+    // Removes the sandbox's proxy state (policy, log, pid file, cgroup; the
+    // companion instance). Runs before the bridge is deleted.
+    virtual void remove_state(const EgressSite& site) = 0;
     [[nodiscard]] virtual ProxyPlacement placement() const = 0;
     // Whether agentctl's nft table guards the bridge (the bridge is on this machine).
     [[nodiscard]] virtual bool host_firewall() const = 0;
 };
 
-// Runs the proxy as a detached local process (as the unprivileged user
-// `nobody`), keeps its files under STATE_DIR/incus/NAME/, and runs
-// `nft` and `conntrack` locally.
+// Runs the proxy and the resolver as detached local processes, as the
+// sandbox's own unprivileged uid (host_user.hpp), in its cgroup
+// (host_cgroup.hpp); keeps their files in the recorded directory
+// (STATE_DIR/incus/NAME/ of the agentctl that created it); runs `nft` and
+// `conntrack` locally.
 [[nodiscard]] std::unique_ptr<EgressHost> make_local_egress_host(ProviderContext& context);
 
 // --preview: reports each step, changes nothing.

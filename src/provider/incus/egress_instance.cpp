@@ -58,7 +58,8 @@ public:
     InstanceEgressHost(ProviderContext& context, Client& client, std::unique_ptr<EgressHost> host_side)
         : m_context(context), m_api(client), m_host(std::move(host_side)) {}
 
-    void write_policy(const std::string& sandbox, const policy::NetworkPolicy& network) override {
+    void write_policy(const EgressSite& site, const policy::NetworkPolicy& network) override {
+        const auto& sandbox = site.sandbox;
         m_policies[sandbox] = policy::to_policy_file(network).dump(2) + "\n";
         const auto name = companion_name(sandbox);
         if (m_api.preview()) {
@@ -124,10 +125,10 @@ public:
         }
     }
 
-    bool stop_proxy(const std::string& sandbox) override {
-        auto companion = ours(sandbox);
+    bool stop_proxy(const EgressSite& site) override {
+        auto companion = ours(site.sandbox);
         if (!companion || companion->value("status", "") != "Running") return false;
-        m_api.change_state(companion_name(sandbox), state_payload("stop", true, -1), 120);
+        m_api.change_state(companion_name(site.sandbox), state_payload("stop", true, -1), 120);
         return true;
     }
 
@@ -201,13 +202,11 @@ public:
     // agentctl's resolver runs on the host side, next to the bridge, when the
     // bridge is this machine's; elsewhere the bridge's own dnsmasq resolves.
     [[nodiscard]] bool runs_resolver() const override { return m_host && m_host->runs_resolver(); }
-    void start_resolver(const std::string& sandbox, const ResolverSpec& spec, bool restart) override {
-        if (m_host) m_host->start_resolver(sandbox, spec, restart);
+    void start_resolver(const EgressSite& site, const ResolverSpec& spec, bool restart) override {
+        if (m_host) m_host->start_resolver(site, spec, restart);
     }
-    bool stop_resolver(const std::string& sandbox) override { return m_host && m_host->stop_resolver(sandbox); }
-    [[nodiscard]] int resolver_pid(const std::string& sandbox) override {
-        return m_host ? m_host->resolver_pid(sandbox) : 0;
-    }
+    bool stop_resolver(const EgressSite& site) override { return m_host && m_host->stop_resolver(site); }
+    [[nodiscard]] int resolver_pid(const EgressSite& site) override { return m_host ? m_host->resolver_pid(site) : 0; }
 
     void install_firewall(const FirewallSpec& spec) override {
         if (m_host) m_host->install_firewall(spec);
@@ -224,8 +223,9 @@ public:
                "close, or at the next stop)";
     }
 
-    void remove_state(const std::string& sandbox) override {
-        if (m_host) m_host->remove_state(sandbox);
+    void remove_state(const EgressSite& site) override {
+        if (m_host) m_host->remove_state(site);
+        const auto& sandbox = site.sandbox;
         const auto name = companion_name(sandbox);
         auto companion = ours(sandbox);
         if (!companion) return;
@@ -234,7 +234,6 @@ public:
         m_api.delete_instance(name);
     }
 
-    [[nodiscard]] unsigned proxy_uid() const override { return m_host ? m_host->proxy_uid() : 65534; }
     [[nodiscard]] ProxyPlacement placement() const override { return ProxyPlacement::Instance; }
     [[nodiscard]] bool host_firewall() const override { return m_host != nullptr; }
 

@@ -60,7 +60,7 @@ table inet {table} {{
 }}
 )NFT",
                        fmt::arg("table", table), fmt::arg("bridge", spec.bridge), fmt::arg("gw", spec.gateway),
-                       fmt::arg("host_dns", host_dns), fmt::arg("host_tcp", host_tcp), fmt::arg("uid", spec.proxy_uid),
+                       fmt::arg("host_dns", host_dns), fmt::arg("host_tcp", host_tcp), fmt::arg("uid", spec.proxy_uids),
                        fmt::arg("direct", direct), fmt::arg("companion", companion), fmt::arg("bridged", bridged));
 }
 

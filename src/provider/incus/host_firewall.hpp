@@ -10,9 +10,9 @@
 // New TCP connections the ACL would refuse get a TCP reset from this table
 // (see FirewallSpec::direct).
 // It also rejects IPv6 from the bridge, forwarding into other agentctl
-// bridges (`agc-*`), and new connections that the egress proxies' user opens
-// into this bridge (so no proxy reaches another sandbox, whatever its policy);
-// the resolver runs as that user too, and its DHCP answers (from port 67,
+// bridges (`agc-*`), and new connections that any sandbox's host processes'
+// uid opens into this bridge (so no proxy reaches another sandbox, whatever its
+// policy); the resolvers run as those uids too, and their DHCP answers (from port 67,
 // which conntrack cannot pair with a broadcast request) are let out.
 //
 // One table per bridge, `inet agentctl-BRIDGE`, replaced as a whole (create
@@ -38,7 +38,9 @@ struct FirewallSpec {
     std::string bridge;   // agc-...
     std::string gateway;  // the bridge's host address, e.g. 10.213.0.1
     std::uint16_t proxy_port = 0;
-    uid_t proxy_uid = 65534;  // the user every egress proxy runs as
+    // Every uid a sandbox's host process (proxy, resolver) may run as, as nft
+    // writes a uid or a set (host_uid_set()).
+    std::string proxy_uids = "65534";
     // What the bridge ACL admits besides the proxy: new TCP connections to
     // anything else are answered with a TCP reset here, at once. (The ACL's
     // own reject answers TCP with ICMP, which the kernel rate-limits: the

@@ -6,9 +6,7 @@
 
 namespace agentctl::provider::incus {
 
-std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const ResolverSpec& spec,
-                                            const ResolverFiles& files, const std::string& user,
-                                            const std::string& group) {
+std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const ResolverSpec& spec) {
     std::vector<std::string> argv{
         dnsmasq,
         "--keep-in-foreground",
@@ -19,15 +17,14 @@ std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const Re
         "--bind-dynamic",
         "--interface=" + spec.bridge,
         "--except-interface=lo",
-        "--pid-file=" + files.pid,
-        "--user=" + user,
-        "--group=" + group,
+        "--user=",
+        "--group=",
         "--log-facility=-",
         "--no-negcache",
         "--no-ident",  // no CHAOS version.bind / servers.bind answers (the upstreams it forwards to)
         // DHCP: the sandbox's one address, for as long as it wants it.
         fmt::format("--dhcp-range={0},{0},{1},infinite", spec.guest, spec.netmask),
-        "--dhcp-leasefile=" + files.leases,
+        "--leasefile-ro",
         "--dhcp-authoritative",
         "--dhcp-rapid-commit",
         "--no-ping",

@@ -1,5 +1,6 @@
 // The sandbox's resolver and DHCP server, run by agentctl on the host where
-// the bridge lives: dnsmasq bound to the bridge, as an unprivileged user.
+// the bridge lives: dnsmasq bound to the bridge, as the sandbox's own
+// unprivileged uid (host_user.hpp).
 //
 // Incus could run it (a managed bridge's own dnsmasq, `raw.dnsmasq`), but it
 // waits half a second after every start of that dnsmasq to see that it did not
@@ -36,19 +37,13 @@ struct ResolverSpec {
     bool operator==(const ResolverSpec&) const = default;
 };
 
-// Where one sandbox's resolver keeps its files (absolute paths; dnsmasq
-// writes both while it is still root).
-struct ResolverFiles {
-    std::string pid;     // written by dnsmasq
-    std::string leases;  // its DHCP lease database
-};
-
 // dnsmasq's command line: in the foreground (the caller detaches it), no
 // configuration file, no /etc/hosts or /etc/resolv.conf, bound to the bridge
-// only, dropping to `user`/`group` once its sockets are open, logging to
-// stderr.
-[[nodiscard]] std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const ResolverSpec& spec,
-                                                          const ResolverFiles& files, const std::string& user,
-                                                          const std::string& group);
+// only, logging to stderr. It is started as the sandbox's own uid with the
+// few capabilities it needs (never as root), so it changes no user itself
+// (`--user=` and `--group=` empty: no user or group to look up), and writes
+// no file: no pid file (agentctl records the process it started), the one
+// lease in memory only.
+[[nodiscard]] std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const ResolverSpec& spec);
 
 }  // namespace agentctl::provider::incus

@@ -91,6 +91,7 @@ EgressSite IncusProvider::site_of(const std::string& name, const Json& instance)
     site.bridge = bridge_name(name);
     site.subnet = parse_ipv4_net(config_value(instance, key::k_subnet)).value_or(Ipv4Net{});
     site.image = config_value(instance, key::k_image);
+    site.host = parse_host_record(instance.value("config", Json::object()));
     return site;
 }
 

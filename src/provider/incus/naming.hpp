@@ -79,6 +79,10 @@ inline constexpr std::string_view k_sandbox = "user.agentctl.sandbox";
 // On the bridge and the ACL, which Incus keeps in the default project whatever
 // the sandbox's: the sandbox's project, absent for the default project.
 inline constexpr std::string_view k_project = "user.agentctl.project";
+// On the instance and its bridge: the uid (and gid) of the sandbox's host
+// processes, and the directory of their files (host_user.hpp).
+inline constexpr std::string_view k_host_uid = "user.agentctl.host.uid";
+inline constexpr std::string_view k_host_state = "user.agentctl.host.state";
 // Where the sandbox's egress proxy runs: "host" (or absent) | "instance".
 inline constexpr std::string_view k_egress = "user.agentctl.egress";
 // On an instance agentctl made that is not a sandbox: what it is

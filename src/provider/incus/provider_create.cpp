@@ -94,6 +94,22 @@ Ipv4Net IncusProvider::choose_subnet() {
     return pick_subnet(*pool, prefix, used);
 }
 
+HostRecord IncusProvider::new_host_record(const std::string& name) {
+    const auto known = m_api.preview() ? std::function<bool(uid_t)>([](uid_t) { return false; })
+                                       : std::function<bool(uid_t)>(&id_known_on_host);
+    return HostRecord{pick_host_id(m_api.networks(), known), default_state_dir(m_context, name)};
+}
+
+HostRecord IncusProvider::record_host_user(const std::string& name) {
+    core::FileLock lock(host_id_lock_path());
+    const auto host = new_host_record(name);
+    m_context.reporter.step(fmt::format("giving the host processes of {} a uid of their own ({})", name, host.uid));
+    const auto record = host_record_config(host);
+    m_api.patch_network_config(bridge_name(name), Json(record));
+    set_records(name, record);
+    return host;
+}
+
 std::string IncusProvider::image_for(const SandboxSpec& spec) {
     auto image = spec.image.empty() ? setting(m_context, config_key::k_image) : spec.image;
     // A preview asks too, when there is a daemon to ask (without one it plans on paper).
@@ -241,10 +257,18 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const auto resolver = resolver_for(confined, placement);
     Ipv4Net subnet;
     AclRules rules;
+    HostRecord host;
     {
         // Serialise subnet choice and bridge creation between agentctl processes.
         std::optional<core::FileLock> lock;
         if (!m_api.preview()) lock.emplace(lock_path(m_context));
+        // The uid of the sandbox's host processes (host_user.hpp), taken under
+        // the host's lock until the bridge that records it exists.
+        std::optional<core::FileLock> ids_lock;
+        if (confined && server_is_this_machine()) {
+            if (!m_api.preview()) ids_lock.emplace(host_id_lock_path());
+            host = new_host_record(spec.name);
+        }
         subnet = choose_subnet();
         if (confined) {
             rules = plan_acl(spec.name, spec.network, subnet.host(1), placement);
@@ -257,6 +281,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
             in_project(network_payload(spec.name, bridge, subnet, confined ? acl_name(spec.name) : "", resolver));
         if (confined && resolver == BridgeResolver::Incus)
             network["config"]["raw.dnsmasq"] = plan_dnsmasq(spec.network);
+        if (host.recorded()) network["config"].update(Json(host_record_config(host)));
         create_bridge(network, spec.target);
     }
     // The host side before the guest exists: no moment without enforcement.
@@ -265,13 +290,14 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const auto proxy_at = proxy_address(placement, subnet.host(1)).address_text();
     std::future<void> proxy;
     if (confined) {
-        proxy = egress_up(EgressSite{spec.name, bridge, subnet.host(1), spec.image}, placement, spec.network, rules,
-                          resolver, !m_api.preview());
+        proxy = egress_up(EgressSite{spec.name, bridge, subnet.host(1), spec.image, host}, placement, spec.network,
+                          rules, resolver, !m_api.preview());
     }
 
     auto config = instance_config(spec, bridge, subnet, confined, idmap);
     if (confined) config[std::string(key::k_egress)] = std::string(to_string(placement));
     config[std::string(key::k_create_pending)] = "true";
+    if (host.recorded()) config.merge(host_record_config(host));
     const auto pool = setting(m_context, config_key::k_storage_pool);
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, proxy_at, k_egress_proxy_port, spec.isolation);
@@ -340,12 +366,29 @@ int IncusProvider::remove_pieces(const std::string& name) {
     // A preview asks for the companion only when the sandbox records one; a
     // real delete always looks (a create may have stopped before recording).
     const bool companion = !m_api.preview() || (instance && placement_of(*instance) == ProxyPlacement::Instance);
-    if (m_api.delete_instance(name)) ++found;
     const auto bridge = bridge_name(name);
-    stop_egress_services(name, *m_egress);
-    // The companion instance (instance placement) goes before its bridge can.
-    if (companion) m_egress_instance->remove_state(name);
     auto network = m_api.network(bridge);
+    // Where its host processes' files are and who they run as: recorded on the
+    // instance, else on the bridge (a create stopped before the instance was
+    // made), whatever this agentctl's state directory is.
+    EgressSite site{name, bridge, {}, {}, {}};
+    const auto config_of = [](const std::optional<Json>& piece) {
+        return piece ? piece->value("config", Json::object()) : Json::object();
+    };
+    for (const auto& config :
+         {config_of(instance), network && owner_of(*network) == name ? config_of(network) : Json::object()}) {
+        if (site.host.recorded()) continue;
+        try {
+            site.host = parse_host_record(config);
+        } catch (const Error& e) {
+            m_context.reporter.warning(fmt::format("{}: {}", name, e.what()));
+        }
+    }
+    if (m_api.delete_instance(name)) ++found;
+    stop_egress_services(site, *m_egress);
+    // The companion instance (instance placement) goes before its bridge can.
+    if (companion) m_egress_instance->remove_state(site);
+    network = m_api.network(bridge);
     // A create killed while Incus was still setting the bridge up leaves it
     // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
     // In a cluster, a create killed between the per-member definitions and the
@@ -375,7 +418,7 @@ int IncusProvider::remove_pieces(const std::string& name) {
         }
     }
     m_egress->remove_firewall(bridge);
-    m_egress->remove_state(name);
+    m_egress->remove_state(site);
     if (auto acl = m_api.acl(acl_name(name))) {
         const auto owner = owner_of(*acl);
         if (owner == name && project_of(*acl) == m_project) {

@@ -107,6 +107,13 @@ private:
     void create_bridge(const Json& network, const std::string& target);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
+    // A uid of its own for the host processes of `name` (host_user.hpp), with
+    // its files in this agentctl's state directory; the caller holds
+    // host_id_lock_path().
+    HostRecord new_host_record(const std::string& name);
+    // For a sandbox made before it had one: a new record, written on its
+    // bridge and instance (under the lock).
+    HostRecord record_host_user(const std::string& name);
     // The ACL for `network` on the bridge of `subnet` (its host address), with
     // the proxy where `placement` puts it. Reports the notes when `report`.
     AclRules plan_acl(const std::string& sandbox, const policy::NetworkPolicy& network, const Ipv4Net& subnet,
@@ -139,6 +146,8 @@ private:
     std::future<void> egress_up(const EgressSite& site, ProxyPlacement placement, const policy::NetworkPolicy& network,
                                 const AclRules& rules, BridgeResolver resolver, bool background);
     // Stops the sandbox's egress proxy and resolver, saying so for each that ran.
+    void stop_egress_services(const EgressSite& site, EgressHost& host);
+    // The same for the sandbox `name` (its site from its instance).
     void stop_egress_services(const std::string& name, EgressHost& host);
     // egress_up from what the instance records (start: also after a host reboot).
     void restore_egress(const std::string& name, const Json& instance);

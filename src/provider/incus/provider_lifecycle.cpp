@@ -289,8 +289,19 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
         }
     }
     // The host side first (firewall table, policy, proxy): after a host reboot
-    // none of it exists, and a crashed proxy is started again.
-    restore_egress(name, instance);
+    // none of it exists, and a crashed proxy is started again. A running
+    // sandbox whose proxy or resolver cannot be put in place (another process
+    // holds its address) does not keep running beside it.
+    try {
+        restore_egress(name, instance);
+    } catch (const Error&) {
+        if (running(instance) && !m_api.preview()) {
+            m_context.reporter.step(
+                fmt::format("stopping {}: its egress proxy or resolver could not be put in place", name));
+            m_api.change_state(name, state_payload("stop", true, -1), 120);
+        }
+        throw;
+    }
     if (!running(instance) || m_api.preview()) {
         auto mounts = parse_mounts_record(config_value(instance, key::k_mounts));
         // Every recorded mount is checked again from its canonical path: a
@@ -317,15 +328,16 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
 void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     auto instance = require_instance(name);
     auto& host = egress(placement_of(instance));
+    const auto site = site_of(name, instance);
     if (!running(instance) && !m_api.preview()) {
         m_context.reporter.step(fmt::format("{} is already stopped", name));
-        stop_egress_services(name, host);
+        stop_egress_services(site, host);
         return;
     }
     m_context.reporter.step(fmt::format("stopping {}", name));
     const int timeout = request.timeout_seconds.value_or(request.force ? -1 : 30);
     m_api.change_state(name, state_payload("stop", request.force, timeout), (timeout > 0 ? timeout : 30) + 60);
-    stop_egress_services(name, host);
+    stop_egress_services(site, host);
 }
 
 InstanceInfo IncusProvider::to_info(const Json& instance) const {

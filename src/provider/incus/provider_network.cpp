@@ -9,6 +9,7 @@
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
 #include "agentctl/host_network.hpp"
+#include "provider/common/process_identity.hpp"
 #include "provider/incus/naming.hpp"
 #include "provider/incus/provider_impl.hpp"
 #include "provider/incus/proxy_instance.hpp"
@@ -35,9 +36,7 @@ AclRules IncusProvider::plan_acl(const std::string& sandbox, const policy::Netwo
 
 FirewallSpec IncusProvider::firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
                                           const AclRules& rules, const policy::NetworkPolicy& network) {
-    FirewallSpec spec{
-        bridge, subnet.host(1).address_text(), k_egress_proxy_port, egress(placement).proxy_uid(), rules.direct, {},
-        {}};
+    FirewallSpec spec{bridge, subnet.host(1).address_text(), k_egress_proxy_port, host_uid_set(), rules.direct, {}, {}};
     spec.dns = !network.dns.disabled;
     if (placement == ProxyPlacement::Instance) {
         spec.proxy_instance = proxy_address(placement, subnet).address_text();
@@ -83,7 +82,7 @@ std::future<void> IncusProvider::egress_up(const EgressSite& site, ProxyPlacemen
                                            BridgeResolver resolver, bool background) {
     auto& host = egress(placement);
     if (host.host_firewall()) host.install_firewall(firewall_spec(site.bridge, site.subnet, placement, rules, network));
-    host.write_policy(site.sandbox, network);
+    host.write_policy(site, network);
     std::optional<ResolverSpec> resolver_spec;
     if (resolver == BridgeResolver::Host) {
         resolver_spec = plan_resolver(site.bridge, site.subnet, network);
@@ -97,7 +96,7 @@ std::future<void> IncusProvider::egress_up(const EgressSite& site, ProxyPlacemen
                           companion_name(site.sandbox), where, k_egress_proxy_port)
             : fmt::format("starting the egress proxy of {} on {}:{}", site.sandbox, where, k_egress_proxy_port));
     auto services_up = [&host, site, resolver_spec] {
-        if (resolver_spec) host.start_resolver(site.sandbox, *resolver_spec, false);
+        if (resolver_spec) host.start_resolver(site, *resolver_spec, false);
         host.start_proxy(site);
     };
     if (!background) {
@@ -108,23 +107,28 @@ std::future<void> IncusProvider::egress_up(const EgressSite& site, ProxyPlacemen
     return std::async(std::launch::async, services_up);
 }
 
+void IncusProvider::stop_egress_services(const EgressSite& site, EgressHost& host) {
+    if (host.stop_proxy(site)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", site.sandbox));
+    if (host.stop_resolver(site)) m_context.reporter.step(fmt::format("stopped the resolver of {}", site.sandbox));
+}
+
 void IncusProvider::stop_egress_services(const std::string& name, EgressHost& host) {
-    if (host.stop_proxy(name)) m_context.reporter.step(fmt::format("stopped the egress proxy of {}", name));
-    if (host.stop_resolver(name)) m_context.reporter.step(fmt::format("stopped the resolver of {}", name));
+    stop_egress_services(site_of(name, require_instance(name)), host);
 }
 
 void IncusProvider::restore_egress(const std::string& name, const Json& instance) {
     const auto text = config_value(instance, key::k_network);
     if (text.empty()) return;
     const auto network = policy::from_policy_file(Json::parse(text));
-    const auto site = site_of(name, instance);
+    auto site = site_of(name, instance);
     if (site.subnet.prefix == 0) return;
+    if (!site.host.recorded() && server_is_this_machine() && !m_api.preview()) site.host = record_host_user(name);
     const auto placement = placement_of(instance);
     const auto resolver = recorded_resolver(instance);
     if (!network.enabled) {
         // No policy (it was detached), but agentctl's resolver still serves DHCP and DNS.
         if (resolver == BridgeResolver::Host) {
-            egress(placement).start_resolver(name, plan_resolver(site.bridge, site.subnet, network), false);
+            egress(placement).start_resolver(site, plan_resolver(site.bridge, site.subnet, network), false);
         }
         return;
     }
@@ -139,9 +143,16 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
     if (!gateway) return;
     const auto placement = placement_of(instance);
     auto& host = egress(placement);
-    const auto status = host.proxy_status(site_of(info.name, instance));
+    const auto site = site_of(info.name, instance);
+    const auto status = host.proxy_status(site);
     const auto restart = fmt::format("`agentctl start {}` restarts it", info.name);
-    HostProcess proxy{status.listen, status.pid > 0, status.pid, "nobody", "host", {}, status.log_path, status.problem};
+    // The host's proxy runs as the sandbox's own uid (as status finds it); the
+    // companion's as nobody inside its instance.
+    HostProcess proxy{
+        status.listen,   status.pid > 0,
+        status.pid,      placement == ProxyPlacement::Host && status.pid > 0 ? common::user_text(status.uid) : "nobody",
+        "host",          {},
+        status.log_path, status.problem};
     if (placement == ProxyPlacement::Instance) {
         proxy.where = "instance " + status.instance;
         info.extra.emplace_back("Egress proxy",
@@ -156,9 +167,11 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
                                                        "is the only enforcement point)");
     } else {
         info.extra.emplace_back(
-            "Egress proxy",
-            proxy.running ? fmt::format("{} (running, pid {}, as {})", status.listen, status.pid, proxy.user)
-                          : fmt::format("{} (NOT running: the sandbox has no egress; {})", status.listen, restart));
+            "Egress proxy", proxy.running
+                                ? fmt::format("{} (running, pid {}, as {})", status.listen, status.pid, proxy.user)
+                            : status.problem.empty()
+                                ? fmt::format("{} (NOT running: the sandbox has no egress; {})", status.listen, restart)
+                                : fmt::format("{} (NOT running: {}; {})", status.listen, status.problem, restart));
     }
     info.egress_proxy = proxy;
     if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
@@ -169,9 +182,9 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
                                                  : "answers no name: network.dns.disabled";
     if (recorded_resolver(instance) == BridgeResolver::Host) {
         resolver.where = "host";
-        resolver.pid = m_egress->resolver_pid(info.name);
+        resolver.pid = m_egress->resolver_pid(site);
         resolver.running = resolver.pid > 0;
-        resolver.user = "nobody";
+        resolver.user = resolver.running ? common::user_text(common::process_uid(resolver.pid).value_or(0)) : "";
         info.extra.emplace_back(
             "Resolver", resolver.running
                             ? fmt::format("{} ({}; agentctl's dnsmasq, pid {}, as {})", gateway->address_text(),
@@ -213,7 +226,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     auto restart_resolver = [&] {
         if (resolver != BridgeResolver::Host) return;
         m_context.reporter.step(fmt::format("restarting the resolver of {}", name));
-        host.start_resolver(name, plan_resolver(bridge, site.subnet, network), true);
+        host.start_resolver(site, plan_resolver(bridge, site.subnet, network), true);
     };
     if (network.enabled) {
         auto rules = plan_acl(name, network, site.subnet, placement);
@@ -233,7 +246,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         restart_resolver();
         m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
         if (host.host_firewall()) host.install_firewall(firewall_spec(bridge, site.subnet, placement, rules, network));
-        host.write_policy(name, network);
+        host.write_policy(site, network);
         // The ACL admits established connections first: forget those to the
         // IP destinations it no longer admits, so that they are cut now.
         if (old && old->enabled && !m_api.preview()) {
@@ -258,7 +271,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = "";
         m_api.patch_network_config(bridge, bridge_patch);
         m_api.delete_acl(acl);
-        host.write_policy(name, network);
+        host.write_policy(site, network);
         restart_resolver();
     }
     // The recorded widenings follow the new policy.

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
 #include "core/config.hpp"
+#include "policy/profile.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
@@ -103,6 +105,22 @@ std::string validate_image_remote(std::string_view value) {
                        k_community_images, value);
 }
 
+std::string validate_count(std::string_view value) {
+    std::uint64_t number = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (!value.empty() && ec == std::errc() && end == value.data() + value.size() && number > 0 &&
+        number <= 1'000'000) {
+        return {};
+    }
+    return fmt::format("must be a whole number from 1 to 1000000 (got '{}')", value);
+}
+
+std::string validate_amount_of_memory(std::string_view value) {
+    const auto bytes = policy::parse_size(value);
+    if (bytes && *bytes >= 4 * 1024 * 1024) return {};
+    return fmt::format("must be a size of at least 4MiB, such as 256MiB or 1GiB (got '{}')", value);
+}
+
 constexpr std::array k_settings{
     ConfigKey{config_key::k_subnet_pool, "the IPv4 range sandbox bridges take their subnets from", k_default_pool,
               KeyPolicy::UserMayOverride, &validate_cidr},
@@ -132,6 +150,21 @@ constexpr std::array k_settings{
     ConfigKey{config_key::k_image_remote,
               "the simplestreams server `image pull` copies from: images (the community server) or its URL", "images",
               KeyPolicy::OrgLocks, &validate_image_remote},
+    ConfigKey{config_key::k_proxy_max_tunnels,
+              "connections each Incus sandbox's egress proxy holds open to destinations at once; more are answered "
+              "503 tunnel-limit (taken when the proxy next starts)",
+              "256", KeyPolicy::OrgLocks, &validate_count},
+    ConfigKey{config_key::k_host_memory,
+              "memory the host processes of one Incus sandbox (its egress proxy and resolver) may use together, in "
+              "their cgroup (cgroup v2: socket memory included)",
+              "256MiB", KeyPolicy::OrgLocks, &validate_amount_of_memory},
+    ConfigKey{config_key::k_host_socket_memory,
+              "TCP socket memory the host processes of one Incus sandbox may hold together (cgroup v1; v2 counts it "
+              "in incus.hostMemory)",
+              "128MiB", KeyPolicy::OrgLocks, &validate_amount_of_memory},
+    ConfigKey{config_key::k_host_processes,
+              "processes and threads the host processes of one Incus sandbox may run together", "64",
+              KeyPolicy::OrgLocks, &validate_count},
 };
 
 }  // namespace
@@ -144,6 +177,17 @@ std::string setting(const ProviderContext& context, std::string_view key) {
     auto spec = std::find_if(k_settings.begin(), k_settings.end(), [&](const auto& k) { return k.name == key; });
     if (spec == k_settings.end()) throw Error(fmt::format("internal error: {} is not an Incus setting", key));
     return std::string(spec->default_value);
+}
+
+std::uint64_t setting_amount(const ProviderContext& context, std::string_view key) {
+    const auto value = setting(context, key);
+    auto spec = std::find_if(k_settings.begin(), k_settings.end(), [&](const auto& k) { return k.name == key; });
+    if (auto problem = spec->validate(value); !problem.empty()) {
+        throw Error(fmt::format("setting {}: {}", key, problem),
+                    fmt::format("agentctl config set {}={}", key, spec->default_value));
+    }
+    if (spec->validate == &validate_count) return std::stoull(value);
+    return *policy::parse_size(value);
 }
 
 std::string image_server_url(std::string_view image_remote) {

@@ -6,6 +6,7 @@
 // declared here.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -25,6 +26,10 @@ inline constexpr std::string_view k_remote = "incus.remote";
 inline constexpr std::string_view k_project = "incus.project";
 inline constexpr std::string_view k_proxy_placement = "incus.proxyPlacement";
 inline constexpr std::string_view k_image_remote = "incus.imageRemote";
+inline constexpr std::string_view k_proxy_max_tunnels = "incus.proxyMaxTunnels";
+inline constexpr std::string_view k_host_memory = "incus.hostMemory";
+inline constexpr std::string_view k_host_socket_memory = "incus.hostSocketMemory";
+inline constexpr std::string_view k_host_processes = "incus.hostProcesses";
 }  // namespace config_key
 
 // Every `incus.*` key, in display order.
@@ -33,6 +38,10 @@ inline constexpr std::string_view k_image_remote = "incus.imageRemote";
 // The value of `key` (one of config_key::k_*) in the context's settings, or the
 // table's default when it is unset or empty.
 [[nodiscard]] std::string setting(const ProviderContext& context, std::string_view key);
+
+// The number or size (parse_size: 256MiB, 1GiB, bytes) a limit key holds.
+// Throws agentctl::Error naming the key for a value its validator refuses.
+[[nodiscard]] std::uint64_t setting_amount(const ProviderContext& context, std::string_view key);
 
 // The simplestreams server an incus.imageRemote value names: `images` (the
 // name the incus client gives the community image server) is

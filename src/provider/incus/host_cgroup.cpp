@@ -1,0 +1,107 @@
+#include "provider/incus/host_cgroup.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view k_parent = "agentctl";
+
+bool unified(const std::string& root) {
+    std::ifstream controllers(fs::path(root) / "cgroup.controllers");
+    std::string line;
+    std::getline(controllers, line);
+    return line.find("memory") != std::string::npos && line.find("pids") != std::string::npos;
+}
+
+// Writes `value` to the control file; a limit the kernel refuses because the
+// cgroup holds more than that (EBUSY) is noted in `kept`.
+void write_value(const fs::path& file, std::uint64_t value, std::vector<std::string>& kept) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+    const auto text = std::to_string(value);
+    const bool ok = fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    const int error = errno;
+    if (fd >= 0) ::close(fd);
+    if (ok) return;
+    if (error == EBUSY) {
+        kept.push_back(
+            fmt::format("{} stays as it was: the processes there still hold more than {} bytes (it is "
+                        "set at their next start)",
+                        file.string(), value));
+        return;
+    }
+    throw Error(fmt::format("cannot write {} to {}: {}", value, file.string(), std::strerror(error)),
+                "agentctl must run as root, with the memory and pids cgroup controllers mounted");
+}
+
+void enable_controllers(const fs::path& file) {
+    std::ofstream out(file);
+    out << "+memory +pids";
+    out.flush();
+    if (!out) {
+        throw Error(
+            fmt::format("cannot enable the memory and pids controllers in {}: {}", file.string(), std::strerror(errno)),
+            "agentctl must run as root, with the memory and pids cgroup controllers mounted");
+    }
+}
+
+fs::path make_dir(const fs::path& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) {
+        throw Error(fmt::format("cannot create cgroup {}: {}", dir.string(), ec.message()),
+                    "agentctl must run as root, with the memory and pids cgroup controllers mounted");
+    }
+    return dir;
+}
+
+}  // namespace
+
+std::vector<std::string> cgroup_dirs(const std::string& name, const std::string& root) {
+    if (unified(root)) return {(fs::path(root) / k_parent / name).string()};
+    return {(fs::path(root) / "memory" / k_parent / name).string(),
+            (fs::path(root) / "pids" / k_parent / name).string()};
+}
+
+PreparedCgroup prepare_cgroup(const std::string& name, const CgroupLimits& limits, const std::string& root) {
+    const auto dirs = cgroup_dirs(name, root);
+    PreparedCgroup prepared;
+    if (unified(root)) {
+        // The controllers are handed down from the root to agentctl/ to NAME.
+        enable_controllers(fs::path(root) / "cgroup.subtree_control");
+        make_dir(fs::path(root) / k_parent);
+        enable_controllers(fs::path(root) / k_parent / "cgroup.subtree_control");
+        const auto dir = make_dir(dirs[0]);
+        write_value(dir / "memory.max", limits.memory_bytes, prepared.kept);
+        write_value(dir / "pids.max", limits.processes, prepared.kept);
+        prepared.procs = {(dir / "cgroup.procs").string()};
+        return prepared;
+    }
+    const auto memory = make_dir(dirs[0]);
+    const auto pids = make_dir(dirs[1]);
+    write_value(memory / "memory.limit_in_bytes", limits.memory_bytes, prepared.kept);
+    if (std::error_code ec; fs::exists(memory / "memory.kmem.tcp.limit_in_bytes", ec)) {
+        write_value(memory / "memory.kmem.tcp.limit_in_bytes", limits.socket_memory_bytes, prepared.kept);
+    }
+    write_value(pids / "pids.max", limits.processes, prepared.kept);
+    prepared.procs = {(memory / "cgroup.procs").string(), (pids / "cgroup.procs").string()};
+    return prepared;
+}
+
+void remove_cgroup(const std::string& name, const std::string& root) {
+    for (const auto& dir : cgroup_dirs(name, root)) ::rmdir(dir.c_str());
+}
+
+}  // namespace agentctl::provider::incus
