@@ -386,6 +386,8 @@ const std::vector<Entry> k_documented = {
     {"plain", Mode::Run, "agentctl config set profileDir=/opt/corp/agentctl-profiles"},
     {"plain", Mode::Run, "agentctl config set incus.project=agents"},
     {"plain", Mode::Surface, "agentctl exec -- true"},
+    {"plain", Mode::Surface, "agentctl cp ./src NAME:/workspace"},
+    {"plain", Mode::Surface, "agentctl cp NAME:/workspace/out ./out"},
 };
 
 const std::set<std::string> k_sandbox_names = {"demo", "work", "test"};
@@ -478,7 +480,8 @@ TEST_CASE("every agentctl command in README.md and docs/ runs") {
                 auto& cli = *scenario.cli;
                 // Test networks come from a range of their own; a VM-less host needs containers.
                 cli.write(cli.config_file(), "incus.subnetPool: \"10.221.0.0/16\"\n");
-                if (real) {
+                // The agent scenario's previews ask the daemon too, and get its refusal of VMs.
+                if (real || name == "agent") {
                     cli.write(
                         cli.home() / ".config/agentctl/profiles/default.yaml",
                         "apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  isolation: container\n"
