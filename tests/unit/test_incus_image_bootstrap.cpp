@@ -35,7 +35,7 @@ TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd t
     CHECK(plan.debootstrap ==
           std::vector<std::string>{"debootstrap", "--variant=minbase",
                                    "--include=systemd-sysv,udev,curl,python3-minimal,iproute2,sudo,ca-certificates,"
-                                   "nodejs,npm,git,procps",
+                                   "git,procps",
                                    "bookworm", plan.work_dir + "/rootfs", "http://deb.debian.org/debian"});
     CHECK(plan.enable_networkd ==
           std::vector<std::string>{"chroot", plan.work_dir + "/rootfs", "systemctl", "enable", "systemd-networkd"});
@@ -43,9 +43,9 @@ TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd t
     CHECK(plan.networkd_unit.find("DHCP=ipv4") != std::string::npos);
     CHECK(plan.metadata.starts_with("architecture: x86_64\ncreation_date: 1700000000\n"));
     CHECK(plan.metadata.find("  architecture: amd64\n") != std::string::npos);
-    // What it carries, for create's check of an agent's tools (Node.js and npm included).
+    // What it carries, for create's check of an agent's tools.
     CHECK(plan.metadata.find("  agentctl.packages: \"systemd-sysv udev curl python3-minimal iproute2 sudo "
-                             "ca-certificates nodejs npm git procps\"\n") != std::string::npos);
+                             "ca-certificates git procps\"\n") != std::string::npos);
     CHECK(plan.metadata.find("/etc/hostname: {when: [create, copy], template: hostname.tpl}") != std::string::npos);
     CHECK(plan.pack.back() == "rootfs");
     CHECK(plan.pack[6] == plan.tarball + ".tmp");

@@ -25,10 +25,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // What agentctl needs in a guest: an init, udev for eth0, the tools its
-// guest scripts and agent installers use (curl, and Node.js with npm for the
-// agents installed from npm), and sudo for --root.
-constexpr const char* k_base_packages[] = {"systemd-sysv",    "udev",   "curl", "python3-minimal", "iproute2", "sudo",
-                                           "ca-certificates", "nodejs", "npm"};
+// guest scripts and the curl installers use, and sudo for --root. Not npm:
+// Debian's npm does not configure inside debootstrap's minbase build, so the
+// agents installed from npm ask for it (`--package nodejs --package npm`).
+constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",           "python3-minimal",
+                                           "iproute2",     "sudo", "ca-certificates"};
 
 // A short, stable name for a package list (FNV-1a): the cached tarball of
 // another list is another file, so a changed list is built anew.
