@@ -71,7 +71,14 @@ fi
 export INCUS_DIR=$DIR   # every incus and agentctl call below talks to the private daemon,
 unset INCUS_PROJECT     # in its default project, its only one
 in_ns() { ip netns exec "$NS" "$@"; }
-agentctl() { in_ns "$AGENTCTL" --provider incus "$@"; }
+# `ip netns exec` mounts a fresh /sys, without the cgroup hierarchies that
+# agentctl puts each sandbox's proxy and resolver in: the memory and pids ones
+# are mounted again in that command's own mount namespace.
+agentctl() {
+  in_ns sh -c 'mount -t tmpfs agentctl-cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/memory /sys/fs/cgroup/pids &&
+    mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory && mount -t cgroup -o pids cgroup /sys/fs/cgroup/pids &&
+    exec "$@"' sh "$AGENTCTL" --provider incus "$@"
+}
 in_s() { agentctl exec "$S" -- "$@"; }
 json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 nothing_made() {  # no instance, no agentctl bridge, no ACL in the private daemon

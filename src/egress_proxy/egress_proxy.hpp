@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace agentctl::egress_proxy {
 
@@ -106,5 +107,10 @@ int run_egress_proxy(const ProxyOptions& options);
 // and returns 0 (the proxy has not run yet) unless following. Returns the exit
 // code; malformed lines are shown as-is in table mode, never fatal.
 int print_network_log(const std::string& log_path, bool follow, bool json, std::ostream& out);
+
+// Every file of the decision log at `log_path`, each one's rotated file
+// first: PATH.1, PATH, PATH.refused.1, PATH.refused (the refusals are kept
+// apart, refusal_log.hpp). print_network_log reads them all.
+[[nodiscard]] std::vector<std::string> kept_log_files(const std::string& log_path);
 
 }  // namespace agentctl::egress_proxy

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "egress_proxy/access_log.hpp"
+#include "egress_proxy/egress_proxy.hpp"
 
 namespace agentctl::egress_proxy {
 
@@ -26,9 +27,6 @@ inline constexpr std::size_t k_refusals_per_second = 50;
 
 // The file the refusals of the decision log at `log_path` go to.
 [[nodiscard]] std::string refusal_log_path(const std::string& log_path);
-// Every file of the decision log at `log_path`, each one's rotated file
-// first: PATH.1, PATH, PATH.refused.1, PATH.refused.
-[[nodiscard]] std::vector<std::string> kept_log_files(const std::string& log_path);
 
 // Thread-safe (the proxy's event loops share it).
 class RefusalLog {

@@ -131,6 +131,10 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
             ::dup2(out_fd, STDOUT_FILENO);
             ::dup2(out_fd, STDERR_FILENO);
         }
+        // Nothing else of the caller's goes along: a descriptor it holds (a
+        // lock, a socket, a file it is writing) must not live on in a process
+        // that runs for the sandbox's lifetime, as another user.
+        ::close_range(3, ~0U, 0);
         if (!join_cgroups(cgroups)) child_fail("agentctl: cannot join the sandbox's cgroup\n", 126);
         if (dir != nullptr && ::chdir(dir) != 0) child_fail("agentctl: cannot enter the proxy's directory\n", 126);
         if (run_as && !drop_privileges(*run_as, capabilities)) {

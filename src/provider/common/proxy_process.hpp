@@ -39,8 +39,8 @@ struct SpawnOptions {
 };
 
 // Runs `argv` (argv[0] an absolute path) detached: new session, stdin from
-// /dev/null. Returns the grandchild's pid. Throws agentctl::Error when it
-// cannot fork.
+// /dev/null, none of this process's other descriptors open. Returns the grandchild's pid. Throws agentctl::Error when
+// it cannot fork.
 int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options);
 
 // True when a TCP connection to ADDRESS:PORT (IPv4 or IPv6 literal) is accepted.

@@ -14,8 +14,10 @@
 #include <future>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -167,25 +169,41 @@ public:
         const auto name = companion_name(site.sandbox);
         const auto local =
             fs::temp_directory_path() / fmt::format("agentctl-egress-log-{}-{}", site.sandbox, ::getpid());
+        // The proxy's log files in the companion (the decisions, the refusals and
+        // their rotated copies), each copied to the same name beside `local`.
+        const auto remote_files = egress_proxy::kept_log_files(companion_log_path());
+        const auto local_files = egress_proxy::kept_log_files(local.string());
         struct Remove {
-            fs::path path;
+            std::vector<std::string> paths;
             ~Remove() {
                 std::error_code ec;
-                fs::remove(path, ec);
+                for (const auto& path : paths) fs::remove(path, ec);
             }
-        } remove{local};
-        const auto fetch = [this, name, local] {
-            std::string text;
-            try {
-                text = m_api.pull_file(name, companion_log_path());
-            } catch (const NotFound&) {
-                text.clear();  // nothing logged yet
+        } remove{local_files};
+        // What each copy holds: a file that only grew is appended to (a follower
+        // reads on), one that changed otherwise (rotated) is replaced.
+        auto copied = std::make_shared<std::vector<std::string>>(remote_files.size());
+        const auto fetch = [this, name, remote_files, local_files, copied] {
+            for (std::size_t i = 0; i < remote_files.size(); ++i) {
+                std::string text;
+                try {
+                    text = m_api.pull_file(name, remote_files[i]);
+                } catch (const NotFound&) {
+                    text.clear();  // nothing logged there yet
+                }
+                auto& before = (*copied)[i];
+                if (text == before) continue;
+                if (text.starts_with(before) && !before.empty()) {
+                    std::ofstream(local_files[i], std::ios::binary | std::ios::app) << text.substr(before.size());
+                } else {
+                    core::write_file_atomic(local_files[i], text, 0600);
+                }
+                before = std::move(text);
             }
-            core::write_file_atomic(local, text, 0600);
         };
         fetch();
         if (!follow) return egress_proxy::print_network_log(local.string(), false, json, out);
-        // --follow: the copy is refreshed every second while the local follower reads it.
+        // --follow: the copies are refreshed every second while the local follower reads them.
         std::thread([fetch] {
             for (;;) {
                 std::this_thread::sleep_for(std::chrono::seconds(1));

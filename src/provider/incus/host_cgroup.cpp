@@ -89,6 +89,17 @@ PreparedCgroup prepare_cgroup(const std::string& name, const CgroupLimits& limit
         prepared.procs = {(dir / "cgroup.procs").string()};
         return prepared;
     }
+    for (const auto* controller : {"memory", "pids"}) {
+        std::error_code ec;
+        if (!fs::exists(fs::path(root) / controller / "cgroup.procs", ec)) {
+            throw Error(fmt::format("the {} cgroup controller is not mounted at {} (agentctl keeps each "
+                                    "sandbox's proxy and resolver within limits there)",
+                                    controller, (fs::path(root) / controller).string()),
+                        fmt::format("mount it (`mount -t cgroup -o {0} cgroup {1}/{0}`); `ip netns exec` "
+                                    "remounts /sys without the cgroup hierarchies",
+                                    controller, root));
+        }
+    }
     const auto memory = make_dir(dirs[0]);
     const auto pids = make_dir(dirs[1]);
     write_value(memory / "memory.limit_in_bytes", limits.memory_bytes, prepared.kept);

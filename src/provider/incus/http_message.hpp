@@ -44,18 +44,28 @@ namespace http = boost::beast::http;
 }
 
 // ByteStream's reads and writes (websockets) over a synchronous Asio stream of
-// either transport: 0 / false on any error.
+// either transport: 0 / false on any error. A signal that arrives while one
+// waits (exec forwards Ctrl-C to the command) interrupts Asio's wait even
+// under SA_RESTART, on a socket that an asynchronous connect left in
+// non-blocking mode: that is no error, the read or write goes on.
 template <typename Stream>
 [[nodiscard]] std::size_t read_some_from(Stream& stream, char* out, std::size_t size) {
-    boost::beast::error_code ec;
-    const auto n = stream.read_some(boost::asio::buffer(out, size), ec);
-    return ec ? 0 : n;
+    for (;;) {
+        boost::beast::error_code ec;
+        const auto n = stream.read_some(boost::asio::buffer(out, size), ec);
+        if (ec == boost::asio::error::interrupted && n == 0) continue;
+        return ec ? 0 : n;
+    }
 }
 template <typename Stream>
 [[nodiscard]] bool write_all_to(Stream& stream, const char* data, std::size_t size) {
-    boost::beast::error_code ec;
-    boost::asio::write(stream, boost::asio::buffer(data, size), ec);
-    return !ec;
+    for (;;) {
+        boost::beast::error_code ec;
+        const auto n = boost::asio::write(stream, boost::asio::buffer(data, size), ec);
+        if (ec != boost::asio::error::interrupted) return !ec;
+        data += n;
+        size -= n;
+    }
 }
 
 // Runs `exchange` (one request) and logs it at info level (-v): `who` (the
