@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "agentctl/error.hpp"
 
 namespace agentctl::core {
@@ -38,7 +40,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
         std::filesystem::create_directories(dir, ec);
         if (ec) throw Error("cannot create directory " + dir.string() + ": " + ec.message());
     }
-    std::string tmp = (dir / ("." + path.filename().string() + ".tmpXXXXXX")).string();
+    std::string tmp = (dir / fmt::format(".{}.tmpXXXXXX", path.filename().string())).string();
     int fd = ::mkstemp(tmp.data());
     if (fd < 0) fail("cannot create a temporary file next to", path, errno);
     try {

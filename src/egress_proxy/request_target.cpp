@@ -107,11 +107,10 @@ std::variant<RequestTarget, TargetError> parse_request_target(std::string_view m
         t->kind = RequestKind::Forward;
         std::string_view path = path_start == std::string_view::npos ? std::string_view{} : rest.substr(path_start);
         if (auto hash = path.find('#'); hash != std::string_view::npos) path = path.substr(0, hash);
-        if (path.empty() || path.front() != '/') {
-            t->origin_form = "/" + std::string(path);
-        } else {
-            t->origin_form = std::string(path);
-        }
+        // "http://h?q" asks for "/?q".
+        t->origin_form.reserve(path.size() + 1);
+        if (path.empty() || path.front() != '/') t->origin_form.push_back('/');
+        t->origin_form.append(path);
     }
     return result;
 }

@@ -94,7 +94,7 @@ std::string rule_text(const AllowRule& rule) {
 
 Decision port_refusal(const AllowRule& rule, std::string_view what, std::uint16_t port) {
     std::string ports;
-    for (auto p : rule.ports) ports += (ports.empty() ? "" : ",") + std::to_string(p);
+    for (auto p : rule.ports) ports.append(ports.empty() ? "" : ",").append(std::to_string(p));
     auto decision = refusal(Reason::PortNotAllowed, fmt::format("{} is allowed only on port {} by {}, not on port {}",
                                                                 what, ports, rule_text(rule), port));
     decision.rule = rule;

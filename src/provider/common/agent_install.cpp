@@ -27,7 +27,7 @@ std::vector<std::string> agent_install_argv(const policy::Agent& agent) {
 
 std::string agent_tools_script(const policy::Agent& agent) {
     std::string tools;
-    for (auto tool : agent.needs) tools += " " + shell_quote(std::string(tool));
+    for (auto tool : agent.needs) tools.append(" ").append(shell_quote(std::string(tool)));
     return fmt::format(
         "rc=0; for t in{}; do command -v \"$t\" >/dev/null 2>&1 || {{ echo \"$t\"; rc=1; }}; done; "
         "exit $rc",

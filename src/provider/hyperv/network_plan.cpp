@@ -141,7 +141,7 @@ void allow_rule(const Layout& layout, const policy::AllowRule& rule, int base, P
                            acl(layout, {"Allow", "Outbound", "-RemoteIPAddress $a -Protocol TCP", "$w", true}));
     } else {
         std::string ports;
-        for (auto port : rule.ports) ports += (ports.empty() ? "" : ",") + fmt::format("'{}'", port);
+        for (auto port : rule.ports) ports.append(ports.empty() ? "" : ",").append(fmt::format("'{}'", port));
         body = fmt::format(
             "foreach ($p in {}) {{ {}; $w++ }}", ports,
             acl(layout, {"Allow", "Outbound", "-RemoteIPAddress $a -RemotePort $p -Protocol TCP", "$w", true}));

@@ -79,7 +79,7 @@ AclRules build_acl_rules(const policy::NetworkPolicy& policy, const AclContext& 
         // to the bridge's own resolver is admitted by Incus before any rule.
         std::string refused = context.gateway + "/32";
         for (const auto& address : context.host_own) {
-            if (!address.v6) refused += "," + host_cidr(address);
+            if (!address.v6) refused.append(",").append(host_cidr(address));
         }
         for (const auto& range : context.proxy_refused) refused += "," + range;
         rules.add(refused, "", "", "the egress proxy instance never reaches the host or other sandboxes",

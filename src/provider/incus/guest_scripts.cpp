@@ -83,7 +83,7 @@ std::string detect_package_manager_script() {
 
 std::vector<std::string> package_install_argv(const std::string& manager, const std::vector<std::string>& packages) {
     std::string list;
-    for (const auto& p : packages) list += " " + shell_quote(p);
+    for (const auto& p : packages) list.append(" ").append(shell_quote(p));
     std::string script;
     if (manager == "apt") {
         script =

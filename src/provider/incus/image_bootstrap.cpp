@@ -98,7 +98,7 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
     BootstrapPlan plan;
     const auto architecture = options.architecture.empty() ? machine_architecture() : options.architecture;
     std::string include;
-    for (const char* package : k_base_packages) include += (include.empty() ? "" : ",") + std::string(package);
+    for (const char* package : k_base_packages) include.append(include.empty() ? "" : ",").append(package);
     for (const auto& neutral : options.packages) {
         for (const auto& name : policy::package_names_for(neutral, policy::PackageManager::Apt)) include += "," + name;
     }
