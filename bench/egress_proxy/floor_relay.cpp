@@ -1,7 +1,7 @@
 // A floor for the figures of bench/egress_proxy/run.sh: the least a CONNECT
 // relay can do in user space on this machine, so that each figure can be read
 // against what any proxy could reach here, not only against direct access
-// (docs/benchmarks.md, ninth pass).
+// (docs/benchmarks-history.md, ninth pass).
 //
 //   floor_relay --listen ADDR:PORT [--loops N]
 //
@@ -12,7 +12,7 @@
 // N loops (default 1), each a thread with an epoll(7) set of its own and a
 // listener of its own on the same port (SO_REUSEPORT), all edge-triggered.
 // It also takes the one kernel setting that spares a relay work: its sandbox
-// leg runs cubic, unpaced, as agentctl's does (docs/benchmarks.md, "Eighth
+// leg runs cubic, unpaced, as agentctl's does (docs/benchmarks-history.md, "Eighth
 // pass"), so that downloads are measured against the same kernel work.
 // run.sh runs it as the "floor relay" column; it also stands for the least a
 // program that listens needs to start.

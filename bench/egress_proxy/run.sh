@@ -301,7 +301,7 @@ done
 
 echo
 echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo), $(uname -r); $(squid -v | head -1); $(tinyproxy -v 2>&1 | head -1); run $(date -u +%Y-%m-%dT%H:%MZ)"
-# Throughput depends on these (docs/benchmarks.md, "Eighth pass"): BBR without
+# Throughput depends on these (docs/benchmarks-history.md, "Eighth pass"): BBR without
 # the fq qdisc makes the kernel pace each connection itself.
 echo "TCP congestion control (host default): $(cat /proc/sys/net/ipv4/tcp_congestion_control); default qdisc: $(cat /proc/sys/net/core/default_qdisc)"
 echo "Load average (1 min) at start: $LOAD_START, at end: $(cut -d' ' -f1 /proc/loadavg); $ROUNDS rounds, each figure the median of its rounds"

@@ -19,6 +19,11 @@ struct sockaddr;
 
 namespace agentctl::policy {
 
+// Every bridge agentctl makes for a sandbox is named with this prefix: the
+// egress proxy listens only on such a bridge (or loopback), and the Incus
+// provider names its bridges with it.
+inline constexpr std::string_view k_sandbox_bridge_prefix = "agc-";
+
 // Looks host names up.
 class Resolver {
 public:

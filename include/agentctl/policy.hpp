@@ -42,7 +42,15 @@ enum class AddressClass {
     Multicast,    // 224/4, ff00::/8
     Broadcast,    // 255.255.255.255
     Reserved,     // 240/4 and other never-routable ranges
-    Lan,          // 10/8, 172.16/12, 192.168/16, 169.254/16, 100.64/10, fc00::/7, fe80::/10, fec0::/10
+    Lan,          // k_lan_ranges
+};
+
+// The private, shared-address, link-local and site-local ranges: what
+// classify() calls LAN, deny-LAN refuses and --allow-lan opens, wherever it is
+// enforced (the proxy's decisions, a provider's firewall rules).
+inline constexpr std::array<std::string_view, 8> k_lan_ranges{
+    "10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
+    "100.64.0.0/10", "fc00::/7",      "fe80::/10",      "fec0::/10",
 };
 
 // Classifies an address. Addresses that embed an IPv4 address (v4-mapped,
@@ -101,6 +109,10 @@ struct NetworkPolicy {
 [[nodiscard]] NetworkPolicy from_policy_file(const nlohmann::json& document);
 
 // ---------------------------------------------------------------- the decision
+
+// A host name as every rule, lookup and resolve-file entry compares it:
+// lower-cased, one trailing dot removed.
+[[nodiscard]] std::string normalise_host(std::string_view host);
 
 // Why a destination is allowed or refused, for machines. Its wire text
 // (to_string) is what the proxy's log, its X-Agentctl-Reason header,

@@ -61,14 +61,14 @@ struct ProviderContext {
     Reporter& reporter;
     std::ostream& out;  // preview lines, results, and a command's output (exec)
     bool preview = false;
-    std::string config_dir;                       // core::config_dir(): configuration only, never state
-    std::string self_exe;                         // this agentctl binary, for `agentctl egress-proxy`
-    std::map<std::string, std::string> settings;  // config values (e.g. incus.subnetPool)
+    std::string config_dir = {};                       // core::config_dir(): configuration only, never state
+    std::string self_exe = {};                         // this agentctl binary, for `agentctl egress-proxy`
+    std::map<std::string, std::string> settings = {};  // config values (e.g. incus.subnetPool)
     // core::state_dir() (~/.local/state/agentctl): per-sandbox state and logs live
     // below it, in `<state_dir>/<provider>/<name>/`. Private (0700).
-    std::string state_dir;
+    std::string state_dir = {};
     // core::runtime_dir() ($XDG_RUNTIME_DIR/agentctl): locks and pid files. Private (0700).
-    std::string runtime_dir;
+    std::string runtime_dir = {};
     // Checks the recorded mounts of sandbox NAME again with the rules `create`
     // applied (the mountPolicy of `profiles`, the built-in deny list), from
     // their canonical paths: returns them unchanged, or throws agentctl::Error

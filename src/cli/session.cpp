@@ -187,9 +187,17 @@ Provider& Session::provider() {
         settings[std::string(setting)] = *value;
     }
     std::ostream& preview_out = collecting() ? static_cast<std::ostream&>(m_state->json_preview) : out();
-    m_state->context = std::make_unique<ProviderContext>(ProviderContext{
-        runner(), platform(), reporter(), preview_out, m_globals.preview, config().paths().config_dir.string(),
-        self_exe(), std::move(settings), state_dir().string(), runtime_dir().string()});
+    m_state->context =
+        std::make_unique<ProviderContext>(ProviderContext{.runner = runner(),
+                                                          .platform = platform(),
+                                                          .reporter = reporter(),
+                                                          .out = preview_out,
+                                                          .preview = m_globals.preview,
+                                                          .config_dir = config().paths().config_dir.string(),
+                                                          .self_exe = self_exe(),
+                                                          .settings = std::move(settings),
+                                                          .state_dir = state_dir().string(),
+                                                          .runtime_dir = runtime_dir().string()});
     m_state->context->recheck_mounts = [this](const std::string& name, const std::vector<std::string>& profiles,
                                               const std::vector<Mount>& recorded) {
         recheck_recorded_mounts(*this, name, profiles, recorded);

@@ -11,7 +11,7 @@
 // defines each OpenSSL function agentctl and Asio's SSL layer call, with
 // the prototype of OpenSSL's own header (the compiler checks each one), and
 // forwards it to libssl.so.3, opened with dlopen(3) on first use
-// (docs/benchmarks.md, "Sixth pass").
+// (docs/benchmarks-history.md, "Sixth pass").
 #pragma once
 
 #include <string_view>

@@ -32,7 +32,6 @@
 #include "egress_proxy/asio_address.hpp"
 #include "egress_proxy/server.hpp"
 #include "egress_proxy/tls_intercept.hpp"
-#include "provider/incus/naming.hpp"
 
 namespace agentctl::egress_proxy {
 
@@ -80,7 +79,7 @@ void check_listen_address(const tcp::endpoint& endpoint, const std::string& list
     const auto wanted = from_asio(address);
     for (const auto& entry : policy::interface_addresses()) {
         if (entry.address != wanted) continue;
-        if (entry.interface.starts_with(provider::incus::k_bridge_prefix)) return;
+        if (entry.interface.starts_with(policy::k_sandbox_bridge_prefix)) return;
         owner = entry.interface;
     }
     if (companion && !address.is_unspecified() && !owner.empty()) return;
@@ -89,7 +88,7 @@ void check_listen_address(const tcp::endpoint& endpoint, const std::string& list
                                                  : "interface " + owner;
     throw Error("--listen " + listen + ": refusing to listen on " + address.to_string() + " (" + where +
                     "): the egress proxy listens only on loopback or on an agentctl sandbox bridge (" +
-                    std::string(provider::incus::k_bridge_prefix) + "...)",
+                    std::string(policy::k_sandbox_bridge_prefix) + "...)",
                 "use 127.0.0.1:PORT, or an address of the sandbox's bridge");
 }
 
@@ -110,7 +109,7 @@ rlim_t raise_descriptor_limit() {
 // A proxy serving keep-alive requests frees and allocates that much many
 // times a second (coroutine frames, parsers), so at the default it spent a
 // fifth of its time in brk(2), madvise(2), the page faults that follow and the
-// TLB shootdowns to the other event loop's CPU (docs/benchmarks.md, "Seventh
+// TLB shootdowns to the other event loop's CPU (docs/benchmarks-history.md, "Seventh
 // pass"). Keeping up to 4 MiB per heap stops that; the dynamic threshold is
 // off once set, so mmap(2) is kept for blocks of 1 MiB and more, which the
 // proxy never allocates per request.
@@ -126,7 +125,7 @@ void keep_freed_memory() {
 // nothing on it needs pacing. Where the host's default congestion control is
 // BBR without the fq qdisc, the kernel paces every connection itself with an
 // hrtimer per burst; on the download direction of that leg this was about
-// 40 % of the proxy's CPU per MiB (docs/benchmarks.md, "Eighth pass"). Accepted
+// 40 % of the proxy's CPU per MiB (docs/benchmarks-history.md, "Eighth pass"). Accepted
 // sockets inherit the listener's choice, so the sandbox leg gets cubic with
 // one setsockopt here; the leg to the destination keeps the host's default.
 // Returns the algorithm the sandbox leg uses.

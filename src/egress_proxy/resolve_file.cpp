@@ -7,7 +7,6 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
-#include "policy/addresses.hpp"
 
 namespace agentctl::egress_proxy {
 namespace {

@@ -41,7 +41,7 @@ constexpr std::size_t k_splice_chunk = 1 << 20;
 // request and response heads and small bodies. A direction that reads
 // k_bulk_read_bytes or more in one splice is moving bulk data and gets a 1 MiB
 // pipe (256 slots): a splice then moves about four times as much per call,
-// which measured about a quarter less proxy CPU per MiB (docs/benchmarks.md,
+// which measured about a quarter less proxy CPU per MiB (docs/benchmarks-history.md,
 // "Fourth pass"). Growing is best effort: without CAP_SYS_RESOURCE the kernel
 // refuses it past fs.pipe-max-size or once the user's pipes pass
 // fs.pipe-user-pages-soft (the proxy runs as nobody, and the limit counts a

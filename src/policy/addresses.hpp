@@ -31,7 +31,4 @@ namespace agentctl::policy {
 // its ports: the same matching decide() uses.
 [[nodiscard]] bool rule_names_host(const AllowRule& rule, std::string_view host);
 
-// Lower-cases `host` and removes one trailing dot.
-[[nodiscard]] std::string normalise_host(std::string_view host);
-
 }  // namespace agentctl::policy

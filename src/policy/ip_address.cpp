@@ -106,6 +106,44 @@ IpAddress v4_from(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d
     return address;
 }
 
+struct AddressRange {
+    IpAddress base;
+    unsigned prefix_length = 0;
+};
+
+// k_lan_ranges, parsed once.
+const std::vector<AddressRange>& lan_ranges() {
+    static const std::vector<AddressRange> ranges = [] {
+        std::vector<AddressRange> parsed;
+        for (auto text : k_lan_ranges) {
+            const auto slash = text.find('/');
+            AddressRange range;
+            range.base = *parse_ip_literal(text.substr(0, slash));
+            for (char digit : text.substr(slash + 1)) range.prefix_length = range.prefix_length * 10 + (digit - '0');
+            parsed.push_back(range);
+        }
+        return parsed;
+    }();
+    return ranges;
+}
+
+bool in_range(const IpAddress& address, const AddressRange& range) {
+    if (address.v6 != range.base.v6) return false;
+    const unsigned whole = range.prefix_length / 8, rest = range.prefix_length % 8;
+    for (unsigned i = 0; i < whole; ++i) {
+        if (address.bytes[i] != range.base.bytes[i]) return false;
+    }
+    const auto mask = static_cast<std::uint8_t>(0xff00U >> rest);
+    return rest == 0 || (address.bytes[whole] & mask) == (range.base.bytes[whole] & mask);
+}
+
+bool is_lan(const IpAddress& address) {
+    for (const auto& range : lan_ranges()) {
+        if (in_range(address, range)) return true;
+    }
+    return false;
+}
+
 AddressClass classify_v4(const std::array<std::uint8_t, 16>& b) {
     const unsigned a0 = b[0], a1 = b[1], a2 = b[2];
     if (a0 == 0) return AddressClass::Unspecified;
@@ -113,11 +151,7 @@ AddressClass classify_v4(const std::array<std::uint8_t, 16>& b) {
     if (a0 == 255 && a1 == 255 && a2 == 255 && b[3] == 255) return AddressClass::Broadcast;
     if (a0 >= 240) return AddressClass::Reserved;
     if (a0 >= 224) return AddressClass::Multicast;
-    if (a0 == 10) return AddressClass::Lan;
-    if (a0 == 172 && (a1 & 0xf0) == 16) return AddressClass::Lan;
-    if (a0 == 192 && a1 == 168) return AddressClass::Lan;
-    if (a0 == 169 && a1 == 254) return AddressClass::Lan;
-    if (a0 == 100 && (a1 & 0xc0) == 64) return AddressClass::Lan;
+    if (is_lan(v4_from(b[0], b[1], b[2], b[3]))) return AddressClass::Lan;
     // Never routable on the internet: IETF protocol assignments (192.0.0/24),
     // documentation (192.0.2/24, 198.51.100/24, 203.0.113/24), benchmarking
     // (198.18/15) and the retired 6to4 relay anycast (192.88.99/24).
@@ -206,9 +240,7 @@ AddressClass classify(const IpAddress& address) {
         return stricter(server, client);
     }
     if (b[0] == 0xff) return AddressClass::Multicast;
-    if ((b[0] & 0xfe) == 0xfc) return AddressClass::Lan;                  // fc00::/7 ULA
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80) return AddressClass::Lan;  // fe80::/10 link-local
-    if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0) return AddressClass::Lan;  // fec0::/10 site-local
+    if (is_lan(address)) return AddressClass::Lan;  // fc00::/7 ULA, fe80::/10 link-local, fec0::/10 site-local
     // Outside global unicast 2000::/3 nothing is routable.
     if ((b[0] & 0xe0) != 0x20) return AddressClass::Reserved;
     // Inside it: documentation (2001:db8::/32, 3fff::/20), ORCHID (2001:10::/28,

@@ -84,16 +84,14 @@ public:
           m_env_path("PATH",
                      fakes_dir() + ":/usr/bin:" + std::string(std::getenv("PATH") ? std::getenv("PATH") : "/bin")),
           m_runner(agentctl::make_real_process_runner()),
-          m_context{*m_runner,
-                    platform,
-                    reporter,
-                    out,
-                    false,
-                    (m_home / ".config" / "agentctl").string(),
-                    AGENTCTL_BINARY,
-                    {},
-                    (m_home / ".local" / "state" / "agentctl").string(),
-                    (m_home / ".local" / "state" / "agentctl" / "run").string()} {
+          m_context{.runner = *m_runner,
+                    .platform = platform,
+                    .reporter = reporter,
+                    .out = out,
+                    .config_dir = (m_home / ".config" / "agentctl").string(),
+                    .self_exe = AGENTCTL_BINARY,
+                    .state_dir = (m_home / ".local" / "state" / "agentctl").string(),
+                    .runtime_dir = (m_home / ".local" / "state" / "agentctl" / "run").string()} {
         fs::create_directories(m_home / ".lima" / "_config");
         fs::create_directories(workspace());
     }

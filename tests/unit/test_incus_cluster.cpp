@@ -16,6 +16,8 @@
 #include "provider/incus/egress_host.hpp"
 #include "provider/incus/incus_provider.hpp"
 #include "provider/incus/naming.hpp"
+#include "support/error_text.hpp"
+#include "support/provider_context.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -41,12 +43,7 @@ PlacementRequest cluster_of(std::vector<ClusterMember> members, std::string targ
 }
 
 std::string error_of(const PlacementRequest& request) {
-    try {
-        (void)plan_placement(request);
-    } catch (const Error& e) {
-        return std::string(e.what()) + "\nhint: " + e.hint();
-    }
-    return "no error";
+    return test::error_and_hint_of([&] { (void)plan_placement(request); });
 }
 
 }  // namespace
@@ -205,12 +202,7 @@ public:
     void warning(std::string_view) override {}
 };
 
-struct Fixture {
-    std::ostringstream out;
-    Quiet reporter;
-    std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
-    std::unique_ptr<HostPlatform> platform = make_real_host_platform();
-    ProviderContext context{*runner, *platform, reporter, out, false, "", "agentctl", {}, "", ""};
+struct Fixture : test::ProviderContextFixture<Quiet> {
     ClusterClient* client = nullptr;
     std::unique_ptr<Provider> provider;
     Fixture() {

@@ -12,6 +12,7 @@
 #include "provider/incus/client.hpp"
 #include "provider/incus/incus_provider.hpp"
 #include "provider/incus/naming.hpp"
+#include "support/provider_context.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -26,12 +27,8 @@ public:
     std::vector<std::string> lines;
 };
 
-struct Fixture {
-    std::ostringstream out;
-    RecordingReporter reporter;
-    std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
-    std::unique_ptr<HostPlatform> platform = make_real_host_platform();
-    ProviderContext context{*runner, *platform, reporter, out, true, "", "agentctl", {}, "", ""};
+struct Fixture : test::ProviderContextFixture<RecordingReporter> {
+    Fixture() : ProviderContextFixture({.preview = true}) {}
     std::unique_ptr<Provider> provider = make_provider(context, make_preview_client(out), nullptr);
 };
 
@@ -135,12 +132,9 @@ TEST_CASE("capabilities: everything but exec logs is supported", "[preview]") {
 }
 
 TEST_CASE("preview create with the proxy in an instance prints the companion and the sourced rules", "[preview]") {
-    std::ostringstream out;
-    RecordingReporter reporter;
-    auto runner = make_real_process_runner();
-    auto platform = make_real_host_platform();
-    ProviderContext context{
-        *runner, *platform, reporter, out, true, "", "agentctl", {{"incus.proxyPlacement", "instance"}}, "", ""};
+    test::ProviderContextFixture<RecordingReporter> f(
+        {.preview = true, .settings = {{"incus.proxyPlacement", "instance"}}});
+    auto [out, context, reporter] = std::tie(f.out, f.context, f.reporter);
     auto provider = make_provider(context, make_preview_client(out), nullptr);
     SandboxSpec spec;
     spec.name = "itest-preview";

@@ -19,6 +19,8 @@
 #include "provider/incus/remote.hpp"
 #include "provider/incus/server.hpp"
 #include "support/fake_resolver.hpp"
+#include "support/error_text.hpp"
+#include "support/provider_context.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -50,15 +52,6 @@ struct ConfigDirs {
     fs::path root;
     IncusConfigDirs dirs;
 };
-
-std::string error_of(const std::function<void()>& action) {
-    try {
-        action();
-    } catch (const Error& e) {
-        return std::string(e.what()) + "\nhint: " + e.hint();
-    }
-    return "(no error)";
-}
 
 class RecordingReporter final : public Reporter {
 public:
@@ -105,9 +98,9 @@ TEST_CASE("config.yml: remotes with their defaults, global ones added, local alw
 TEST_CASE("a malformed config.yml is an error naming the file and line", "[remote]") {
     ConfigDirs c;
     c.write("user/config.yml", "remotes:\n  build: [unclosed\n");
-    CHECK_THAT(error_of([&] { (void)load_remotes(c.dirs); }), Catch::Contains("user/config.yml:"));
+    CHECK_THAT(test::error_and_hint_of([&] { (void)load_remotes(c.dirs); }), Catch::Contains("user/config.yml:"));
     c.write("user/config.yml", "remotes:\n  build: just-a-string\n");
-    CHECK_THAT(error_of([&] { (void)load_remotes(c.dirs); }),
+    CHECK_THAT(test::error_and_hint_of([&] { (void)load_remotes(c.dirs); }),
                Catch::Contains("user/config.yml:2: remote \"build\" must be a mapping"));
 }
 
@@ -152,18 +145,19 @@ TEST_CASE("remotes agentctl cannot use are refused with what to do", "[remote]")
             "  images:\n    addr: https://images.example\n    protocol: simplestreams\n    public: true\n"
             "  sso:\n    addr: https://sso.example\n    auth_type: oidc\n"
             "  bad:\n    addr: http://plain.example\n");
-    const auto unknown = error_of([&] { (void)resolve_remote("nosuch", c.dirs); });
+    const auto unknown = test::error_and_hint_of([&] { (void)resolve_remote("nosuch", c.dirs); });
     CHECK_THAT(unknown, Catch::Contains("unknown Incus remote \"nosuch\" (known: bad, build, local, sso; from " +
                                         c.dirs.user + "/config.yml)"));
     CHECK_THAT(unknown, Catch::Contains("incus remote add nosuch https://HOST:8443"));
-    CHECK_THAT(error_of([&] { (void)resolve_remote("images", c.dirs); }),
+    CHECK_THAT(test::error_and_hint_of([&] { (void)resolve_remote("images", c.dirs); }),
                Catch::Contains("is an image server (public), not an Incus server"));
-    CHECK_THAT(error_of([&] { (void)resolve_remote("sso", c.dirs); }), Catch::Contains("OIDC"));
-    const auto missing = error_of([&] { (void)resolve_remote("build", c.dirs); });
+    CHECK_THAT(test::error_and_hint_of([&] { (void)resolve_remote("sso", c.dirs); }), Catch::Contains("OIDC"));
+    const auto missing = test::error_and_hint_of([&] { (void)resolve_remote("build", c.dirs); });
     CHECK_THAT(missing, Catch::Contains("needs a TLS client certificate and key: " + c.dirs.user + "/client.crt"));
     CHECK_THAT(missing, Catch::Contains("incus config trust add-certificate"));
     c.client_pair();
-    CHECK_THAT(error_of([&] { (void)resolve_remote("bad", c.dirs); }), Catch::Contains("is not an https:// URL"));
+    CHECK_THAT(test::error_and_hint_of([&] { (void)resolve_remote("bad", c.dirs); }),
+               Catch::Contains("is not an https:// URL"));
 }
 
 TEST_CASE("https addresses: host, port 8443 by default, IPv6 in brackets, nothing else", "[remote]") {
@@ -241,11 +235,8 @@ TEST_CASE("preview lines address the remote the way the incus client does (REMOT
     // Runnable as printed: `incus query` refuses --project, so the project is in the path.
     CHECK(query_argv("GET", "/1.0/instances?recursion=1", nullptr, "agents", "") ==
           std::vector<std::string>{"incus", "query", "-X", "GET", "/1.0/instances?recursion=1&project=agents"});
-    std::ostringstream out;
-    RecordingReporter reporter;
-    auto runner = make_real_process_runner();
-    auto platform = make_real_host_platform();
-    ProviderContext context{*runner, *platform, reporter, out, true, "", "agentctl", {}, "", ""};
+    test::ProviderContextFixture<RecordingReporter> f({.preview = true});
+    auto [out, context, reporter] = std::tie(f.out, f.context, f.reporter);
     Server server;
     server.remote = "build";
     auto provider = make_provider(context, make_preview_client(out, {}, nullptr, "build"), nullptr, server);
@@ -257,11 +248,8 @@ TEST_CASE("preview lines address the remote the way the incus client does (REMOT
 }
 
 TEST_CASE("a server that is not this machine: host directories are refused, --mount-none is fine", "[remote]") {
-    std::ostringstream out;
-    RecordingReporter reporter;
-    auto runner = make_real_process_runner();
-    auto platform = make_real_host_platform();
-    ProviderContext context{*runner, *platform, reporter, out, true, "", "agentctl", {}, "", ""};
+    test::ProviderContextFixture<RecordingReporter> f({.preview = true});
+    auto [out, context, reporter] = std::tie(f.out, f.context, f.reporter);
     Server server;
     server.remote = "far";
     server.this_machine = false;
@@ -274,7 +262,7 @@ TEST_CASE("a server that is not this machine: host directories are refused, --mo
     mount.host_path = "/home/dev/project";
     mount.guest_path = "/workspace";
     spec.mounts.push_back(mount);
-    const auto refused = error_of([&] { provider->lifecycle().create(spec); });
+    const auto refused = test::error_and_hint_of([&] { provider->lifecycle().create(spec); });
     CHECK_THAT(refused, Catch::Contains("the Incus server of remote far is not this machine, so host directories "
                                         "cannot be mounted: /home/dev/project would be a path on the server"));
     CHECK_THAT(refused, Catch::Contains("--mount-none"));
@@ -284,5 +272,6 @@ TEST_CASE("a server that is not this machine: host directories are refused, --mo
     CHECK_THAT(out.str(), Catch::Contains("far:/1.0/instances\n"));
     StartRequest start;
     start.mounts = std::vector<Mount>{mount};
-    CHECK_THAT(error_of([&] { provider->lifecycle().start("demo", start); }), Catch::Contains("is not this machine"));
+    CHECK_THAT(test::error_and_hint_of([&] { provider->lifecycle().start("demo", start); }),
+               Catch::Contains("is not this machine"));
 }

@@ -12,6 +12,7 @@
 #include "provider/incus/client.hpp"
 #include "provider/incus/incus_provider.hpp"
 #include "provider/incus/naming.hpp"
+#include "support/provider_context.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -51,12 +52,7 @@ public:
     std::string text;
 };
 
-struct Fixture {
-    std::ostringstream out;
-    Lines reporter;
-    std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
-    std::unique_ptr<HostPlatform> platform = make_real_host_platform();
-    ProviderContext context{*runner, *platform, reporter, out, false, "", "agentctl", {}, "", ""};
+struct Fixture : test::ProviderContextFixture<Lines> {
     ScriptedClient* client = nullptr;
     std::unique_ptr<Provider> provider;
     Fixture() {

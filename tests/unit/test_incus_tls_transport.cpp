@@ -28,6 +28,7 @@
 #include "agentctl/error.hpp"
 #include "provider/incus/client.hpp"
 #include "provider/incus/remote.hpp"
+#include "support/error_text.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -180,15 +181,6 @@ struct ClientFiles {
     fs::path dir;
 };
 
-std::string error_of(const std::function<void()>& action) {
-    try {
-        action();
-    } catch (const Error& e) {
-        return std::string(e.what()) + "\nhint: " + e.hint();
-    }
-    return "(no error)";
-}
-
 const std::string k_sync = R"({"type":"sync","status_code":200,"metadata":{"auth":"trusted"}})";
 
 }  // namespace
@@ -211,7 +203,7 @@ TEST_CASE("HTTPS: a server whose certificate is not the pinned one gets nothing"
     TlsServer server(server_identity, {http_reply(200, k_sync)});
     ClientFiles files;
     auto transport = make_tls_transport(files.remote(server.port(), other.cert), 5);
-    const auto error = error_of([&] { (void)transport->send("GET", "/1.0", {}, {}); });
+    const auto error = test::error_and_hint_of([&] { (void)transport->send("GET", "/1.0", {}, {}); });
     CHECK_THAT(error, Catch::Contains("the Incus server at 127.0.0.1:" + server.port() +
                                       " (remote test) presented a certificate that is not the one pinned in " +
                                       (files.dir / "server.crt").string()));
@@ -224,7 +216,7 @@ TEST_CASE("HTTPS: an unpinned server that no CA vouches for is not trusted", "[t
     TlsServer server(server_identity, {http_reply(200, k_sync)});
     ClientFiles files;
     auto transport = make_tls_transport(files.remote(server.port(), ""), 5);
-    const auto error = error_of([&] { (void)transport->send("GET", "/1.0", {}, {}); });
+    const auto error = test::error_and_hint_of([&] { (void)transport->send("GET", "/1.0", {}, {}); });
     CHECK_THAT(error, Catch::Contains("presented a certificate this machine does not trust (self-signed certificate)"));
     CHECK_THAT(error, Catch::Contains("none is pinned for it in " + (files.dir / "server.crt").string()));
     CHECK_THAT(error, Catch::Contains("incus remote add test https://127.0.0.1:" + server.port()));
@@ -239,7 +231,7 @@ TEST_CASE("HTTPS: a client certificate the server does not trust says how to tru
                       http_reply(200, R"({"type":"sync","status_code":200,"metadata":{"auth":"untrusted"}})")});
     ClientFiles files;
     auto client = make_client(make_tls_transport(files.remote(server.port(), server_identity.cert), 5));
-    const auto error = error_of([&] { (void)client->query("GET", "/1.0/instances", nullptr); });
+    const auto error = test::error_and_hint_of([&] { (void)client->query("GET", "/1.0/instances", nullptr); });
     CHECK_THAT(error,
                Catch::Contains("does not trust this client's certificate " + (files.dir / "client.crt").string()));
     CHECK_THAT(error, Catch::Contains("incus config trust add-certificate"));
@@ -252,7 +244,7 @@ TEST_CASE("HTTPS: a 403 from a server that trusts the client stays Incus's own e
                       http_reply(200, k_sync)});
     ClientFiles files;
     auto client = make_client(make_tls_transport(files.remote(server.port(), server_identity.cert), 5));
-    CHECK_THAT(error_of([&] { (void)client->query("GET", "/1.0/instances", nullptr); }),
+    CHECK_THAT(test::error_and_hint_of([&] { (void)client->query("GET", "/1.0/instances", nullptr); }),
                Catch::Contains("Incus refused GET /1.0/instances: Certificate is restricted"));
 }
 
@@ -266,7 +258,7 @@ TEST_CASE("HTTPS: a closed port names host and port", "[tls]") {
     ClientFiles files;
     auto transport = make_tls_transport(files.remote(port, ""), 5);
     CHECK_THAT(
-        error_of([&] { (void)transport->send("GET", "/1.0", {}, {}); }),
+        test::error_and_hint_of([&] { (void)transport->send("GET", "/1.0", {}, {}); }),
         Catch::Contains("cannot reach the Incus server at 127.0.0.1:" + port + " (remote test): Connection refused"));
 }
 
@@ -277,7 +269,7 @@ TEST_CASE("HTTPS: a listener that never answers the handshake times out, naming 
     ClientFiles files;
     auto transport = make_tls_transport(files.remote(port, ""), 1);
     const auto started = std::chrono::steady_clock::now();
-    CHECK_THAT(error_of([&] { (void)transport->send("GET", "/1.0", {}, {}); }),
+    CHECK_THAT(test::error_and_hint_of([&] { (void)transport->send("GET", "/1.0", {}, {}); }),
                Catch::Contains("the TLS handshake with the Incus server at 127.0.0.1:" + port +
                                " (remote test) failed: timed out"));
     CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));

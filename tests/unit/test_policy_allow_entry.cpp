@@ -7,6 +7,7 @@
 
 #include "agentctl/error.hpp"
 #include "agentctl/policy.hpp"
+#include "support/error_text.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
@@ -14,21 +15,11 @@ using namespace agentctl::policy;
 namespace {
 
 std::string error_of(std::string_view entry) {
-    try {
-        (void)parse_allow_entry(entry, "--allow");
-    } catch (const Error& error) {
-        return error.what();
-    }
-    return "<no error>";
+    return test::error_of([&] { (void)parse_allow_entry(entry, "--allow"); });
 }
 
 std::string hint_of(std::string_view entry) {
-    try {
-        (void)parse_allow_entry(entry, "--allow");
-    } catch (const Error& error) {
-        return error.hint();
-    }
-    return "<no error>";
+    return test::hint_of([&] { (void)parse_allow_entry(entry, "--allow"); });
 }
 
 struct TempDir {

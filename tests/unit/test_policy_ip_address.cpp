@@ -151,3 +151,17 @@ TEST_CASE("AddressClass names", "[ip]") {
     CHECK(to_string(AddressClass::Loopback) == "loopback");
     CHECK(to_string(AddressClass::Public) == "public");
 }
+
+TEST_CASE("the first and the last address of each range in k_lan_ranges are LAN", "[ip]") {
+    for (auto text : k_lan_ranges) {
+        INFO(text);
+        const auto slash = text.find('/');
+        const auto base = *parse_ip_literal(text.substr(0, slash));
+        const int prefix = std::stoi(std::string(text.substr(slash + 1)));
+        IpAddress first = base, last = base;
+        const int width = base.v6 ? 128 : 32;
+        for (int bit = prefix; bit < width; ++bit) last.bytes[bit / 8] |= static_cast<std::uint8_t>(0x80 >> (bit % 8));
+        CHECK(classify(first) == AddressClass::Lan);
+        CHECK(classify(last) == AddressClass::Lan);
+    }
+}

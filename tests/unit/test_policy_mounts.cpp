@@ -6,6 +6,7 @@
 
 #include "agentctl/error.hpp"
 #include "policy/mounts.hpp"
+#include "support/error_text.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
@@ -38,12 +39,7 @@ MountRequest request(std::string host, std::string guest = {}, bool writable = f
 }
 
 std::string error_of(const std::vector<MountRequest>& requests, const MountContext& context) {
-    try {
-        (void)resolve_mounts(requests, context);
-    } catch (const Error& error) {
-        return error.what();
-    }
-    return "<no error>";
+    return test::error_of([&] { (void)resolve_mounts(requests, context); });
 }
 
 }  // namespace

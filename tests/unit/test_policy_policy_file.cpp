@@ -5,6 +5,7 @@
 
 #include "agentctl/error.hpp"
 #include "agentctl/policy.hpp"
+#include "support/error_text.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
@@ -13,12 +14,7 @@ using nlohmann::json;
 namespace {
 
 std::string error_of(const json& document) {
-    try {
-        (void)from_policy_file(document);
-    } catch (const Error& error) {
-        return error.what();
-    }
-    return "<no error>";
+    return test::error_of([&] { (void)from_policy_file(document); });
 }
 
 json valid() {

@@ -8,6 +8,7 @@
 
 #include "agentctl/error.hpp"
 #include "policy/sandbox_spec.hpp"
+#include "support/error_text.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
@@ -46,12 +47,7 @@ std::vector<std::string> entries_with_origin(const NetworkPolicy& policy) {
 }
 
 std::string error_of(const SpecInputs& in) {
-    try {
-        (void)compute_sandbox_spec(in);
-    } catch (const Error& error) {
-        return error.what();
-    }
-    return "<no error>";
+    return test::error_of([&] { (void)compute_sandbox_spec(in); });
 }
 
 }  // namespace

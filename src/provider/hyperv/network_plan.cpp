@@ -15,13 +15,6 @@
 namespace agentctl::provider::hyperv {
 namespace {
 
-// The private, shared-address and link-local ranges deny-LAN refuses and
-// --allow-lan opens, the same set the policy layer classifies as LAN.
-constexpr std::array<std::string_view, 8> k_lan_ranges{
-    "10.0.0.0/8",    "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
-    "100.64.0.0/10", "fc00::/7",      "fe80::/10",      "fec0::/10",
-};
-
 // While a policy is swapped in place, a deny-everything entry above every
 // policy band keeps the sandbox closed.
 constexpr int k_weight_policy_swap = 65000;
@@ -75,13 +68,13 @@ void dns_allows(const Layout& layout, const policy::DnsPolicy& dns, Plan& plan) 
 void lan_rules(const Layout& layout, const policy::NetworkPolicy& network, Plan& plan) {
     if (network.allow_lan) {
         int w = k_weight_lan_allow;
-        for (auto range : k_lan_ranges) {
+        for (auto range : policy::k_lan_ranges) {
             plan.scripts.push_back(
                 acl(layout, {"Allow", "Outbound", fmt::format("-RemoteIPAddress {}", range), weight(w++), true}));
         }
     } else if (network.deny_lan) {
         int w = k_weight_lan_deny;
-        for (auto range : k_lan_ranges) {
+        for (auto range : policy::k_lan_ranges) {
             plan.scripts.push_back(
                 acl(layout, {"Deny", "Outbound", fmt::format("-RemoteIPAddress {}", range), weight(w++)}));
         }

@@ -8,11 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "agentctl/host_network.hpp"
+
 namespace agentctl::provider::incus {
 
-// Every sandbox bridge's name starts with this (the egress proxy relies on it
-// to tell a sandbox bridge from any other interface).
-inline constexpr std::string_view k_bridge_prefix = "agc-";
+// Every sandbox bridge's name starts with this (agentctl/host_network.hpp).
+inline constexpr std::string_view k_bridge_prefix = policy::k_sandbox_bridge_prefix;
 // `agc-` + 11 hex digits of a 64-bit FNV-1a hash of the sandbox name: 15
 // characters, the Linux interface name limit.
 [[nodiscard]] std::string bridge_name(std::string_view sandbox);

@@ -13,7 +13,6 @@
 
 #include "agentctl/error.hpp"
 #include "agentctl/host_network.hpp"
-#include "egress_proxy/egress_proxy.hpp"
 #include "provider/common/probes.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/naming.hpp"
