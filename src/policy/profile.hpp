@@ -11,6 +11,7 @@
 #include "agentctl/error.hpp"
 #include "agentctl/policy.hpp"
 #include "agentctl/sandbox.hpp"
+#include "policy/units.hpp"
 
 namespace agentctl::policy {
 
@@ -92,17 +93,6 @@ struct LoadContext {
 // The diagnostics themselves, for tests and tools; empty when the text is valid.
 [[nodiscard]] std::vector<Diagnostic> profile_diagnostics(std::string_view text, const std::string& label,
                                                           const LoadContext& context);
-
-// "4GiB", "512MiB", "20GB", "1048576" -> bytes. nullopt when malformed or 0.
-[[nodiscard]] std::optional<std::uint64_t> parse_size(std::string_view text);
-
-// The least memory a sandbox can boot with; less is refused before anything is made.
-inline constexpr std::uint64_t k_min_memory_bytes = 64ULL << 20;
-
-// What is wrong with `text` as a size (`memory`: also below
-// k_min_memory_bytes), as the end of a sentence with a "did you mean" for a
-// unit written docker's way ("4G": 4GiB); empty when it is a good size.
-[[nodiscard]] std::string size_problem(std::string_view text, bool memory);
 
 // `[addr:]host:guest[/tcp|udp]`. Throws agentctl::Error naming the flag value.
 [[nodiscard]] PortForward parse_port_flag(std::string_view text);

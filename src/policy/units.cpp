@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "policy/profile.hpp"
+#include "policy/units.hpp"
 
 namespace agentctl::policy {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/config.hpp"
-#include "policy/profile.hpp"
+#include "policy/units.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
