@@ -179,9 +179,11 @@ stop_public_hosts() {
 
 # leftovers_of NAME: prints what agentctl made for sandbox NAME and is still
 # there (the instance, a bridge or network ACL recording NAME as its sandbox,
-# an nft table of such a bridge, the state directory, a resolver or proxy
-# process whose command line names the sandbox's state); nothing when all of
-# it is gone. Uses $XDG_STATE_HOME (the suites set it).
+# an nft table of such a bridge, the cgroup directories of its host processes
+# (host_cgroup.hpp: agentctl/BRIDGE under the memory and pids hierarchies, or
+# the unified one), the state directory, a resolver or proxy process whose
+# command line names the sandbox's state); nothing when all of it is gone.
+# Uses $XDG_STATE_HOME (the suites set it).
 leftovers_of() {
   local name=$1 state=${XDG_STATE_HOME:-$HOME/.local/state}/agentctl/incus/$1
   incus info "$name" >/dev/null 2>&1 && echo "instance $name"
@@ -200,6 +202,10 @@ h = 0xcbf29ce484222325
 for b in sys.argv[1].encode(): h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
 print("%011x" % (h & 0xfffffffffff))' "$name")
   nft list tables 2>/dev/null | grep -F -- "$bridge" | sed 's/^/nft /'
+  local cgroup
+  for cgroup in /sys/fs/cgroup/{memory/,pids/,}agentctl/agc-"$bridge"; do
+    [ -d "$cgroup" ] && echo "cgroup $cgroup"
+  done
   [ -e "$state" ] && echo "state directory $state"
   { pgrep -af -- "$state/"; pgrep -af -- "egress-proxy .*--sandbox $name( |\$)"; } | sed 's/^/process /'
   return 0

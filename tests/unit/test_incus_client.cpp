@@ -7,11 +7,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <sstream>
 #include <thread>
 
 #include "agentctl/error.hpp"
+#include "provider/incus/api.hpp"
 #include "provider/incus/client.hpp"
 
 using namespace agentctl::provider::incus;
@@ -201,6 +203,44 @@ TEST_CASE("an Incus refusal carries its code, and whether waiting can cure it", 
           IncusRefusal::Busy);
     CHECK(classify_refusal("Cannot delete an ACL that is in use") == IncusRefusal::InUse);
     CHECK(classify_refusal("Instance not found") == IncusRefusal::Other);
+    // Incus 6.0.4's bridge set-up and tear-down, when another interface on the
+    // host went away while it listed them (as measured with parallel deletes).
+    CHECK(classify_refusal("Failed to delete bridge children interfaces: Failed to run: ip -d -j link show "
+                           "agc-5f1c2a9e0b: exit status 1 (Device \"agc-5f1c2a9e0b\" does not exist.)") ==
+          IncusRefusal::InterfaceGone);
+    CHECK(classify_refusal("Network interface \"agc-x\" already exists") == IncusRefusal::Other);
+}
+
+TEST_CASE("a transient refusal is asked again with a bounded backoff; any other error at once", "[client]") {
+    int calls = 0;
+    retry_transient(
+        [&] {
+            if (++calls < 3) throw IncusError("gone", "", 500, IncusRefusal::InterfaceGone);
+        },
+        std::chrono::seconds(30));
+    CHECK(calls == 3);
+
+    calls = 0;
+    CHECK_THROWS_AS(retry_transient(
+                        [&] {
+                            ++calls;
+                            throw IncusError("Instance is running", "", 400);
+                        },
+                        std::chrono::seconds(30)),
+                    IncusError);
+    CHECK(calls == 1);
+
+    calls = 0;
+    const auto start = std::chrono::steady_clock::now();
+    CHECK_THROWS_AS(retry_transient(
+                        [&] {
+                            ++calls;
+                            throw IncusError("busy", "", 400, IncusRefusal::Busy);
+                        },
+                        std::chrono::milliseconds(700)),
+                    IncusError);
+    CHECK(calls >= 2);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(700));
 }
 
 TEST_CASE("no daemon: the error names the socket and how to start one", "[client]") {

@@ -4,6 +4,7 @@
 // the same flows in the integration suite, including after a killed create).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 
@@ -23,10 +24,21 @@ class ScriptedClient final : public Client {
 public:
     std::map<std::string, Json> objects;  // path -> metadata for GETs; absent = 404
     std::vector<std::string> calls;
+    // "METHOD PATH" -> how many more times Incus refuses it for a host
+    // interface that went away (transient), or for good (-1: a plain error).
+    std::map<std::string, int> refusals;
 
     Response query(std::string_view method, std::string_view path, const Json*) override {
         const std::string call = std::string(method) + " " + std::string(path);
         calls.push_back(call);
+        if (auto it = refusals.find(call); it != refusals.end() && it->second != 0) {
+            if (it->second < 0) throw IncusError("Incus refused " + call + ": boom", "", 500);
+            --it->second;
+            const std::string error =
+                "Failed to delete bridge children interfaces: Failed to run: ip -d -j link show agc-other: exit "
+                "status 1 (Device \"agc-other\" does not exist.)";
+            throw IncusError("Incus refused " + call + ": " + error, "", 500, classify_refusal(error));
+        }
         Response response;
         response.status_code = 200;
         if (path == "/1.0/operations?recursion=1") {
@@ -52,13 +64,46 @@ public:
     std::string text;
 };
 
+// The host's side of a sandbox (processes, nft table, state), recording what
+// delete asks of it.
+class RecordingEgress final : public EgressHost {
+public:
+    std::vector<std::string>& done;
+    explicit RecordingEgress(std::vector<std::string>& log) : done(log) {}
+    void write_policy(const EgressSite&, const policy::NetworkPolicy&) override {}
+    void start_proxy(const EgressSite&) override {}
+    bool stop_proxy(const EgressSite& site) override { return record("stop proxy " + site.sandbox); }
+    [[nodiscard]] ProxyStatus proxy_status(const EgressSite&) override { return {}; }
+    int print_network_log(const EgressSite&, bool, bool, std::ostream&) override { return 0; }
+    [[nodiscard]] bool runs_resolver() const override { return true; }
+    void start_resolver(const EgressSite&, const ResolverSpec&, bool) override {}
+    bool stop_resolver(const EgressSite& site) override { return record("stop resolver " + site.sandbox); }
+    [[nodiscard]] int resolver_pid(const EgressSite&) override { return 0; }
+    void install_firewall(const FirewallSpec&) override {}
+    void remove_firewall(const std::string& bridge) override { record("remove firewall " + bridge); }
+    std::string forget_connections(const std::vector<std::string>&, const std::vector<std::string>&) override {
+        return {};
+    }
+    void remove_state(const EgressSite& site) override { record("remove state " + site.sandbox); }
+    [[nodiscard]] ProxyPlacement placement() const override { return ProxyPlacement::Host; }
+    [[nodiscard]] bool host_firewall() const override { return true; }
+
+private:
+    bool record(std::string what) {
+        done.push_back(std::move(what));
+        return true;
+    }
+};
+
 struct Fixture : test::ProviderContextFixture<Lines> {
     ScriptedClient* client = nullptr;
+    std::vector<std::string> host;  // what was done on the host's side (RecordingEgress)
     std::unique_ptr<Provider> provider;
-    Fixture() {
+    explicit Fixture(bool record_host = false) {
         auto scripted = std::make_unique<ScriptedClient>();
         client = scripted.get();
-        provider = make_provider(context, std::move(scripted), nullptr);
+        provider = make_provider(context, std::move(scripted),
+                                 record_host ? std::make_unique<RecordingEgress>(host) : nullptr);
     }
 };
 
@@ -117,4 +162,45 @@ TEST_CASE("delete removes a bridge a cluster create left pending (defined on mem
     f.provider->lifecycle().remove("half", false);
     CHECK(f.client->objects.empty());
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));  // not waited on
+}
+
+TEST_CASE("delete asks Incus again when a host interface went away while it tore the bridge down", "[remove]") {
+    Fixture f;
+    const auto bridge = "/1.0/networks/" + bridge_name("par");
+    f.client->objects[bridge] = owned_by("par");
+    f.client->objects["/1.0/network-acls/agentctl-par"] = owned_by("par");
+    f.client->refusals["DELETE " + bridge] = 2;
+    f.provider->lifecycle().remove("par", false);
+    CHECK(f.client->objects.empty());
+    CHECK(std::count(f.client->calls.begin(), f.client->calls.end(), "DELETE " + bridge) == 3);
+}
+
+TEST_CASE("a bridge that cannot go keeps its ACL but not the rest; the next delete finishes", "[remove]") {
+    Fixture f(true);
+    const auto bridge = bridge_name("half");
+    f.client->objects["/1.0/instances/half"] =
+        Json{{"name", "half"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects["/1.0/networks/" + bridge] = owned_by("half");
+    f.client->objects["/1.0/network-acls/agentctl-half"] = owned_by("half");
+    f.client->refusals["DELETE /1.0/networks/" + bridge] = -1;
+    CHECK_THROWS_WITH(f.provider->lifecycle().remove("half", false), Catch::Contains("boom"));
+    CHECK_FALSE(f.client->objects.contains("/1.0/instances/half"));
+    CHECK(f.client->objects.contains("/1.0/networks/" + bridge));
+    CHECK(f.client->objects.contains("/1.0/network-acls/agentctl-half"));  // the bridge still uses it
+    CHECK(f.host == std::vector<std::string>{"stop proxy half", "stop resolver half", "remove firewall " + bridge,
+                                             "remove state half"});
+    f.client->refusals.clear();
+    f.provider->lifecycle().remove("half", false);
+    CHECK(f.client->objects.empty());
+}
+
+TEST_CASE("a delete whose instance cannot go leaves its enforcement in place", "[remove]") {
+    Fixture f(true);
+    f.client->objects["/1.0/instances/kept"] =
+        Json{{"name", "kept"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects["/1.0/networks/" + bridge_name("kept")] = owned_by("kept");
+    f.client->refusals["DELETE /1.0/instances/kept"] = -1;
+    CHECK_THROWS_WITH(f.provider->lifecycle().remove("kept", false), Catch::Contains("boom"));
+    CHECK(f.client->objects.contains("/1.0/networks/" + bridge_name("kept")));
+    CHECK(f.host.empty());
 }

@@ -2,7 +2,12 @@
 
 #include <cctype>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -10,6 +15,32 @@
 #include "provider/incus/cluster.hpp"
 
 namespace agentctl::provider::incus {
+
+namespace {
+
+// How long Incus's momentary refusals of a network or ACL change are asked again.
+constexpr std::chrono::seconds k_network_retry_budget{60};
+
+}  // namespace
+
+void retry_transient(const std::function<void()>& call, std::chrono::milliseconds budget) {
+    const auto deadline = std::chrono::steady_clock::now() + budget;
+    std::minstd_rand random(static_cast<unsigned>(::getpid()) ^
+                            static_cast<unsigned>(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::chrono::milliseconds pause{100};
+    for (;;) {
+        try {
+            call();
+            return;
+        } catch (const IncusError& e) {
+            if (!e.transient()) throw;
+            const auto wait = pause / 2 + std::chrono::milliseconds(random() % (pause.count() / 2 + 1));
+            if (std::chrono::steady_clock::now() + wait >= deadline) throw;
+            std::this_thread::sleep_for(wait);
+            pause = std::min<std::chrono::milliseconds>(pause * 2, std::chrono::seconds(2));
+        }
+    }
+}
 
 const std::vector<RequiredExtension>& required_extensions() {
     static const std::vector<RequiredExtension> extensions{
@@ -225,15 +256,20 @@ Json Api::networks() {
 }
 
 void Api::create_network(const Json& payload, const std::string& target) {
-    run("POST", target.empty() ? std::string("/1.0/networks") : with_target("/1.0/networks", target), &payload, 120);
+    const auto path = target.empty() ? std::string("/1.0/networks") : with_target("/1.0/networks", target);
+    retry_transient([&] { run("POST", path, &payload, 120); }, k_network_retry_budget);
 }
 
 void Api::patch_network_config(const std::string& name, const Json& config) {
     Json body{{"config", config}};
-    run("PATCH", fmt::format("/1.0/networks/{}", name), &body, 120);
+    retry_transient([&] { run("PATCH", fmt::format("/1.0/networks/{}", name), &body, 120); }, k_network_retry_budget);
 }
 
-bool Api::delete_network(const std::string& name) { return delete_optional(fmt::format("/1.0/networks/{}", name)); }
+bool Api::delete_network(const std::string& name) {
+    bool found = false;
+    retry_transient([&] { found = delete_optional(fmt::format("/1.0/networks/{}", name)); }, k_network_retry_budget);
+    return found;
+}
 
 std::optional<Json> Api::acl(const std::string& name) {
     return get_optional(fmt::format("/1.0/network-acls/{}", name));
@@ -247,7 +283,12 @@ void Api::put_acl(const std::string& name, const Json& payload) {
     run("PUT", fmt::format("/1.0/network-acls/{}", name), &body, 60);
 }
 
-bool Api::delete_acl(const std::string& name) { return delete_optional(fmt::format("/1.0/network-acls/{}", name)); }
+bool Api::delete_acl(const std::string& name) {
+    bool found = false;
+    retry_transient([&] { found = delete_optional(fmt::format("/1.0/network-acls/{}", name)); },
+                    k_network_retry_budget);
+    return found;
+}
 
 void Api::create_snapshot(const std::string& name, const std::string& snapshot) {
     Json body{{"name", snapshot}, {"stateful", false}};

@@ -4,6 +4,8 @@
 // GET answers "nothing there" and every change succeeds without effect.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +26,13 @@ struct RequiredExtension {
     std::string_view used_for;
 };
 [[nodiscard]] const std::vector<RequiredExtension>& required_extensions();
+
+// Runs `call`, and again while it fails with a transient IncusError
+// (IncusError::transient: Incus refused for a moment, nothing was changed),
+// after a pause that grows from 100 ms to 2 s with a random part (so that
+// processes that collided once do not collide again in step), until `budget`
+// has passed; then that error is thrown, like any other error at once.
+void retry_transient(const std::function<void()>& call, std::chrono::milliseconds budget);
 
 class Api {
 public:
@@ -75,7 +84,9 @@ public:
     std::optional<Json> network(const std::string& name);
     Json networks();  // recursion=1
     // POST /1.0/networks; with `target`, only defines it pending on that
-    // cluster member (see cluster.hpp, pending_network_payload).
+    // cluster member (see cluster.hpp, pending_network_payload). The changes
+    // of a network and the deletes of networks and ACLs are asked again while
+    // Incus refuses for a moment (retry_transient).
     void create_network(const Json& payload, const std::string& target = {});
     void patch_network_config(const std::string& name, const Json& config);
     bool delete_network(const std::string& name);

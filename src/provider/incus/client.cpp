@@ -262,6 +262,8 @@ Response parse_envelope(std::string_view body, int http_status) {
 }
 
 IncusRefusal classify_refusal(std::string_view incus_error) {
+    if (contains(incus_error, "bridge children interfaces") && contains(incus_error, "does not exist"))
+        return IncusRefusal::InterfaceGone;
     if (contains(incus_error, "is busy")) return IncusRefusal::Busy;
     if (contains(incus_error, "in use")) return IncusRefusal::InUse;
     return IncusRefusal::Other;

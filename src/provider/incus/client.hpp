@@ -165,8 +165,16 @@ public:
 //   Busy:  another operation holds the instance ("Instance is busy running a
 //          \"create\" operation", Incus's instance operation lock);
 //   InUse: the object is still used by another ("The network is currently in
-//          use", networkDelete; likewise a network ACL).
-enum class IncusRefusal { Other, Busy, InUse };
+//          use", networkDelete; likewise a network ACL);
+//   InterfaceGone: a bridge's set-up (create, config change) or tear-down
+//          lists every network interface on the host and then runs
+//          `ip -d -j link show` on each; one that went away meanwhile (another
+//          bridge deleted, an instance's veth moved or removed, any program's
+//          veth pair) fails the step
+//          with "Failed to delete bridge children interfaces: ... Device ...
+//          does not exist" (Incus 6.0, bridge deleteChildren). Nothing was
+//          changed: a create is reverted, a delete left the bridge whole.
+enum class IncusRefusal { Other, Busy, InUse, InterfaceGone };
 [[nodiscard]] IncusRefusal classify_refusal(std::string_view incus_error);
 
 // An error envelope or a failed operation from the daemon, with Incus's code
@@ -179,7 +187,8 @@ public:
 
     [[nodiscard]] int status() const noexcept { return m_status; }
     [[nodiscard]] IncusRefusal refusal() const noexcept { return m_refusal; }
-    // Worth asking again shortly: the instance is busy or the object still in use.
+    // Worth asking again shortly: the instance is busy, the object still in
+    // use, or a host interface went away while Incus listed them.
     [[nodiscard]] bool transient() const noexcept { return m_refusal != IncusRefusal::Other; }
 
 private:

@@ -61,7 +61,7 @@ uid_t pick_host_id(const Json& networks, const std::function<bool(uid_t)>& known
 
 bool id_known_on_host(uid_t id) { return ::getpwuid(id) != nullptr || ::getgrgid(id) != nullptr; }
 
-std::string host_id_lock_path() { return "/run/lock/agentctl-incus-host-ids.lock"; }
+std::string host_network_lock_path() { return "/run/lock/agentctl-incus-network.lock"; }
 
 std::string default_state_dir(const ProviderContext& context, const std::string& sandbox) {
     namespace fs = std::filesystem;

@@ -17,7 +17,8 @@
 // The record (HostRecord) is written on the sandbox's bridge when it is made
 // (bridges live in Incus's default project, shared by every project, so the
 // bridges list is the host's allocation table; deleting the bridge releases
-// the id) and on its instance; the allocation runs under a host-wide lock.
+// the id) and on its instance; the allocation runs under the host's network
+// lock (host_network_lock_path).
 #pragma once
 
 #include <sys/types.h>
@@ -58,9 +59,13 @@ struct HostRecord {
 // The host's passwd and group databases.
 [[nodiscard]] bool id_known_on_host(uid_t id);
 
-// The lock the allocation runs under (one per host, whatever the user's
-// state or runtime directory).
-[[nodiscard]] std::string host_id_lock_path();
+// The host's network lock (one per host, whatever the user's state or
+// runtime directory): every agentctl on this machine holds it while it
+// chooses a bridge's subnet and host ids and while it sets up, changes or
+// deletes a bridge. Incus lists every host interface in each of those steps
+// and fails when one goes away meanwhile (IncusRefusal::InterfaceGone), which
+// another agentctl deleting a bridge at that moment would cause.
+[[nodiscard]] std::string host_network_lock_path();
 
 // The directory of sandbox NAME's host files: STATE_DIR/incus/NAME.
 [[nodiscard]] std::string default_state_dir(const ProviderContext& context, const std::string& sandbox);

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <tuple>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <future>
+#include <tuple>
 #include <thread>
 
 #include <fmt/format.h>
@@ -28,16 +30,6 @@
 #include "provider/incus/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
-namespace {
-
-std::filesystem::path lock_path(const ProviderContext& context) {
-    std::filesystem::path dir = context.runtime_dir.empty() ? std::filesystem::temp_directory_path() / "agentctl"
-                                                            : std::filesystem::path(context.runtime_dir);
-    return dir / "incus" / "network.lock";
-}
-
-}  // namespace
-
 std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts) {
     std::vector<MountOwner> owners;
     for (const auto& mount : mounts) {
@@ -100,8 +92,18 @@ HostRecord IncusProvider::new_host_record(const std::string& name) {
     return HostRecord{pick_host_id(m_api.networks(), known), default_state_dir(m_context, name)};
 }
 
+std::unique_ptr<core::FileLock> IncusProvider::lock_network() const {
+    if (m_api.preview()) return nullptr;
+    return std::make_unique<core::FileLock>(host_network_lock_path());
+}
+
+void IncusProvider::patch_bridge(const std::string& bridge, const Json& config) {
+    const auto lock = lock_network();
+    m_api.patch_network_config(bridge, config);
+}
+
 HostRecord IncusProvider::record_host_user(const std::string& name) {
-    core::FileLock lock(host_id_lock_path());
+    const auto lock = lock_network();
     const auto host = new_host_record(name);
     m_context.reporter.step(fmt::format("giving the host processes of {} a uid of their own ({})", name, host.uid));
     const auto record = host_record_config(host);
@@ -259,16 +261,11 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     AclRules rules;
     HostRecord host;
     {
-        // Serialise subnet choice and bridge creation between agentctl processes.
-        std::optional<core::FileLock> lock;
-        if (!m_api.preview()) lock.emplace(lock_path(m_context));
-        // The uid of the sandbox's host processes (host_user.hpp), taken under
-        // the host's lock until the bridge that records it exists.
-        std::optional<core::FileLock> ids_lock;
-        if (confined && server_is_this_machine()) {
-            if (!m_api.preview()) ids_lock.emplace(host_id_lock_path());
-            host = new_host_record(spec.name);
-        }
+        // The subnet and the uid of the sandbox's host processes
+        // (host_user.hpp) are chosen under the host's network lock, held until
+        // the bridge that records them exists.
+        const auto lock = lock_network();
+        if (confined && server_is_this_machine()) host = new_host_record(spec.name);
         subnet = choose_subnet();
         if (confined) {
             rules = plan_acl(spec.name, spec.network, subnet.host(1), placement);
@@ -384,11 +381,39 @@ int IncusProvider::remove_pieces(const std::string& name) {
             m_context.reporter.warning(fmt::format("{}: {}", name, e.what()));
         }
     }
+    // While the instance exists its enforcement stays: a failure here leaves everything.
     if (m_api.delete_instance(name)) ++found;
-    stop_egress_services(site, *m_egress);
+    // From here on each piece goes even when another could not: the first
+    // failure is thrown at the end, and the next delete finds what is left.
+    // Only the order Incus and the host need is kept: the processes stop
+    // before the bridge that records their uid goes (deleting it releases the
+    // uid) and before their state, the companion before its bridge, the
+    // bridge before its ACL.
+    std::exception_ptr failed;
+    const auto attempt = [&](const std::function<void()>& step) {
+        try {
+            step();
+            return true;
+        } catch (...) {
+            if (!failed) failed = std::current_exception();
+            return false;
+        }
+    };
+    // Their pid records are in the state directory: it stays while they may run.
+    const bool stopped = attempt([&] { stop_egress_services(site, *m_egress); });
     // The companion instance (instance placement) goes before its bridge can.
-    if (companion) m_egress_instance->remove_state(site);
-    network = m_api.network(bridge);
+    const bool companion_gone = !companion || attempt([&] { m_egress_instance->remove_state(site); });
+    const bool bridge_gone = stopped && companion_gone && attempt([&] { found += remove_bridge(name) ? 1 : 0; });
+    attempt([&] { m_egress->remove_firewall(bridge); });
+    if (stopped) attempt([&] { m_egress->remove_state(site); });
+    if (bridge_gone) attempt([&] { found += remove_acl(name) ? 1 : 0; });
+    if (failed) std::rethrow_exception(failed);
+    return found;
+}
+
+bool IncusProvider::remove_bridge(const std::string& name) {
+    const auto bridge = bridge_name(name);
+    auto network = m_api.network(bridge);
     // A create killed while Incus was still setting the bridge up leaves it
     // "Pending"; deleting it then would orphan its dnsmasq. Let it finish first.
     // In a cluster, a create killed between the per-member definitions and the
@@ -401,37 +426,33 @@ int IncusProvider::remove_pieces(const std::string& name) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         network = m_api.network(bridge);
     }
-    if (network) {
-        const auto owner = owner_of(*network);
-        if ((owner == name && project_of(*network) == m_project) || never_created(*network)) {
-            m_context.reporter.step(fmt::format("deleting bridge {}", bridge));
-            m_api.delete_network(bridge);
-            ++found;
-        } else {
-            const auto project = project_of(*network);
-            m_context.reporter.warning(fmt::format("network {} belongs to \"{}\"{}, not to {}; left alone", bridge,
-                                                   owner,
-                                                   project == m_project ? std::string()
-                                                   : project.empty()    ? std::string(" of the default project")
-                                                                        : " of project " + project,
-                                                   name));
-        }
+    if (!network) return false;
+    const auto owner = owner_of(*network);
+    if ((owner == name && project_of(*network) == m_project) || never_created(*network)) {
+        m_context.reporter.step(fmt::format("deleting bridge {}", bridge));
+        const auto lock = lock_network();
+        return m_api.delete_network(bridge);
     }
-    m_egress->remove_firewall(bridge);
-    m_egress->remove_state(site);
-    if (auto acl = m_api.acl(acl_name(name))) {
-        const auto owner = owner_of(*acl);
-        if (owner == name && project_of(*acl) == m_project) {
-            m_context.reporter.step(fmt::format("deleting network ACL {}", acl_name(name)));
-            m_api.delete_acl(acl_name(name));
-            ++found;
-        } else {
-            m_context.reporter.warning(
-                fmt::format("network ACL {} is not {}'s (another project's sandbox, or not agentctl's); left alone",
-                            acl_name(name), name));
-        }
+    const auto project = project_of(*network);
+    m_context.reporter.warning(fmt::format("network {} belongs to \"{}\"{}, not to {}; left alone", bridge, owner,
+                                           project == m_project ? std::string()
+                                           : project.empty()    ? std::string(" of the default project")
+                                                                : " of project " + project,
+                                           name));
+    return false;
+}
+
+bool IncusProvider::remove_acl(const std::string& name) {
+    const auto acl = m_api.acl(acl_name(name));
+    if (!acl) return false;
+    if (owner_of(*acl) != name || project_of(*acl) != m_project) {
+        m_context.reporter.warning(
+            fmt::format("network ACL {} is not {}'s (another project's sandbox, or not agentctl's); left alone",
+                        acl_name(name), name));
+        return false;
     }
-    return found;
+    m_context.reporter.step(fmt::format("deleting network ACL {}", acl_name(name)));
+    return m_api.delete_acl(acl_name(name));
 }
 
 Json IncusProvider::in_project(Json payload) const {
@@ -466,19 +487,14 @@ void IncusProvider::remove(const std::string& name, bool force) {
     // An agentctl killed mid-create leaves its operations running in the
     // daemon, and while they run the instance is busy and its bridge in use:
     // wait for them and retry, for a bounded time.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(180);
-    for (;;) {
-        try {
+    retry_transient(
+        [&] {
             if (m_api.wait_for_instance_operations(name, 120) > 0) {
                 m_context.reporter.step(fmt::format("waited for an unfinished operation on {}", name));
             }
             remove_once(name, force);
-            return;
-        } catch (const IncusError& e) {
-            if (!e.transient() || std::chrono::steady_clock::now() >= deadline) throw;
-            std::this_thread::sleep_for(std::chrono::milliseconds(500));
-        }
-    }
+        },
+        std::chrono::seconds(180));
 }
 
 void IncusProvider::remove_once(const std::string& name, bool force) {

@@ -77,7 +77,7 @@ void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules)
     if (!network) throw Error(fmt::format("the bridge {} of {} is missing", bridge, name), "recreate the sandbox");
     if (acl_attached(*network, acl)) return;
     m_context.reporter.step(fmt::format("attaching network ACL {} to bridge {} again (it was detached)", acl, bridge));
-    m_api.patch_network_config(bridge, acl_patch(acl));
+    patch_bridge(bridge, acl_patch(acl));
 }
 
 std::map<std::string, std::string> IncusProvider::evidence_records(const std::string& name, const Json& instance,

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "agentctl/provider.hpp"
+#include "core/files.hpp"
 #include "provider/incus/acl_rules.hpp"
 #include "provider/incus/api.hpp"
 #include "provider/common/probes.hpp"
@@ -101,15 +102,21 @@ private:
     // The cluster member for the instance (empty: Incus places it), checked
     // before anything is made (cluster.hpp, plan_placement).
     std::string place(const SandboxSpec& spec);
+    // The host's network lock (host_network_lock_path), held from before a
+    // bridge's subnet and host ids are chosen until it exists, and around
+    // every change and delete of a bridge; null under --preview.
+    [[nodiscard]] std::unique_ptr<core::FileLock> lock_network() const;
     // POST /1.0/networks for the sandbox's bridge; in a cluster first pending
     // on every member, then globally (Incus's two-step contract).
     // Under --preview, a `target` stands for the cluster's members.
     void create_bridge(const Json& network, const std::string& target);
+    // PATCH of a bridge's config, under the host's network lock.
+    void patch_bridge(const std::string& bridge, const Json& config);
     void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
     // A uid of its own for the host processes of `name` (host_user.hpp), with
     // its files in this agentctl's state directory; the caller holds
-    // host_id_lock_path().
+    // lock_network().
     HostRecord new_host_record(const std::string& name);
     // For a sandbox made before it had one: a new record, written on its
     // bridge and instance (under the lock).
@@ -153,9 +160,15 @@ private:
     void restore_egress(const std::string& name, const Json& instance);
     // status: the proxy's state, its log, the DNS resolver's scope.
     void add_egress_lines(const Json& instance, InstanceInfo& info) const;
-    // Removes instance, bridge and ACL, each only if present and ours.
-    // Returns how many pieces existed.
+    // Removes instance, bridge and ACL, each only if present and ours, and
+    // the host's pieces (processes, firewall table, state); once the instance
+    // is gone, a piece that cannot go does not keep the others (the first
+    // failure is thrown after). Returns how many Incus pieces existed.
     int remove_pieces(const std::string& name);
+    // The sandbox's bridge (under the host's network lock) and its ACL, each
+    // only if ours; true when one was deleted.
+    bool remove_bridge(const std::string& name);
+    bool remove_acl(const std::string& name);
     // A bridge or ACL payload, marked with this provider's project (bridges and
     // ACLs live in the default project, shared by every project).
     [[nodiscard]] Json in_project(Json payload) const;

@@ -242,7 +242,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                           {"security.acls.default.egress.action", "reject"},
                           {"security.acls.default.ingress.action", "reject"}};
         if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = plan_dnsmasq(network);
-        m_api.patch_network_config(bridge, bridge_patch);
+        patch_bridge(bridge, bridge_patch);
         restart_resolver();
         m_context.reporter.step(fmt::format("reloading the egress proxy of {}", name));
         if (host.host_firewall()) host.install_firewall(firewall_spec(bridge, site.subnet, placement, rules, network));
@@ -269,7 +269,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         m_context.reporter.step(fmt::format("detaching network ACL {}: egress is now unrestricted", acl));
         Json bridge_patch{{"security.acls", ""}};
         if (resolver == BridgeResolver::Incus) bridge_patch["raw.dnsmasq"] = "";
-        m_api.patch_network_config(bridge, bridge_patch);
+        patch_bridge(bridge, bridge_patch);
         m_api.delete_acl(acl);
         host.write_policy(site, network);
         restart_resolver();
