@@ -51,6 +51,7 @@ inline constexpr std::string_view k_feature_names[] = {
     "logs.exec",
     "provision.packages",
     "placement.target",
+    "network.credentials",
 };
 
 constexpr bool is_feature_name(std::string_view name) {

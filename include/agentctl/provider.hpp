@@ -170,9 +170,9 @@ struct SnapshotInfo {
 // clang-format off
 class Lifecycle {
 public:
-    static constexpr std::array<Feature, 11> k_features{
+    static constexpr std::array<Feature, 12> k_features{
         "create",   "start",    "stop",    "delete", "list", "status", "fs.mount", "fs.mount.readonly",
-        "network.port-publish", "provision.packages", "placement.target"};
+        "network.port-publish", "provision.packages", "placement.target", "network.credentials"};
     // clang-format on
     virtual ~Lifecycle() = default;
 

@@ -47,6 +47,16 @@ inline constexpr int k_max_processes = 1000000;
 
 enum class Isolation { Vm, Container };
 
+// A secret (`agentctl secret`) the sandbox may use: the guest variable `env`
+// holds a placeholder, and the sandbox's egress proxy puts the value in where
+// the placeholder stands, in requests to the hosts the secret is bound to.
+struct SecretUse {
+    std::string name;
+    std::string env;
+
+    friend bool operator==(const SecretUse&, const SecretUse&) = default;
+};
+
 struct SandboxSpec {
     std::string name;
     std::string image;
@@ -66,6 +76,7 @@ struct SandboxSpec {
     // `create --keep-on-failure`: a create that fails keeps what it made (to
     // look into) instead of removing it.
     bool keep_on_failure = false;
+    std::vector<SecretUse> secrets;  // create --secret, and the agent's credential when it is stored
 };
 
 // Each way the spec is weaker than agentctl's defaults, as a sentence for a

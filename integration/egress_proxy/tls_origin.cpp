@@ -1,8 +1,9 @@
-// A test HTTPS origin: `tls_origin ADDRESS:PORT CERT KEY`. Serves HTTP/1.1
-// with keep-alive over TLS; each response's body is the request head exactly
-// as it arrived (so a test sees what the origin received), followed by
-// `body-bytes: N` for a request body. A WebSocket upgrade is answered 101 and
-// every byte after it echoed. Prints `listening` once it accepts.
+// A test HTTPS origin: `tls_origin ADDRESS:PORT CERT KEY [LOG]`. Serves
+// HTTP/1.1 with keep-alive over TLS; each response's body is the request head
+// exactly as it arrived (so a test sees what the origin received), followed by
+// `body-bytes: N` for a request body. With LOG, each head is appended to that
+// file instead and the body is `ok` (what arrived never goes back to the client). A WebSocket upgrade is answered 101
+// and every byte after it echoed. Prints `listening` once it accepts.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -13,6 +14,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -40,6 +43,9 @@ std::size_t content_length(const std::string& head) {
     const auto at = lowered.find("\r\ncontent-length:");
     return at == std::string::npos ? 0 : std::strtoul(head.c_str() + at + 17, nullptr, 10);
 }
+
+const char* g_log = nullptr;
+std::mutex g_log_mutex;
 
 void serve(SSL_CTX* context, int fd) {
     SSL* ssl = SSL_new(context);
@@ -69,6 +75,11 @@ void serve(SSL_CTX* context, int fd) {
             }
             buffer.erase(0, length);
             std::string body = head + "body-bytes: " + std::to_string(length) + "\n";
+            if (g_log != nullptr) {
+                std::lock_guard lock(g_log_mutex);
+                std::ofstream(g_log, std::ios::app) << body << std::flush;
+                body = "ok\n";
+            }
             if (!write_all(ssl, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: " +
                                     std::to_string(body.size()) + "\r\n\r\n" + body))
                 break;
@@ -83,10 +94,11 @@ done:
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        std::fprintf(stderr, "usage: tls_origin ADDRESS:PORT CERT KEY\n");
+    if (argc != 4 && argc != 5) {
+        std::fprintf(stderr, "usage: tls_origin ADDRESS:PORT CERT KEY [LOG]\n");
         return 2;
     }
+    if (argc == 5) g_log = argv[4];
     std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-answer ends its connection, not the origin
     const std::string listen = argv[1];
     const auto colon = listen.rfind(':');

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "policy/secret_store.hpp"
 #include "cli/commands_list.hpp"
 #include "cli/sandbox_options.hpp"
 
@@ -64,6 +65,10 @@ void add_create(CLI::App& app, CommandEnv& env) {
         ->type_name("MEMBER");
     cmd->add_flag("--keep-on-failure", o->keep_on_failure,
                   "Keep what a failed create made, to look into (default: remove it all)");
+    cmd->add_option("--secret", o->secrets,
+                    "Let the sandbox use a secret (agentctl secret set): its variable ENV (default: the catalog's, "
+                    "else NAME) holds a placeholder the egress proxy replaces (repeatable)")
+        ->type_name("NAME[=ENV]");
     add_mount_flags(*cmd, o->mount);
     set_examples(*cmd, {
                            "agentctl create demo",
@@ -83,6 +88,8 @@ void add_create(CLI::App& app, CommandEnv& env) {
             std::vector<std::string> notices;
             auto spec = build_sandbox_spec(session, *o, false, &notices);
             for (const auto& notice : notices) session.reporter().notice(notice);
+            spec.secrets = policy::secret_uses(session.state_dir(), o->secrets, spec.agent, spec.network.enabled);
+            if (!spec.secrets.empty()) session.gate("network.credentials");
             if (!spec.target.empty()) session.gate("placement.target");
             if (!spec.mounts.empty()) session.gate("fs.mount");
             if (!spec.ports.empty()) session.gate("network.port-publish");
@@ -92,7 +99,11 @@ void add_create(CLI::App& app, CommandEnv& env) {
                 if (spec.network.deny_lan) session.gate("network.deny-lan");
             }
             for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
-            if (!session.globals().preview) spec = build_sandbox_spec(session, *o, true);
+            if (!session.globals().preview) {
+                auto secrets = std::move(spec.secrets);
+                spec = build_sandbox_spec(session, *o, true);
+                spec.secrets = std::move(secrets);
+            }
             spec.keep_on_failure = o->keep_on_failure;
             session.lock_instance(o->name);
             session.lifecycle().create(spec);

@@ -180,6 +180,57 @@ std::string secret_value(const StoredSecret& secret, ProcessRunner& runner) {
     return value;
 }
 
+std::vector<SecretUse> secret_uses(const fs::path& state_dir, const std::vector<std::string>& flags,
+                                   const std::string& agent, bool network_policy) {
+    std::vector<SecretUse> uses;
+    auto add = [&](SecretUse use) {
+        for (const auto& known : uses) {
+            if (known.name == use.name || known.env == use.env) {
+                throw Error(fmt::format("--secret {}: {} is given twice", use.name,
+                                        known.name == use.name ? "the secret" : "the variable " + use.env),
+                            "give each secret, and each variable, once");
+            }
+        }
+        uses.push_back(std::move(use));
+    };
+    for (const auto& flag : flags) {
+        const auto eq = flag.find('=');
+        SecretUse use{flag.substr(0, eq), eq == std::string::npos ? std::string() : flag.substr(eq + 1)};
+        check_secret_name(use.name);
+        if (!load_secret(state_dir, use.name)) {
+            throw Error(fmt::format("--secret {}: no secret of that name is stored", use.name),
+                        fmt::format("store it first: agentctl secret set {}", use.name));
+        }
+        if (use.env.empty()) {
+            const auto* credential = find_credential(use.name);
+            use.env = credential != nullptr ? std::string(credential->env) : use.name;
+            for (auto& c : use.env) {
+                c = c == '-' || c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            }
+        }
+        const bool env_ok = !use.env.empty() && !(use.env.front() >= '0' && use.env.front() <= '9') &&
+                            std::all_of(use.env.begin(), use.env.end(),
+                                        [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+        if (!env_ok) {
+            throw Error(fmt::format("--secret {}: \"{}\" is not an environment variable name", flag, use.env),
+                        "write --secret NAME=VARIABLE, e.g. --secret github=GH_TOKEN");
+        }
+        add(std::move(use));
+    }
+    if (const auto* credential = agent.empty() ? nullptr : credential_for_agent(agent)) {
+        const bool listed =
+            std::any_of(uses.begin(), uses.end(), [&](const auto& u) { return u.name == credential->name; });
+        if (!listed && load_secret(state_dir, credential->name))
+            uses.push_back({std::string(credential->name), std::string(credential->env)});
+    }
+    if (!uses.empty() && !network_policy) {
+        throw Error(
+            "--secret needs the egress proxy, and --no-network-policy has none: the secret could not be injected",
+            "drop --no-network-policy, or hand the sandbox no secret");
+    }
+    return uses;
+}
+
 nlohmann::json secrets_to_json(const std::vector<StoredSecret>& secrets) {
     auto list = nlohmann::json::array();
     for (const auto& secret : secrets) {

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "agentctl/sandbox.hpp"
+
 namespace agentctl {
 class ProcessRunner;
 }
@@ -72,6 +74,16 @@ bool remove_secret(const std::filesystem::path& state_dir, std::string_view name
 // command (its trailing newline dropped). Throws agentctl::Error naming the
 // secret and the command (never its output) when the command fails.
 [[nodiscard]] std::string secret_value(const StoredSecret& secret, ProcessRunner& runner);
+
+// `create --secret NAME[=ENV]...` and the agent's credential: what the sandbox
+// uses, each secret once. ENV defaults to the catalog credential's variable,
+// else NAME upper-cased ('-' and '.' as '_'). The agent's credential (claude:
+// anthropic, ...) is added when a secret of that name is stored. Throws
+// agentctl::Error for a secret that is not stored, a bad ENV, or secrets on a
+// sandbox without a network policy (nothing would inject them).
+[[nodiscard]] std::vector<SecretUse> secret_uses(const std::filesystem::path& state_dir,
+                                                 const std::vector<std::string>& flags, const std::string& agent,
+                                                 bool network_policy);
 
 // `secret list -o json`: names, sources and hosts; never a value.
 [[nodiscard]] nlohmann::json secrets_to_json(const std::vector<StoredSecret>& secrets);

@@ -67,3 +67,33 @@ TEST_CASE("secret names and values are checked", "[secret]") {
     CHECK_THROWS_AS(check_secret_value("x", "a\r\nX-Injected: 1"), Error);
     CHECK_THROWS_AS(check_secret_value("x", ""), Error);
 }
+
+TEST_CASE("create --secret resolves variables, adds the agent's stored credential and refuses what is missing",
+          "[secret]") {
+    test::TempDir state;
+    save_secret(state.path, {"github", SecretSource::Value, "x", "", {}});
+    save_secret(state.path, {"anthropic", SecretSource::Value, "y", "", {}});
+    save_secret(state.path, {"my-api.key", SecretSource::Value, "z", "", {{"api.example.test", "x-api-key"}}});
+    auto uses = secret_uses(state.path, {"github", "my-api.key", "anthropic=CLAUDE_KEY"}, "", true);
+    REQUIRE(uses.size() == 3);
+    CHECK(uses[0] == SecretUse{"github", "GH_TOKEN"});
+    CHECK(uses[1] == SecretUse{"my-api.key", "MY_API_KEY"});
+    CHECK(uses[2] == SecretUse{"anthropic", "CLAUDE_KEY"});
+    // --agent claude brings the stored anthropic secret; codex's openai secret is not stored.
+    CHECK(secret_uses(state.path, {}, "claude", true) == std::vector<SecretUse>{{"anthropic", "ANTHROPIC_API_KEY"}});
+    CHECK(secret_uses(state.path, {}, "codex", true).empty());
+    CHECK(secret_uses(state.path, {}, "", false).empty());
+
+    auto error_of = [&](std::vector<std::string> flags, bool network = true) {
+        try {
+            (void)secret_uses(state.path, flags, "", network);
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    CHECK(error_of({"openai"}) == "--secret openai: no secret of that name is stored");
+    CHECK(error_of({"github=1BAD"}) == "--secret github=1BAD: \"1BAD\" is not an environment variable name");
+    CHECK(error_of({"github", "anthropic=GH_TOKEN"}) == "--secret anthropic: the variable GH_TOKEN is given twice");
+    CHECK(error_of({"github"}, false).starts_with("--secret needs the egress proxy"));
+}

@@ -93,6 +93,25 @@ bool drop_privileges(const Credentials& run_as, const std::vector<int>& capabili
     return ::prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) == 0;
 }
 
+// A pipe holding `input` (written whole before the child exists, so nobody
+// waits on anybody: the write end does not block, a pipe smaller than `input`
+// is an error), its read end returned; -1 for no input.
+int input_pipe(const std::string& input) {
+    if (input.empty()) return -1;
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
+    const bool nonblocking = ::fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0;
+    const ssize_t written =
+        nonblocking && input.size() <= 65536 ? ::write(fds[1], input.data(), input.size()) : -1;
+    ::close(fds[1]);
+    if (written != static_cast<ssize_t>(input.size())) {
+        ::close(fds[0]);
+        throw Error("cannot hand the egress proxy its secrets: they do not fit a pipe (64 KiB)",
+                    "bind fewer or shorter secrets to the sandbox");
+    }
+    return fds[0];
+}
+
 }  // namespace
 
 int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options) {
@@ -108,11 +127,13 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
     const auto run_as = options.run_as;
     const auto& capabilities = options.capabilities;
     const auto& cgroups = options.cgroups;
+    const int input_fd = input_pipe(options.input);
 
     pid_t first = ::fork();
     if (first < 0) {
         ::close(pid_pipe[0]);
         ::close(pid_pipe[1]);
+        if (input_fd >= 0) ::close(input_fd);
         throw Error(std::string("cannot fork: ") + std::strerror(errno));
     }
     if (first == 0) {
@@ -126,7 +147,15 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
         }
         int null_fd = ::open("/dev/null", O_RDONLY);
         int out_fd = ::open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        if (null_fd >= 0) ::dup2(null_fd, STDIN_FILENO);
+        // The input goes on fd 0 itself (close_range below closes the pipe's
+        // own descriptor); already there, it must not close on exec.
+        if (input_fd == STDIN_FILENO) {
+            ::fcntl(STDIN_FILENO, F_SETFD, 0);
+        } else if (input_fd >= 0) {
+            ::dup2(input_fd, STDIN_FILENO);
+        } else if (null_fd >= 0) {
+            ::dup2(null_fd, STDIN_FILENO);
+        }
         if (out_fd >= 0) {
             ::dup2(out_fd, STDOUT_FILENO);
             ::dup2(out_fd, STDERR_FILENO);
@@ -144,6 +173,7 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
         child_fail("agentctl: cannot run the egress proxy executable\n", 127);
     }
     ::close(pid_pipe[1]);
+    if (input_fd >= 0) ::close(input_fd);
     int grandchild = -1;
     ssize_t n;
     do {

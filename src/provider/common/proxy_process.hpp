@@ -36,10 +36,14 @@ struct SpawnOptions {
     // memory are charged there from the start). The child exits with 126 when
     // it cannot.
     std::vector<std::string> cgroups;
+    // What the process reads on its stdin (a pipe holding exactly this, then
+    // its end), instead of /dev/null: how the egress proxy gets its secrets,
+    // which never go into an argument, the environment or a file. At most 64 KiB.
+    std::string input;
 };
 
 // Runs `argv` (argv[0] an absolute path) detached: new session, stdin from
-// /dev/null, none of this process's other descriptors open. Returns the grandchild's pid. Throws agentctl::Error when
+// `options.input` (else /dev/null), none of this process's other descriptors open. Returns the grandchild's pid. Throws agentctl::Error when
 // it cannot fork.
 int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options);
 

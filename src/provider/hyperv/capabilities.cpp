@@ -96,6 +96,8 @@ constexpr std::array k_entries{
     Entry{"placement.target", Status::UnderDevelopment,
           "placing a VM on a member of a Hyper-V failover cluster is not built; the VM runs on the host agentctl "
           "drives (--target is for Incus clusters today)"},
+    Entry{"network.credentials", Status::UnderDevelopment,
+          "credential injection needs the egress proxy, which Hyper-V sandboxes do not have yet"},
 };
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
 #include "provider/incus/host_cgroup.hpp"
+#include "provider/incus/sandbox_secrets.hpp"
 #include "provider/incus/settings.hpp"
 
 namespace agentctl::provider::incus {
@@ -59,6 +60,7 @@ struct Paths {
     fs::path run;
     fs::path policy() const { return dir / "egress-policy.json"; }
     fs::path resolve() const { return dir / "egress-resolve"; }
+    fs::path upstream_ca() const { return dir / "egress-upstream-ca.crt"; }
     fs::path pid() const { return run / "egress-proxy.pid"; }
     fs::path log() const { return run / "egress.log"; }
     fs::path output() const { return dir / "egress-proxy.out"; }
@@ -112,6 +114,15 @@ public:
             fs::remove(paths.resolve(), ec);
         }
         auto options = spawn_options(site, paths.output());
+        // The sandbox's secrets: fetched now, handed over on the proxy's stdin.
+        options.input = proxy_secret_payload(m_context.state_dir, paths.dir, site.sandbox, m_context.runner);
+        if (!options.input.empty()) {
+            argv.insert(argv.end(), {"--secrets-fd", "0"});
+            if (auto extra = setting(m_context, config_key::k_proxy_upstream_ca); !extra.empty()) {
+                write_shared(site, paths.upstream_ca(), core::read_file(extra));
+                argv.insert(argv.end(), {"--upstream-ca", "../egress-upstream-ca.crt"});
+            }
+        }
         options.working_dir = paths.run.string();
         start_recorded(argv, options, paths.pid(), paths.record(), address, k_egress_proxy_port);
     }

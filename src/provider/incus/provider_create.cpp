@@ -26,7 +26,9 @@
 #include "provider/incus/guest_proxy_scripts.hpp"
 #include "provider/incus/guest_scripts.hpp"
 #include "provider/incus/host_ports.hpp"
+#include "egress_proxy/sandbox_ca.hpp"
 #include "provider/incus/naming.hpp"
+#include "provider/incus/sandbox_secrets.hpp"
 #include "provider/incus/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
@@ -251,6 +253,12 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const auto bridge = bridge_name(spec.name);
     const bool confined = spec.network.enabled;
     const auto placement = placement_setting();
+    if (!spec.secrets.empty() && placement == ProxyPlacement::Instance) {
+        throw Error(fmt::format("sandbox {}: secrets are injected by an egress proxy on this host, and this sandbox's "
+                                "proxy would run in a companion instance (incus.proxyPlacement)",
+                                spec.name),
+                    "agentctl config set incus.proxyPlacement=host (the Incus server must be this machine)");
+    }
     if (confined && placement == ProxyPlacement::Instance && companion_name(spec.name).size() > 63) {
         throw Error(fmt::format("the sandbox name \"{}\" is too long for its egress proxy instance {}", spec.name,
                                 companion_name(spec.name)),
@@ -285,6 +293,14 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     // Resolver and proxy come up while the instance is created.
     // (Instance placement: the companion comes up on the bridge meanwhile.)
     const auto proxy_at = proxy_address(placement, subnet.host(1)).address_text();
+    // Secrets: placeholders and the sandbox CA exist before the proxy starts (it reads them).
+    const auto secrets = plan_sandbox_secrets(spec.secrets);
+    std::string ca_cert;
+    if (!secrets.empty() && !m_api.preview()) {
+        const std::filesystem::path dir = host.recorded() ? host.state_dir : default_state_dir(m_context, spec.name);
+        write_sandbox_secrets(dir, secrets);
+        ca_cert = egress_proxy::load_or_make_sandbox_ca(dir, spec.name).cert;
+    }
     std::future<void> proxy;
     if (confined) {
         proxy = egress_up(EgressSite{spec.name, bridge, subnet.host(1), spec.image, host}, placement, spec.network,
@@ -298,6 +314,8 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const auto pool = setting(m_context, config_key::k_storage_pool);
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, proxy_at, k_egress_proxy_port, spec.isolation);
+    const auto secret_env = secret_environment(secrets);
+    for (const auto& [name, value] : secret_env) config["environment." + name] = value;
     config[std::string(key::k_resolver)] = resolver_record(resolver);
     // Only agentctl starts it (start_gate.hpp): this create's start has a pass.
     std::unique_ptr<StartPass> pass;
@@ -323,9 +341,11 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     }
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
     std::string script = bootstrap_user_script(spec.user, guest_uid);
-    if (confined)
-        script =
-            with_proxy_setup(script, proxy_setup_script(proxy_at, k_egress_proxy_port, subnet.host(1).address_text()));
+    if (confined) {
+        auto setup = proxy_setup_script(proxy_at, k_egress_proxy_port, subnet.host(1).address_text());
+        if (!secrets.empty()) setup += "\n" + guest_secret_script(ca_cert, secret_env);
+        script = with_proxy_setup(script, setup);
+    }
     auto result = run_as_root(spec.name, script, 120);
     auto user = parse_bootstrap_output(result.out);
     if (!user) {
@@ -341,6 +361,11 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
                                 "uid {}: the image already uses that id",
                                 spec.user, user->uid, user->gid, spec.name, guest_uid),
                     "use an image that has no user with that id");
+    }
+    if (!secrets.empty() && !m_api.preview() && result.out.find("agentctl-secrets-configured") == std::string::npos) {
+        throw Error(fmt::format("installing the sandbox CA in {} failed (exit {}): {}", spec.name, result.exit_code,
+                                result.err),
+                    "the image needs a POSIX shell and sed");
     }
     if (confined && !m_api.preview() && result.out.find("agentctl-proxy-configured") == std::string::npos) {
         throw Error(fmt::format("configuring the egress proxy in {} failed (exit {}): {}", spec.name, result.exit_code,

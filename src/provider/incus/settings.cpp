@@ -135,6 +135,10 @@ constexpr std::array k_settings{
               "an /etc/hosts-format file each Incus sandbox's egress proxy consults before DNS (addresses are "
               "still vetted by the policy)",
               "", KeyPolicy::UserMayOverride, &core::validate_path},
+    ConfigKey{config_key::k_proxy_upstream_ca,
+              "for test origins only: a CA file each Incus sandbox's egress proxy trusts besides the system's, for "
+              "the hosts it terminates TLS for to inject secrets (unset: the system's trust store only)",
+              "", KeyPolicy::UserMayOverride, &core::validate_path},
     ConfigKey{config_key::k_remote,
               "the incus client's remote (incus remote list) whose server holds the sandboxes, over HTTPS; unset: "
               "the local daemon's unix socket (--remote overrides it)",

@@ -22,6 +22,7 @@ inline constexpr std::string_view k_subnet_prefix = "incus.subnetPrefix";
 inline constexpr std::string_view k_storage_pool = "incus.storagePool";
 inline constexpr std::string_view k_image = "incus.image";
 inline constexpr std::string_view k_proxy_resolve_file = "incus.proxyResolveFile";
+inline constexpr std::string_view k_proxy_upstream_ca = "incus.proxyUpstreamCA";
 inline constexpr std::string_view k_remote = "incus.remote";
 inline constexpr std::string_view k_project = "incus.project";
 inline constexpr std::string_view k_proxy_placement = "incus.proxyPlacement";

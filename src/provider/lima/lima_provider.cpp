@@ -37,6 +37,9 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
     m.set("placement.target", CapabilityStatus::NotAvailable,
           "a Lima instance runs on this machine; there are no cluster members to place it on (--target is for Incus "
           "clusters)");
+    m.set("network.credentials", CapabilityStatus::UnderDevelopment,
+          "the egress proxy injects secrets, but handing a Lima guest its placeholders and the sandbox CA is not built "
+          "yet; use Incus");
     return m;
 }
 

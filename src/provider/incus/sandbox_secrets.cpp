@@ -1,0 +1,136 @@
+#include "provider/incus/sandbox_secrets.hpp"
+
+#include <sys/random.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "agentctl/error.hpp"
+#include "agentctl/process.hpp"
+#include "core/files.hpp"
+#include "egress_proxy/sandbox_ca.hpp"
+#include "egress_proxy/secret_injection.hpp"
+#include "policy/secret_store.hpp"
+
+namespace agentctl::provider::incus {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view k_system_bundle = "/etc/ssl/certs/ca-certificates.crt";
+
+fs::path record_file(const fs::path& sandbox_dir) { return sandbox_dir / "secrets.json"; }
+
+std::string random_hex(std::size_t bytes) {
+    std::string raw(bytes, '\0');
+    if (::getrandom(raw.data(), raw.size(), 0) != static_cast<ssize_t>(raw.size()))
+        throw Error("cannot draw random bytes for a secret's placeholder", "");
+    std::string hex;
+    for (unsigned char c : raw) hex += fmt::format("{:02x}", c);
+    return hex;
+}
+
+}  // namespace
+
+std::vector<SandboxSecret> plan_sandbox_secrets(const std::vector<SecretUse>& uses) {
+    std::vector<SandboxSecret> secrets;
+    for (const auto& use : uses)
+        secrets.push_back({use.name, use.env, fmt::format("agentctl-secret-{}-{}", use.name, random_hex(16))});
+    return secrets;
+}
+
+void write_sandbox_secrets(const fs::path& sandbox_dir, const std::vector<SandboxSecret>& secrets) {
+    if (secrets.empty()) {
+        std::error_code ec;
+        fs::remove(record_file(sandbox_dir), ec);
+        return;
+    }
+    auto list = nlohmann::json::array();
+    for (const auto& secret : secrets)
+        list.push_back({{"name", secret.name}, {"env", secret.env}, {"placeholder", secret.placeholder}});
+    core::write_file_atomic(record_file(sandbox_dir), list.dump(2) + "\n", 0600);
+}
+
+std::vector<SandboxSecret> read_sandbox_secrets(const fs::path& sandbox_dir) {
+    const auto file = record_file(sandbox_dir);
+    const auto text = core::read_file_if_exists(file);
+    std::vector<SandboxSecret> secrets;
+    if (!text) return secrets;
+    auto list = nlohmann::json::parse(*text, nullptr, false);
+    if (!list.is_array()) throw Error(fmt::format("{}: not a JSON list", file.string()), "recreate the sandbox");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const auto& entry = list[i];
+        for (const char* field : {"name", "env", "placeholder"}) {
+            if (!entry.contains(field) || !entry[field].is_string())
+                throw Error(fmt::format("{}: field `[{}].{}` is missing", file.string(), i, field),
+                            "recreate the sandbox");
+        }
+        secrets.push_back({entry["name"], entry["env"], entry["placeholder"]});
+    }
+    return secrets;
+}
+
+std::map<std::string, std::string> secret_environment(const std::vector<SandboxSecret>& secrets) {
+    std::map<std::string, std::string> environment;
+    if (secrets.empty()) return environment;
+    for (const auto& secret : secrets) environment[secret.env] = secret.placeholder;
+    environment["NODE_EXTRA_CA_CERTS"] = std::string(k_guest_ca_file);
+    environment["SSL_CERT_FILE"] = std::string(k_system_bundle);
+    environment["REQUESTS_CA_BUNDLE"] = std::string(k_system_bundle);
+    environment["CURL_CA_BUNDLE"] = std::string(k_system_bundle);
+    environment["GIT_SSL_CAINFO"] = std::string(k_system_bundle);
+    return environment;
+}
+
+std::string guest_secret_script(const std::string& ca_cert_pem, const std::map<std::string, std::string>& environment) {
+    std::string env_lines;
+    std::string profile_lines;
+    for (const auto& [key, value] : environment) {
+        env_lines += fmt::format("{}={}\n", key, value);
+        profile_lines += fmt::format("export {}={}\n", key, shell_quote(value));
+    }
+    return fmt::format(R"SH(set -eu
+umask 022
+mark='# agentctl secrets'
+mkdir -p "$(dirname {ca})"
+printf '%s' {pem} >{ca}
+if command -v update-ca-certificates >/dev/null 2>&1; then
+  update-ca-certificates >/dev/null 2>&1
+elif ! grep -q 'agentctl sandbox' {bundle} 2>/dev/null; then
+  mkdir -p "$(dirname {bundle})"; cat {ca} >>{bundle}
+fi
+touch /etc/environment
+sed "/^$mark begin\$/,/^$mark end\$/d" /etc/environment >/etc/environment.agentctl
+{{ echo "$mark begin"; printf '%s' {env}; echo "$mark end"; }} >>/etc/environment.agentctl
+mv /etc/environment.agentctl /etc/environment
+mkdir -p /etc/profile.d
+{{ echo "$mark"; printf '%s' {profile}; }} >/etc/profile.d/agentctl-secrets.sh
+echo agentctl-secrets-configured
+)SH",
+                       fmt::arg("ca", shell_quote(std::string(k_guest_ca_file))),
+                       fmt::arg("pem", shell_quote(ca_cert_pem)),
+                       fmt::arg("bundle", shell_quote(std::string(k_system_bundle))),
+                       fmt::arg("env", shell_quote(env_lines)), fmt::arg("profile", shell_quote(profile_lines)));
+}
+
+std::string proxy_secret_payload(const fs::path& state_dir, const fs::path& sandbox_dir, const std::string& sandbox,
+                                 ProcessRunner& runner) {
+    const auto secrets = read_sandbox_secrets(sandbox_dir);
+    if (secrets.empty()) return {};
+    const auto ca = egress_proxy::load_or_make_sandbox_ca(sandbox_dir, sandbox);
+    egress_proxy::SecretPayload payload{ca.cert, ca.key, {}};
+    for (const auto& secret : secrets) {
+        const auto stored = policy::load_secret(state_dir, secret.name);
+        if (!stored) {
+            throw Error(fmt::format("sandbox {} uses secret {}, which is no longer stored", sandbox, secret.name),
+                        fmt::format("store it again: agentctl secret set {}", secret.name));
+        }
+        egress_proxy::InjectedSecret injected{
+            secret.name, secret.placeholder, policy::secret_value(*stored, runner), {}};
+        for (const auto& host : policy::effective_hosts(*stored)) injected.bindings.push_back({host.host, host.header});
+        payload.secrets.push_back(std::move(injected));
+    }
+    return egress_proxy::secret_payload_json(payload);
+}
+
+}  // namespace agentctl::provider::incus

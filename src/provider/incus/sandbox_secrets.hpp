@@ -1,0 +1,57 @@
+// A sandbox's secrets on Incus: the record of which secrets it uses and their
+// placeholders (secrets.json, root, 0600, in the directory of the sandbox's
+// host files: host_user.hpp), the per-sandbox CA beside it (egress-ca.key
+// 0600; the certificate is all the guest gets),
+// what the guest's environment holds, and the payload its egress proxy reads
+// on its stdin at each start (values fetched then: a `--from-command` secret's
+// command runs at each start).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "agentctl/sandbox.hpp"
+
+namespace agentctl {
+class ProcessRunner;
+}
+
+namespace agentctl::provider::incus {
+
+struct SandboxSecret {
+    std::string name;
+    std::string env;
+    std::string placeholder;  // unique to the sandbox and the secret; not secret itself
+};
+
+// Where the guest finds the sandbox CA's certificate.
+inline constexpr std::string_view k_guest_ca_file = "/usr/local/share/ca-certificates/agentctl-sandbox.crt";
+
+// A fresh placeholder for each secret the sandbox uses.
+[[nodiscard]] std::vector<SandboxSecret> plan_sandbox_secrets(const std::vector<SecretUse>& uses);
+
+// The record in `sandbox_dir` (written 0600); an empty list removes it.
+void write_sandbox_secrets(const std::filesystem::path& sandbox_dir, const std::vector<SandboxSecret>& secrets);
+// Empty when the sandbox has none. Throws agentctl::Error naming a malformed record.
+[[nodiscard]] std::vector<SandboxSecret> read_sandbox_secrets(const std::filesystem::path& sandbox_dir);
+
+// The guest's variables: each secret's placeholder, and where Node, Python and
+// curl find the CA (the system bundle, which holds it once installed).
+[[nodiscard]] std::map<std::string, std::string> secret_environment(const std::vector<SandboxSecret>& secrets);
+
+// A root script for the guest: installs `ca_cert_pem` into the trust store
+// (update-ca-certificates, else appended to the bundle) and writes the
+// variables to /etc/environment and /etc/profile.d for login shells.
+[[nodiscard]] std::string guest_secret_script(const std::string& ca_cert_pem,
+                                              const std::map<std::string, std::string>& environment);
+
+// The proxy's payload (egress_proxy::SecretPayload as JSON): the CA, and each
+// secret's placeholder, current value and hosts. Throws agentctl::Error naming
+// a secret that is gone or whose command fails.
+[[nodiscard]] std::string proxy_secret_payload(const std::filesystem::path& state_dir,
+                                               const std::filesystem::path& sandbox_dir, const std::string& sandbox,
+                                               ProcessRunner& runner);
+
+}  // namespace agentctl::provider::incus
