@@ -116,8 +116,10 @@ check "that host never receives the value" bash -c "! has_value '$WORK/origin-ot
 check "no sandbox certificate is presented for it (the tunnel is opaque)" bash -c "! agentctl exec '$A' -- curl -sS -o /dev/null https://other.test/ 2>/dev/null"
 
 # ---------------------------------------------------------------- the value is nowhere but the host's store and the proxy
-PID=$(incus query "/1.0/instances/$A/state" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+PID=$(incus query "/1.0/instances/$A/state?project=${INCUS_PROJECT:-default}" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
 check "the guest's init is found" test "${PID:-0}" -gt 1
+[ "${PID:-0}" -gt 1 ] || { finish; exit 1; }  # the searches below need it
 check "the value is in no file of the guest" bash -c "! grep -rlsFf '$WORK/value.pattern' --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev /proc/$PID/root/ | grep -q ."
 guest_ns=$(readlink "/proc/$PID/ns/pid")
 leaked=0

@@ -17,25 +17,34 @@ std::map<std::string, std::string> proxy_environment(const std::string& url) {
             {"PIP_PROXY", url}};
 }
 
-std::string proxy_setup_script(const std::string& address, std::uint16_t port, const std::string& resolver) {
-    const auto url = proxy_url(address, port);
+std::string environment_files_script(std::string_view mark, std::string_view profile_file,
+                                     const std::map<std::string, std::string>& environment) {
     std::string env_lines;
     std::string profile_lines;
-    for (const auto& [key, value] : proxy_environment(url)) {
+    for (const auto& [key, value] : environment) {
         env_lines += fmt::format("{}={}\n", key, value);
         profile_lines += fmt::format("export {}={}\n", key, shell_quote(value));
     }
-    return fmt::format(R"SH(set -eu
-umask 022
-mark='# agentctl egress proxy'
-# /etc/environment (PAM) and login shells.
+    return fmt::format(R"SH(mark={mark}
 touch /etc/environment
 sed "/^$mark begin\$/,/^$mark end\$/d" /etc/environment >/etc/environment.agentctl
 {{ echo "$mark begin"; printf '%s' {env}; echo "$mark end"; }} >>/etc/environment.agentctl
 mv /etc/environment.agentctl /etc/environment
 mkdir -p /etc/profile.d
-{{ echo "$mark"; printf '%s' {profile}; }} >/etc/profile.d/agentctl-proxy.sh
-# Names resolve at the sandbox's own resolver on the bridge (allowlisted
+{{ echo "$mark"; printf '%s' {profile}; }} >{file}
+)SH",
+                       fmt::arg("mark", shell_quote(std::string(mark))), fmt::arg("env", shell_quote(env_lines)),
+                       fmt::arg("profile", shell_quote(profile_lines)),
+                       fmt::arg("file", shell_quote(std::string(profile_file))));
+}
+
+std::string proxy_setup_script(const std::string& address, std::uint16_t port, const std::string& resolver) {
+    const auto url = proxy_url(address, port);
+    return fmt::format(
+        R"SH(set -eu
+umask 022
+# /etc/environment (PAM) and login shells.
+{environment}# Names resolve at the sandbox's own resolver on the bridge (allowlisted
 # names only), unless a local resolver (systemd-resolved's stub) manages the file.
 if [ ! -L /etc/resolv.conf ]; then
   printf '%s\nnameserver %s\n' "$mark" {resolver} >/etc/resolv.conf.agentctl && mv /etc/resolv.conf.agentctl /etc/resolv.conf
@@ -85,9 +94,10 @@ printf '%s\nHost *\n    ProxyCommand /usr/local/bin/agentctl-connect %%h %%p\n' 
   >/etc/ssh/ssh_config.d/90-agentctl-proxy.conf
 echo agentctl-proxy-configured
 )SH",
-                       fmt::arg("env", shell_quote(env_lines)), fmt::arg("profile", shell_quote(profile_lines)),
-                       fmt::arg("url", shell_quote(url)), fmt::arg("address", address), fmt::arg("port", port),
-                       fmt::arg("resolver", shell_quote(resolver)));
+        fmt::arg("environment", environment_files_script("# agentctl egress proxy", "/etc/profile.d/agentctl-proxy.sh",
+                                                         proxy_environment(url))),
+        fmt::arg("url", shell_quote(url)), fmt::arg("address", address), fmt::arg("port", port),
+        fmt::arg("resolver", shell_quote(resolver)));
 }
 
 std::string with_proxy_setup(const std::string& main, const std::string& setup) {

@@ -11,6 +11,7 @@
 #include "egress_proxy/sandbox_ca.hpp"
 #include "egress_proxy/secret_injection.hpp"
 #include "policy/secret_store.hpp"
+#include "provider/incus/guest_proxy_scripts.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
@@ -83,34 +84,21 @@ std::map<std::string, std::string> secret_environment(const std::vector<SandboxS
 }
 
 std::string guest_secret_script(const std::string& ca_cert_pem, const std::map<std::string, std::string>& environment) {
-    std::string env_lines;
-    std::string profile_lines;
-    for (const auto& [key, value] : environment) {
-        env_lines += fmt::format("{}={}\n", key, value);
-        profile_lines += fmt::format("export {}={}\n", key, shell_quote(value));
-    }
-    return fmt::format(R"SH(set -eu
+    return fmt::format(
+        R"SH(set -eu
 umask 022
-mark='# agentctl secrets'
 mkdir -p "$(dirname {ca})"
 printf '%s' {pem} >{ca}
-if command -v update-ca-certificates >/dev/null 2>&1; then
-  update-ca-certificates >/dev/null 2>&1
-elif ! grep -q 'agentctl sandbox' {bundle} 2>/dev/null; then
+# The trust store: Debian's tool when it works, else the bundle directly.
+if ! {{ command -v update-ca-certificates >/dev/null 2>&1 && update-ca-certificates >/dev/null; }}; then
   mkdir -p "$(dirname {bundle})"; cat {ca} >>{bundle}
 fi
-touch /etc/environment
-sed "/^$mark begin\$/,/^$mark end\$/d" /etc/environment >/etc/environment.agentctl
-{{ echo "$mark begin"; printf '%s' {env}; echo "$mark end"; }} >>/etc/environment.agentctl
-mv /etc/environment.agentctl /etc/environment
-mkdir -p /etc/profile.d
-{{ echo "$mark"; printf '%s' {profile}; }} >/etc/profile.d/agentctl-secrets.sh
-echo agentctl-secrets-configured
+{environment}echo agentctl-secrets-configured
 )SH",
-                       fmt::arg("ca", shell_quote(std::string(k_guest_ca_file))),
-                       fmt::arg("pem", shell_quote(ca_cert_pem)),
-                       fmt::arg("bundle", shell_quote(std::string(k_system_bundle))),
-                       fmt::arg("env", shell_quote(env_lines)), fmt::arg("profile", shell_quote(profile_lines)));
+        fmt::arg("ca", shell_quote(std::string(k_guest_ca_file))), fmt::arg("pem", shell_quote(ca_cert_pem)),
+        fmt::arg("bundle", shell_quote(std::string(k_system_bundle))),
+        fmt::arg("environment",
+                 environment_files_script("# agentctl secrets", "/etc/profile.d/agentctl-secrets.sh", environment)));
 }
 
 std::string proxy_secret_payload(const fs::path& state_dir, const fs::path& sandbox_dir, const std::string& sandbox,
