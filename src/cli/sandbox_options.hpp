@@ -40,8 +40,8 @@ struct CreateOptions {
     std::string disk_size;
     std::string agent;
     std::vector<std::string> packages;
-    std::string isolation;             // vm | container | empty (profile or default)
-    std::string target;                // --target MEMBER: the cluster member (Incus clusters)
+    std::string isolation;  // vm | container | empty (profile or default)
+    std::string target;     // --target MEMBER: the cluster member (Incus clusters)
     bool keep_on_failure = false;
     std::vector<std::string> secrets;  // --secret NAME[=ENV]
     MountOptions mount;

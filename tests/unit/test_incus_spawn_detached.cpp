@@ -1,6 +1,7 @@
 // A detached process (a sandbox's egress proxy or resolver) starts with
 // stdin, stdout and stderr only: a descriptor the starting command holds (a
 // lock, a socket), even one without close-on-exec, does not live on in it.
+// What the caller hands it (SpawnOptions::input) is its stdin.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "agentctl/process.hpp"
 #include "provider/common/proxy_process.hpp"
@@ -54,4 +56,29 @@ TEST_CASE("spawn_detached: the child holds none of the caller's descriptors", "[
     const int other = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
     CHECK(::flock(other, LOCK_EX | LOCK_NB) == 0);
     ::close(other);
+}
+
+TEST_CASE("spawn_detached: the input is the child's stdin, and no other descriptor is left", "[incus][spawn]") {
+    test::TempDir dir;
+    const auto listing = dir.path / "fds";
+    const auto received = dir.path / "received";
+    SpawnOptions options;
+    options.output = (dir.path / "out").string();
+    options.input = "{\"secrets\": []}\nsecond line";
+    REQUIRE(::mkfifo(listing.c_str(), 0600) == 0);
+    // `cat` ends only at the end of its stdin: the pipe's write end is closed.
+    const auto script = "cat > '" + received.string() + "'; ls /proc/self/fd > '" + listing.string() + "'";
+    REQUIRE(spawn_detached({"/bin/sh", "-c", script}, options) > 0);
+    std::ifstream in(listing);
+    std::vector<int> fds;
+    for (int fd; in >> fd;) fds.push_back(fd);
+    CHECK(fds == std::vector<int>{0, 1, 2, 3});  // 3: the directory `ls` reads
+    std::ifstream got(received);
+    CHECK(std::string(std::istreambuf_iterator<char>(got), {}) == options.input);
+
+    // More than a pipe holds is refused before anything starts.
+    options.input.assign(65537, 'x');
+    CHECK_THROWS_WITH(spawn_detached({"/bin/sh", "-c", "touch '" + received.string() + ".started'"}, options),
+                      Catch::Contains("do not fit a pipe"));
+    CHECK_FALSE(std::filesystem::exists(received.string() + ".started"));
 }

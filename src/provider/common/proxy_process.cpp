@@ -101,8 +101,7 @@ int input_pipe(const std::string& input) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
     const bool nonblocking = ::fcntl(fds[1], F_SETFL, O_NONBLOCK) == 0;
-    const ssize_t written =
-        nonblocking && input.size() <= 65536 ? ::write(fds[1], input.data(), input.size()) : -1;
+    const ssize_t written = nonblocking && input.size() <= 65536 ? ::write(fds[1], input.data(), input.size()) : -1;
     ::close(fds[1]);
     if (written != static_cast<ssize_t>(input.size())) {
         ::close(fds[0]);

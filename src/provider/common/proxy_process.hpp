@@ -43,8 +43,9 @@ struct SpawnOptions {
 };
 
 // Runs `argv` (argv[0] an absolute path) detached: new session, stdin from
-// `options.input` (else /dev/null), none of this process's other descriptors open. Returns the grandchild's pid. Throws agentctl::Error when
-// it cannot fork.
+// `options.input` (else /dev/null), none of this process's other descriptors
+// open. Returns the grandchild's pid. Throws agentctl::Error when it cannot
+// fork, or when `options.input` does not fit a pipe.
 int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options);
 
 // True when a TCP connection to ADDRESS:PORT (IPv4 or IPv6 literal) is accepted.

@@ -225,8 +225,7 @@ private:
 
     Paths locate(const EgressSite& site) const {
         Paths paths;
-        paths.dir =
-            site.host.recorded() ? fs::path(site.host.state_dir) : fs::path(default_state_dir(m_context, site.sandbox));
+        paths.dir = state_dir_of(m_context, site.host, site.sandbox);
         paths.run = paths.dir / "run";
         return paths;
     }

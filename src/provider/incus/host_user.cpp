@@ -70,6 +70,10 @@ std::string default_state_dir(const ProviderContext& context, const std::string&
     return (base / "incus" / sandbox).string();
 }
 
+std::string state_dir_of(const ProviderContext& context, const HostRecord& record, const std::string& sandbox) {
+    return record.recorded() ? record.state_dir : default_state_dir(context, sandbox);
+}
+
 std::string host_uid_set() {
     return fmt::format("{{ {}, {}-{} }}", k_shared_host_id, k_host_id_first, k_host_id_first + k_host_id_count - 1);
 }

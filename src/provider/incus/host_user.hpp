@@ -69,6 +69,10 @@ struct HostRecord {
 
 // The directory of sandbox NAME's host files: STATE_DIR/incus/NAME.
 [[nodiscard]] std::string default_state_dir(const ProviderContext& context, const std::string& sandbox);
+// Where sandbox NAME's host files are: where `record` says (whatever this
+// agentctl's state directory is), else default_state_dir.
+[[nodiscard]] std::string state_dir_of(const ProviderContext& context, const HostRecord& record,
+                                       const std::string& sandbox);
 
 // The nft set of every uid a sandbox's host process may run as (the firewall
 // refuses their new connections into any sandbox bridge).

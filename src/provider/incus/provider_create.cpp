@@ -297,7 +297,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const auto secrets = plan_sandbox_secrets(spec.secrets);
     std::string ca_cert;
     if (!secrets.empty() && !m_api.preview()) {
-        const std::filesystem::path dir = host.recorded() ? host.state_dir : default_state_dir(m_context, spec.name);
+        const std::filesystem::path dir = state_dir_of(m_context, host, spec.name);
         write_sandbox_secrets(dir, secrets);
         ca_cert = egress_proxy::load_or_make_sandbox_ca(dir, spec.name).cert;
     }
