@@ -11,14 +11,9 @@
 set -uo pipefail
 AGENTCTL=${1:?usage: create-phases.sh AGENTCTL_BINARY [ROUNDS]}
 ROUNDS=${2:-3}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-WORK=$(mktemp -d /tmp/agentctl-incus-phases.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config
-mkdir -p "$HOME"
-incus admin waitready --timeout=3 >/dev/null 2>&1 || { echo "no Incus daemon (scripts/incus/up.sh)"; exit 1; }
-"$AGENTCTL" config set incus.subnetPool=10.220.0.0/16 >/dev/null
-
 . "$(dirname "$0")/lib.sh"
+bench_start phases
+"$AGENTCTL" config set incus.subnetPool=10.220.0.0/16 >/dev/null
 cleanup() {
   for i in $(seq "$ROUNDS"); do
     incus delete -f "e10-bench-raw-$i" >/dev/null 2>&1

@@ -9,16 +9,12 @@ set -uo pipefail
 AGENTCTL=${1:?usage: exec.sh AGENTCTL_BINARY [ROUNDS] [MIB]}
 ROUNDS=${2:-20}
 MIB=${3:-1024}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 RAW_BRIDGE=agcbenchx0
 RAW_SUBNET=10.213.255.225/28
 AGC=bench-exec-agc-$$
 RAW=bench-exec-raw-$$
-WORK=$(mktemp -d /tmp/agentctl-incus-bench-exec.XXXXXX)
-export HOME=$WORK/home; mkdir -p "$HOME"
-incus admin waitready --timeout=3 >/dev/null 2>&1 || { echo "no Incus daemon (scripts/incus/up.sh)"; exit 1; }
-
 . "$(dirname "$0")/lib.sh"
+bench_start bench-exec
 cleanup() {
   incus delete -f "$RAW" >/dev/null 2>&1
   "$AGENTCTL" --provider incus delete --force "$AGC" >/dev/null 2>&1
@@ -26,7 +22,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-incus network create "$RAW_BRIDGE" ipv4.address=$RAW_SUBNET ipv4.nat=true ipv6.address=none >/dev/null || exit 1
+raw_bridge "$RAW_BRIDGE" "$RAW_SUBNET"
 incus launch "$IMAGE" "$RAW" --network "$RAW_BRIDGE" -q || exit 1
 "$AGENTCTL" --provider incus create "$AGC" --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 ||
   { echo "agentctl create failed"; exit 1; }

@@ -10,14 +10,10 @@ set -uo pipefail
 AGENTCTL=${1:?usage: run.sh AGENTCTL_BINARY [ROUNDS] [QUERIES]}
 ROUNDS=${2:-3}
 QUERIES=${3:-20}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
 RAW_BRIDGE=agcbenchraw0
 RAW_SUBNET=10.213.255.241/28   # the pool's last /28; agentctl takes the first free ones
-WORK=$(mktemp -d /tmp/agentctl-incus-bench.XXXXXX)
-export HOME=$WORK/home; mkdir -p "$HOME"
-incus admin waitready --timeout=3 >/dev/null 2>&1 || { echo "no Incus daemon (scripts/incus/up.sh)"; exit 1; }
-
 . "$(dirname "$0")/lib.sh"
+bench_start bench
 cleanup() {
   for i in $(seq "$ROUNDS"); do
     incus delete -f "bench-raw-$i" >/dev/null 2>&1
@@ -27,7 +23,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-incus network create "$RAW_BRIDGE" ipv4.address=$RAW_SUBNET ipv4.nat=true ipv6.address=none >/dev/null
+raw_bridge "$RAW_BRIDGE" "$RAW_SUBNET"
 
 # Warm the image's storage (the first launch of an image unpacks it once).
 incus launch "$IMAGE" bench-warm --network "$RAW_BRIDGE" -q && incus delete -f bench-warm >/dev/null

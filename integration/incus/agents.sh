@@ -18,22 +18,13 @@
 # Usage: agents.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: agents.sh AGENTCTL_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
+. "$(dirname "$0")/lib.sh"
+suite_start "$@"
 S=itest-ag-$TAG          # the sandboxes: $S-AGENT, $S-fail...
 TIMG=itest-agents-$TAG   # the image copy that trusts the test CA
 BUILDER=itest-agimg-$TAG
-NS=ag31n$TAG
-VETH_HOST=ag31${TAG}h
-VETH_NS=ag31${TAG}n
-NET=11.221.$((TAG % 250 + 1))   # routed to the namespace only
+test_namespace ag31 221
 ORIGIN=$NET.2
-WORK=$(mktemp -d /tmp/agentctl-incus-agents.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
-mkdir -p "$HOME"
-
-. "$(dirname "$0")/lib.sh"
 require_incus "network namespaces, nftables, the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test origin"
 command -v openssl >/dev/null 2>&1 || skip "openssl is needed for the test origin's certificates"
@@ -45,8 +36,7 @@ cleanup() {
   incus delete --force "$BUILDER" >/dev/null 2>&1
   incus image delete "$TIMG" >/dev/null 2>&1
   [ -n "${ORIGIN_PID:-}" ] && kill "$ORIGIN_PID" 2>/dev/null
-  ip netns del "$NS" 2>/dev/null
-  ip link del "$VETH_HOST" 2>/dev/null
+  stop_public_hosts "$NS" "$VETH_HOST"
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -55,8 +45,8 @@ trap cleanup EXIT
 HOSTS="claude.ai downloads.claude.ai chatgpt.com releases.openai.com opencode.ai github.com pi.dev nodejs.org
 cursor.com api2.cursor.sh registry.npmjs.org elsewhere.test"
 for h in $HOSTS; do echo "$ORIGIN $h"; done >"$WORK/hosts"
-"$AGENTCTL" config set incus.subnetPool=10.221.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
-"$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
+config_set incus.subnetPool=10.221.0.0/16
+config_set "incus.proxyResolveFile=$WORK/hosts"
 
 # ---------------------------------------------------------------- the certificate authority and the origin
 san=$(for h in $HOSTS; do printf 'DNS:%s,' "$h"; done)
@@ -136,11 +126,7 @@ server.socket = context.wrap_socket(server.socket, server_side=True)
 server.serve_forever()
 '
 remove_leftover_namespaces ag31n ag31
-ip netns add "$NS" && ip link add "$VETH_HOST" type veth peer name "$VETH_NS" && ip link set "$VETH_NS" netns "$NS" &&
-  ip addr add "$NET.1/24" dev "$VETH_HOST" && ip link set "$VETH_HOST" up && ip -n "$NS" link set lo up &&
-  ip -n "$NS" addr add "$ORIGIN/24" dev "$VETH_NS" && ip -n "$NS" link set "$VETH_NS" up &&
-  ip -n "$NS" route add default via "$NET.1" || { echo "cannot make the test namespace"; exit 1; }
-ip route get "$ORIGIN" | grep -q "dev $VETH_HOST" || { echo "refusing to run: $ORIGIN is not routed to the test namespace"; exit 1; }
+make_test_namespace "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$ORIGIN" || exit 1
 ip netns exec "$NS" python3 -c "$ORIGIN_PY" "$WORK" "$ORIGIN" &
 ORIGIN_PID=$!
 wait_until 30 curl -sf --cacert "$WORK/ca.pem" --resolve "claude.ai:443:$ORIGIN" https://claude.ai/install.sh ||

@@ -16,31 +16,21 @@
 # Usage: egress.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: egress.sh AGENTCTL_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
+. "$(dirname "$0")/lib.sh"
+suite_start "$@"
 A=itest-e10-a-$TAG
 B=itest-e10-b-$TAG
-NS=ag10n$TAG
-VETH_HOST=ag10${TAG}h
-VETH_NS=ag10${TAG}n
-NET=11.220.$((TAG % 250 + 1))   # routed to the namespace only
+test_namespace ag10 220
 PUB=$NET.2        # allowed.test, api.wild.test
 PUB_IP=$NET.3     # allowed by IP literal (a direct ACL rule), and other.test
 PORT=8080         # HTTP on both
 RAW_PORT=8081     # a line-echo TCP server (long-lived connections)
 SSH_PORT=8022     # sends an SSH banner
-WORK=$(mktemp -d /tmp/agentctl-incus-egress.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
-mkdir -p "$HOME"
-
-. "$(dirname "$0")/lib.sh"
 require_incus "network namespaces, nftables, the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
 command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh installs nftables)"
 
 in_a() { agentctl exec "$A" -- "$@"; }
-json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 SERVER_PIDS=()
 cleanup() {
@@ -52,14 +42,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$AGENTCTL" config set incus.subnetPool=10.220.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
+config_set incus.subnetPool=10.220.0.0/16
 cat >"$WORK/hosts" <<EOF
 $PUB allowed.test
 $PUB api.wild.test
 $PUB wild.test
 $PUB_IP other.test
 EOF
-"$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
+config_set "incus.proxyResolveFile=$WORK/hosts"
 
 # ---------------------------------------------------------------- namespace with "public" test servers
 remove_leftover_namespaces ag10n ag10

@@ -21,25 +21,18 @@
 # Usage: evidence.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: evidence.sh AGENTCTL_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
+. "$(dirname "$0")/lib.sh"
+suite_start "$@"
 A=itest-ev-a-$TAG
 B=itest-ev-b-$TAG
 OWNER=1000 # the host user who owns the writable mount
-NS=agevn$TAG
-VETH_HOST=agev${TAG}h
-VETH_NS=agev${TAG}n
-NET=11.236.$((TAG % 250 + 1)) # routed to the namespace only
+test_namespace agev 236
 PUB=$NET.2                    # the lib's servers
 UPSTREAM=$NET.9               # a DNS server that logs every name it is asked
-WORK=$(mktemp -d /tmp/agentctl-evidence.XXXXXX)
 chmod 755 "$WORK"
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
 export XDG_RUNTIME_DIR=$WORK/run
-mkdir -p "$HOME" "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
+mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
-. "$(dirname "$0")/lib.sh"
 require_incus "network namespaces, nftables, the sandboxes' network namespaces, the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
 command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh installs nftables)"
@@ -48,7 +41,6 @@ for f in /etc/subuid /etc/subgid; do
     skip "$f does not let root map uid $OWNER (scripts/incus/up.sh adds root:$OWNER:1)"
 done
 
-json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 UPSTREAM_PID=
 cleanup() {
   set +e
@@ -59,7 +51,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$AGENTCTL" config set incus.subnetPool=10.236.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
+config_set incus.subnetPool=10.236.0.0/16
 
 # ---------------------------------------------------------------- an upstream DNS server that logs
 remove_leftover_namespaces agevn agev

@@ -11,15 +11,9 @@
 # Usage: faults.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: faults.sh AGENTCTL_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
-F=itest-f-$TAG
-WORK=$(mktemp -d /tmp/agentctl-incus-faults.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
-mkdir -p "$HOME"
-
 . "$(dirname "$0")/lib.sh"
+suite_start "$@"
+F=itest-f-$TAG
 require_incus "nftables, the Incus admin socket"
 
 cleanup() {
@@ -28,7 +22,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-"$AGENTCTL" config set incus.subnetPool=10.222.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
+config_set incus.subnetPool=10.222.0.0/16
 
 create() { agentctl create "$F" --image "$IMAGE" --isolation container --mount-none --allow example.test:443 "$@"; }
 
@@ -70,8 +64,10 @@ check "--memory 4G is refused with a did-you-mean (exit $rc)" grep -q 'did you m
 same_refusal() {
   local what=$1 real preview rc_real rc_preview
   shift
-  real=$(agentctl create "$F" --mount-none "$@" 2>&1 >/dev/null | grep -v 'WARNING'); rc_real=${PIPESTATUS[0]}
-  preview=$(agentctl --preview create "$F" --mount-none "$@" 2>&1 >/dev/null | grep -v 'WARNING'); rc_preview=${PIPESTATUS[0]}
+  # (The exit codes are agentctl's own: taken before the warnings are filtered out.)
+  real=$(agentctl create "$F" --mount-none "$@" 2>&1 >/dev/null); rc_real=$?
+  preview=$(agentctl --preview create "$F" --mount-none "$@" 2>&1 >/dev/null); rc_preview=$?
+  real=$(grep -v 'WARNING' <<<"$real") preview=$(grep -v 'WARNING' <<<"$preview")
   check "$what: --preview exits as create does ($rc_preview, $rc_real)" test "$rc_real" != 0 -a "$rc_preview" = "$rc_real"
   check "  with the same error: $preview" test -n "$real" -a "$preview" = "$real"
 }

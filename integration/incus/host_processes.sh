@@ -16,23 +16,14 @@
 # Usage: host_processes.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: host_processes.sh AGENTCTL_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
+. "$(dirname "$0")/lib.sh"
+suite_start "$@"
 A=itest-hp-a-$TAG
 B=itest-hp-b-$TAG
 C=itest-hp-c-$TAG
-NS=ag26n$TAG
-VETH_HOST=ag26${TAG}h
-VETH_NS=ag26${TAG}n
-NET=11.226.$((TAG % 250 + 1)) # routed to the namespace only
+test_namespace ag26 226
 SINK=$NET.2
 SINK_PORT=9000
-WORK=$(mktemp -d /tmp/agentctl-incus-host.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
-mkdir -p "$HOME"
-
-. "$(dirname "$0")/lib.sh"
 require_incus "processes as other users, cgroups, network namespaces, the Incus admin socket"
 command -v setpriv >/dev/null 2>&1 || skip "setpriv (util-linux) is needed to act as another user"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test's processes"
@@ -53,7 +44,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 # status_pid NAME LINE: the pid status shows on line LINE ("Egress proxy", "Resolver").
 status_pid() { agentctl status "$1" -o json | json_field "d['extra']['$2'].split('pid ')[1].split(',')[0]"; }
 # as ID CMD...: CMD as uid and gid ID, without supplementary groups or capabilities.
@@ -84,9 +74,9 @@ if libc.ptrace(16, pid, 0, 0) != 0:
 os.waitpid(pid, 0x40000000)
 libc.ptrace(17, pid, 0, 0)'
 
-"$AGENTCTL" config set incus.subnetPool=10.226.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
+config_set incus.subnetPool=10.226.0.0/16
 echo "$SINK sink.test" >"$WORK/hosts"
-"$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
+config_set "incus.proxyResolveFile=$WORK/hosts"
 
 # A sink that accepts and never reads.
 remove_leftover_namespaces ag26n ag26
@@ -109,12 +99,12 @@ create() {
 create "$A"
 # B with limits of its own (the settings are read when its processes start).
 for setting in incus.proxyMaxTunnels=8 incus.hostSocketMemory=4MiB incus.hostMemory=200MiB incus.hostProcesses=48; do
-  agentctl config set "$setting" >/dev/null || { echo "cannot set $setting"; exit 1; }
+  config_set "$setting"
 done
 create "$B"
 ok "create $A and $B"
 for setting in incus.proxyMaxTunnels=256 incus.hostSocketMemory=128MiB incus.hostMemory=256MiB incus.hostProcesses=64; do
-  agentctl config set "$setting" >/dev/null || { echo "cannot set $setting"; exit 1; }
+  config_set "$setting"
 done
 
 UA=$(incus config get "$A" user.agentctl.host.uid)

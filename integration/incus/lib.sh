@@ -1,10 +1,43 @@
-# Shared by the Incus integration suites (suite.sh, egress.sh, containment.sh,
-# proxy_instance.sh): the checks every suite makes before it runs (exit 77 =
-# skipped, with the reason), the ok/FAIL bookkeeping, the agentctl wrapper, and
-# the "public" test hosts in a network namespace.
-# Source it after setting AGENTCTL and IMAGE.
+# Shared by the Incus integration suites: the header every suite starts with,
+# the checks it makes before it runs (exit 77 = skipped, with the reason), the
+# ok/FAIL bookkeeping, the agentctl wrapper, and the "public" test hosts in a
+# network namespace.
+# Source it, then either call suite_start or set AGENTCTL and IMAGE.
 
 skip() { echo "SKIP: $*"; exit 77; }
+
+# suite_start "$@": the header of a suite run as SUITE.sh AGENTCTL_BINARY. Sets
+# AGENTCTL, IMAGE, TAG (this run's pid, in every name the suite makes) and WORK
+# (a scratch directory /tmp/agentctl-incus-SUITE.*, for the suite's cleanup to
+# remove), and points HOME and the XDG config and state directories into WORK.
+suite_start() {
+  local suite
+  suite=$(basename "$0" .sh)
+  AGENTCTL=${1:?usage: $suite.sh AGENTCTL_BINARY}
+  IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
+  TAG=$$
+  WORK=$(mktemp -d "/tmp/agentctl-incus-$suite.XXXXXX")
+  export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
+  mkdir -p "$HOME"
+}
+
+# test_namespace PREFIX OCTET: the names of the suite's network namespace for
+# start_public_hosts: NS (PREFIX n TAG), its veth pair VETH_HOST and VETH_NS,
+# and NET, a /24 in 11.OCTET.0.0/16 routed to the namespace only.
+# remove_leftover_namespaces "${PREFIX}n" PREFIX finds a killed run's.
+test_namespace() {
+  NS=$1n$TAG
+  VETH_HOST=$1${TAG}h
+  VETH_NS=$1${TAG}n
+  NET=11.$2.$((TAG % 250 + 1))
+}
+
+# config_set KEY=VALUE: agentctl's setting for this suite (in its HOME); the
+# suite stops when it cannot be set.
+config_set() { "$AGENTCTL" config set "$1" >/dev/null || { echo "cannot set ${1%%=*}"; exit 1; }; }
+
+# json_field EXPR: EXPR (Python, over the JSON d read from stdin), printed.
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # require_incus WHY_ROOT: root, the incus client, a reachable daemon and the image.
 require_incus() {
@@ -140,13 +173,12 @@ remove_leftover_namespaces() {
   done
 }
 
-# start_public_hosts NS VETH_HOST VETH_NS NET ADDR...: a network namespace NS
-# behind a veth pair, NET.1/24 on the host side and every ADDR (in NET) inside,
-# each running the servers above. Every ADDR must be routed to the veth (checked
-# with `ip route get` before any traffic). Sets PUBLIC_PID (the servers' process);
-# waits until every listener answers. Returns 1 with a message when it cannot.
-start_public_hosts() {
-  local ns=$1 veth_host=$2 veth_ns=$3 net=$4 addr dst port
+# make_test_namespace NS VETH_HOST VETH_NS NET ADDR...: a network namespace NS
+# behind a veth pair, NET.1/24 on the host side and every ADDR (in NET) inside.
+# Every ADDR must be routed to the veth (checked with `ip route get` before any
+# traffic). Returns 1 with a message when it cannot; stop_public_hosts removes it.
+make_test_namespace() {
+  local ns=$1 veth_host=$2 veth_ns=$3 net=$4 addr
   shift 4
   ip netns add "$ns" || { echo "cannot create a network namespace"; return 1; }
   ip link add "$veth_host" type veth peer name "$veth_ns"
@@ -160,6 +192,15 @@ start_public_hosts() {
   for addr in "$@"; do
     ip route get "$addr" | grep -q "dev $veth_host" || { echo "refusing to run: $addr is not routed to the test namespace"; return 1; }
   done
+}
+
+# start_public_hosts NS VETH_HOST VETH_NS NET ADDR...: make_test_namespace, with
+# every ADDR running the servers above. Sets PUBLIC_PID (the servers' process);
+# waits until every listener answers. Returns 1 with a message when it cannot.
+start_public_hosts() {
+  local ns=$1 addr dst port
+  make_test_namespace "$@" || return 1
+  shift 4
   ip netns exec "$ns" python3 -c "$PUBLIC_SERVERS_PY" "$@" &
   PUBLIC_PID=$!
   for addr in "$@"; do
@@ -170,7 +211,8 @@ start_public_hosts() {
   done
 }
 
-# stop_public_hosts NS VETH_HOST: removes what start_public_hosts made.
+# stop_public_hosts NS VETH_HOST: removes what start_public_hosts (or
+# make_test_namespace) made.
 stop_public_hosts() {
   [ -n "${PUBLIC_PID:-}" ] && kill "$PUBLIC_PID" 2>/dev/null
   ip netns del "$1" 2>/dev/null

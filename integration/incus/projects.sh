@@ -10,16 +10,10 @@
 # Usage: projects.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: projects.sh AGENTCTL_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
+. "$(dirname "$0")/lib.sh"
+suite_start "$@"
 A=itest-pj-a-$TAG
 OTHER=itest-proj-$TAG   # the scratch project: no image, no instances
-WORK=$(mktemp -d /tmp/agentctl-incus-projects.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
-mkdir -p "$HOME"
-
-. "$(dirname "$0")/lib.sh"
 require_incus "the Incus admin socket"
 
 cleanup() {
@@ -37,7 +31,7 @@ for p in $(incus project list -f csv | cut -d, -f1 | sed 's/ (current)$//'); do
   for i in $(incus list --project "$p" -f csv -c n); do incus delete --force --project "$p" "$i"; done
   incus project delete "$p" && echo "# removed project $p, left by a run of this suite that was killed"
 done
-"$AGENTCTL" config set incus.subnetPool=10.224.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
+config_set incus.subnetPool=10.224.0.0/16
 incus project create "$OTHER" -c features.images=true -c features.profiles=true >/dev/null ||
   { echo "cannot create the scratch project $OTHER"; exit 1; }
 in_other() { agentctl --project "$OTHER" "$@"; }

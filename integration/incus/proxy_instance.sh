@@ -10,24 +10,15 @@
 # Usage: proxy_instance.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: proxy_instance.sh AGENTCTL_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
+. "$(dirname "$0")/lib.sh"
+suite_start "$@"
 A=itest-h14c-$TAG
 C=$A-egress
-NS=h14cn$TAG
-VETH_HOST=h14c${TAG}h
-VETH_NS=h14c${TAG}n
-NET=11.243.$((TAG % 250 + 1))   # routed to the namespace only
+test_namespace h14c 243
 PUB=$NET.2        # allowed.test
 PUB_IP=$NET.3     # other.test, and allowed by IP literal on the echo port
 PORT=8080         # HTTP
 RAW_PORT=8081     # line echo (long-lived connections)
-WORK=$(mktemp -d /tmp/agentctl-incus-proxy-instance.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
-mkdir -p "$HOME"
-
-. "$(dirname "$0")/lib.sh"
 require_incus "network namespaces, nftables, the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
 command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh installs nftables)"
@@ -35,7 +26,6 @@ command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh insta
 T_START=$(date +%s%N)
 in_a() { agentctl exec "$A" -- "$@"; }
 in_c() { incus exec "$C" -- "$@"; }
-json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 tcp_from() {  # tcp_from a|c HOST PORT -> connected | refused | timeout
   local run=in_a; [ "$1" = c ] && run=in_c
   $run bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$2/$3' 2>/dev/null; r=\$?; \
@@ -53,13 +43,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$AGENTCTL" config set incus.subnetPool=10.233.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
-"$AGENTCTL" config set incus.proxyPlacement=instance >/dev/null || { echo "cannot set incus.proxyPlacement"; exit 1; }
+config_set incus.subnetPool=10.233.0.0/16
+config_set incus.proxyPlacement=instance
 cat >"$WORK/hosts" <<EOF
 $PUB allowed.test
 $PUB_IP other.test
 EOF
-"$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
+config_set "incus.proxyResolveFile=$WORK/hosts"
 remove_leftover_namespaces h14cn h14c
 start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$PUB" "$PUB_IP" || exit 1
 
