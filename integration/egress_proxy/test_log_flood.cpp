@@ -76,9 +76,10 @@ TEST_CASE("a flood of 32000 refused CONNECTs with long names does not remove an 
     CHECK(allowed_kept);
     // The decision log itself was never rotated, and the refusals' file stays small.
     namespace fs = std::filesystem;
+    const auto refusals = agentctl::egress_proxy::refusal_log_path(files.log.string());
     CHECK_FALSE(fs::exists(files.log.string() + ".1"));
-    CHECK_FALSE(fs::exists(files.log.string() + ".refused.1"));
-    const auto refused_bytes = fs::file_size(files.log.string() + ".refused");
+    CHECK_FALSE(fs::exists(refusals + ".1"));
+    const auto refused_bytes = fs::file_size(refusals);
     WARN("the refusals' file holds " << refused_bytes << " bytes");
     CHECK(refused_bytes < 10 * 1024 * 1024);
     std::size_t denied_in_full = 0;

@@ -21,6 +21,7 @@
 #include "cli/commands_list.hpp"
 #include "cli/cp_args.hpp"
 #include "cli/sandbox_options.hpp"
+#include "core/unique_fd.hpp"
 #include "policy/sandbox_spec.hpp"
 
 namespace agentctl::cli {
@@ -75,16 +76,6 @@ public:
 private:
     int m_target;
     int m_saved;
-};
-
-struct Fd {
-    int fd;
-    explicit Fd(int f) : fd(f) {}
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
 };
 
 // A private directory, removed with what is left in it.
@@ -183,8 +174,8 @@ int copy_to_sandbox(Session& session, const CopyRequest& copy, const std::vector
     const auto entry = resolved.filename().string();
     auto packed = run_tar(session, {"-C", resolved.parent_path().string(), "-cf", archive, "--", entry});
     if (!packed.ok()) throw Error(fmt::format("cp: cannot pack {}: {}", copy.host_path, packed.err));
-    Fd in(::open(archive.c_str(), O_RDONLY | O_CLOEXEC));
-    Redirect redirect(in.fd, STDIN_FILENO);
+    core::UniqueFd in(::open(archive.c_str(), O_RDONLY | O_CLOEXEC));
+    Redirect redirect(in.get(), STDIN_FILENO);
     return exec_in(session, copy.sandbox, {"/bin/sh", "-c", k_unpack_in_guest, "sh", copy.guest_path, entry}, false,
                    true);
 }
@@ -212,9 +203,9 @@ int copy_from_sandbox(Session& session, const CopyRequest& copy, const std::vect
     ScratchDir scratch(parent);
     const auto archive = (scratch.path / "archive.tar").string();
     {
-        Fd out(::open(archive.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-        if (out.fd < 0) throw Error(fmt::format("cp: cannot write {}: {}", archive, std::strerror(errno)));
-        Redirect redirect(out.fd, STDOUT_FILENO);
+        core::UniqueFd out(::open(archive.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+        if (out.get() < 0) throw Error(fmt::format("cp: cannot write {}: {}", archive, std::strerror(errno)));
+        Redirect redirect(out.get(), STDOUT_FILENO);
         if (int rc = exec_in(session, copy.sandbox, pack, true, false); rc != 0) return rc;
     }
     check_archive(session, archive, entry);

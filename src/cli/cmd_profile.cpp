@@ -17,11 +17,8 @@ void add_profile(CLI::App& app, CommandEnv& env) {
     list->callback([&env] {
         env.action = [&env] {
             auto profiles = policy::list_profiles(policy_environment(env.session));
-            if (env.session.json()) {
-                env.session.out() << policy::profile_list_to_json(profiles).dump(2) << "\n";
-            } else {
-                env.session.out() << policy::render_profile_list(profiles);
-            }
+            env.session.print_result([&] { return policy::profile_list_to_json(profiles); },
+                                     [&] { return policy::render_profile_list(profiles); });
             return 0;
         };
     });
@@ -33,11 +30,8 @@ void add_profile(CLI::App& app, CommandEnv& env) {
     show->callback([&env, name] {
         env.action = [&env, name] {
             const auto profile = policy::load_profile(*name, policy_environment(env.session));
-            if (env.session.json()) {
-                env.session.out() << policy::profile_to_json(profile).dump(2) << "\n";
-            } else {
-                env.session.out() << policy::profile_to_yaml(profile);
-            }
+            env.session.print_result([&] { return policy::profile_to_json(profile); },
+                                     [&] { return policy::profile_to_yaml(profile); });
             return 0;
         };
     });
@@ -62,11 +56,7 @@ void add_profile(CLI::App& app, CommandEnv& env) {
     set_examples(*presets, {"agentctl profile presets", "agentctl profile presets --output json"});
     presets->callback([&env] {
         env.action = [&env] {
-            if (env.session.json()) {
-                env.session.out() << policy::presets_to_json().dump(2) << "\n";
-            } else {
-                env.session.out() << policy::render_presets_table();
-            }
+            env.session.print_result(policy::presets_to_json, policy::render_presets_table);
             return 0;
         };
     });
@@ -75,11 +65,7 @@ void add_profile(CLI::App& app, CommandEnv& env) {
     set_examples(*packages, {"agentctl profile packages", "agentctl profile packages --output json"});
     packages->callback([&env] {
         env.action = [&env] {
-            if (env.session.json()) {
-                env.session.out() << policy::packages_to_json().dump(2) << "\n";
-            } else {
-                env.session.out() << policy::render_packages_table();
-            }
+            env.session.print_result(policy::packages_to_json, policy::render_packages_table);
             return 0;
         };
     });

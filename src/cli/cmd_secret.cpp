@@ -12,6 +12,7 @@
 #include "agentctl/error.hpp"
 #include "cli/commands_list.hpp"
 #include "core/files.hpp"
+#include "policy/addresses.hpp"
 #include "policy/catalog.hpp"
 #include "policy/secret_store.hpp"
 
@@ -66,9 +67,7 @@ policy::StoredSecret build_secret(const SetOptions& options) {
         secret.from = options.from_env;
     } else if (!options.from_file.empty()) {
         secret.source = policy::SecretSource::File;
-        secret.value = core::read_file(options.from_file);
-        while (!secret.value.empty() && (secret.value.back() == '\n' || secret.value.back() == '\r'))
-            secret.value.pop_back();
+        secret.value = policy::without_trailing_line_breaks(core::read_file(options.from_file));
         secret.from = options.from_file;
     } else if (!options.from_command.empty()) {
         secret.source = policy::SecretSource::Command;
@@ -77,16 +76,14 @@ policy::StoredSecret build_secret(const SetOptions& options) {
         secret.value = read_stdin_value(options.name);
     }
     if (secret.source != policy::SecretSource::Command) policy::check_secret_value(secret.name, secret.value);
-    const std::string header = options.header.empty() ? "authorization" : options.header;
-    policy::check_header_name(header);
+    policy::check_header_name(options.header.empty() ? "authorization" : options.header);
+    const auto header = policy::ascii_lower(options.header.empty() ? "authorization" : options.header);
     for (const auto& host : options.hosts) {
         if (host.empty() || host.find_first_of(":/ ") != std::string::npos) {
             throw Error(fmt::format("--host \"{}\": expected a host name, such as api.example.com", host),
                         "the secret is injected on port 443 of that host");
         }
-        std::string lower = header;
-        for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        secret.hosts.push_back({host, lower});
+        secret.hosts.push_back({host, header});
     }
     if (!options.header.empty() && options.hosts.empty())
         throw Error("--header needs --host: it says where on those hosts the secret goes", "add --host HOST");
@@ -142,11 +139,8 @@ void add_secret(CLI::App& app, CommandEnv& env) {
     list->callback([&env] {
         env.action = [&env] {
             const auto secrets = policy::list_secrets(env.session.state_dir());
-            if (env.session.json()) {
-                env.session.out() << policy::secrets_to_json(secrets).dump(2) << "\n";
-            } else {
-                env.session.out() << policy::render_secret_list(secrets);
-            }
+            env.session.print_result([&] { return policy::secrets_to_json(secrets); },
+                                     [&] { return policy::render_secret_list(secrets); });
             return 0;
         };
     });

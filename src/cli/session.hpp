@@ -40,6 +40,16 @@ public:
     // collected, and finish() prints one JSON document holding it and the
     // backend commands the preview printed.
     [[nodiscard]] std::ostream& out();
+    // Prints a command's result on out(): make_json() (a JSON document) with
+    // --output json, else make_text().
+    template <class MakeJson, class MakeText>
+    void print_result(MakeJson&& make_json, MakeText&& make_text) {
+        if (json()) {
+            out() << make_json().dump(2) << "\n";
+        } else {
+            out() << make_text();
+        }
+    }
     [[nodiscard]] Reporter& reporter();
 
     // Prints what out() collected (see out()); called once the command ended.

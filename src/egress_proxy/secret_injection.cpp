@@ -9,17 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
+#include "policy/addresses.hpp"
 
 namespace agentctl::egress_proxy {
 namespace {
 
 namespace base64 = boost::beast::detail::base64;
 
-std::string lower(std::string_view text) {
-    std::string out(text);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
+using policy::ascii_lower;
 
 std::string required_string(const nlohmann::json& object, const char* key, const std::string& where) {
     if (!object.is_object() || !object.contains(key) || !object[key].is_string() ||
@@ -49,12 +46,6 @@ std::string decode_base64(std::string_view text) {
     return out;
 }
 
-std::string encode_base64(std::string_view text) {
-    std::string out(base64::encoded_size(text.size()), '\0');
-    out.resize(base64::encode(out.data(), text.data(), text.size()));
-    return out;
-}
-
 // The credentials of a `Basic` value, decoded; nullopt when it is none.
 std::optional<std::string> basic_credentials(std::string_view value) {
     constexpr std::string_view k_basic = "basic ";
@@ -69,6 +60,12 @@ std::optional<std::string> basic_credentials(std::string_view value) {
 }
 
 }  // namespace
+
+std::string encode_base64(std::string_view text) {
+    std::string out(base64::encoded_size(text.size()), '\0');
+    out.resize(base64::encode(out.data(), text.data(), text.size()));
+    return out;
+}
 
 SecretPayload parse_secret_payload(std::string_view json) {
     auto doc = nlohmann::json::parse(json, nullptr, false);
@@ -94,8 +91,8 @@ SecretPayload parse_secret_payload(std::string_view json) {
         }
         for (std::size_t j = 0; j < entry["bindings"].size(); ++j) {
             const auto binding_where = fmt::format("{}bindings[{}].", where, j);
-            secret.bindings.push_back({lower(required_string(entry["bindings"][j], "host", binding_where)),
-                                       lower(required_string(entry["bindings"][j], "header", binding_where))});
+            secret.bindings.push_back({ascii_lower(required_string(entry["bindings"][j], "host", binding_where)),
+                                       ascii_lower(required_string(entry["bindings"][j], "header", binding_where))});
         }
         payload.secrets.push_back(std::move(secret));
     }
@@ -121,7 +118,7 @@ SecretTable::SecretTable(std::vector<InjectedSecret> secrets) : m_secrets(std::m
 
 bool SecretTable::binds(std::string_view host, std::uint16_t port) const {
     if (port != 443) return false;
-    const auto wanted = lower(host);
+    const auto wanted = ascii_lower(host);
     return std::any_of(m_secrets.begin(), m_secrets.end(), [&](const InjectedSecret& secret) {
         return std::any_of(secret.bindings.begin(), secret.bindings.end(),
                            [&](const SecretBinding& binding) { return binding.host == wanted; });
@@ -132,7 +129,29 @@ InjectionResult SecretTable::inject(std::string_view host, std::string_view targ
                                     boost::beast::http::fields& fields) const {
     InjectionResult result;
     if (m_secrets.empty()) return result;
-    const auto wanted_host = lower(host);
+    // Most requests carry no placeholder in any header: then only the URL is
+    // checked, and the fields are neither copied nor rebuilt.
+    const auto has_placeholder = [this](std::string_view text) {
+        return std::any_of(m_secrets.begin(), m_secrets.end(), [&](const InjectedSecret& secret) {
+            return text.find(secret.placeholder) != std::string_view::npos;
+        });
+    };
+    const bool in_headers = std::any_of(fields.begin(), fields.end(), [&](const auto& field) {
+        const std::string_view value(field.value().data(), field.value().size());
+        if (has_placeholder(value)) return true;
+        const auto credentials = basic_credentials(value);
+        return credentials && has_placeholder(*credentials);
+    });
+    if (!in_headers) {
+        for (const auto& secret : m_secrets) {
+            if (target.find(secret.placeholder) != std::string_view::npos) {
+                result.misplaced = MisplacedSecret{secret.name, "the URL"};
+                break;
+            }
+        }
+        return result;
+    }
+    const auto wanted_host = ascii_lower(host);
     struct Head {
         std::string name;  // as the client spelt it
         std::string lower_name;
@@ -141,7 +160,7 @@ InjectionResult SecretTable::inject(std::string_view host, std::string_view targ
     std::vector<Head> heads;
     for (const auto& field : fields) {
         const std::string name(field.name_string());
-        heads.push_back({name, lower(name), std::string(field.value())});
+        heads.push_back({name, ascii_lower(name), std::string(field.value())});
     }
 
     for (const auto& secret : m_secrets) {

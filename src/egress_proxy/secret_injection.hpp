@@ -41,6 +41,9 @@ struct SecretPayload {
 // The payload as the provider writes it into the proxy's descriptor.
 [[nodiscard]] std::string secret_payload_json(const SecretPayload& payload);
 
+// `text` in base64 (as in HTTP Basic credentials).
+[[nodiscard]] std::string encode_base64(std::string_view text);
+
 // Where a placeholder was found that it may not be.
 struct MisplacedSecret {
     std::string secret;

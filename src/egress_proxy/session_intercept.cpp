@@ -39,12 +39,6 @@ using asio::redirect_error;
 using asio::use_awaitable;
 using TlsStream = ssl::stream<tcp::socket&>;
 
-std::string joined(const std::vector<std::string>& names) {
-    std::string text;
-    for (const auto& name : names) text += (text.empty() ? "" : ",") + name;
-    return text;
-}
-
 // Bytes both ways between two TLS streams (after a 101), until either side ends.
 asio::awaitable<void> copy_one_way(TlsStream& from, TlsStream& to, std::uint64_t& counter, Clock::time_point& deadline,
                                    Clock::duration idle) {
@@ -139,7 +133,7 @@ asio::awaitable<void> Session::intercept_tls(std::shared_ptr<TlsIntercept> inter
             co_await asio::async_write(sandbox, asio::buffer(response), redirect_error(use_awaitable, ec));
             break;
         }
-        if (!injection.injected.empty()) entry.add("secrets", joined(injection.injected));
+        if (!injection.injected.empty()) entry.add("secrets", fmt::format("{}", fmt::join(injection.injected, ",")));
         entry.add("decision", "allow").add("status", 200);
         m_context.shared.access_log.write(entry);
 

@@ -148,9 +148,10 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
     static constexpr std::string_view k_established = "HTTP/1.1 200 Connection established\r\n\r\n";
     boost::system::error_code ec;
     co_await write_all(m_client, asio::buffer(k_established), ec);
-    if (auto intercept = m_context.shared.intercept;
+    // (The shared pointer is copied only for a connection that is terminated.)
+    if (const auto& intercept = m_context.shared.intercept;
         !ec && intercept && intercept->secrets().binds(target.host, target.port)) {
-        co_await intercept_tls(std::move(intercept), target.host);
+        co_await intercept_tls(intercept, target.host);
         co_return;
     }
     set_nodelay(m_upstream);  // before the first byte goes upstream (decide_and_connect leaves it to here)

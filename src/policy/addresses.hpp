@@ -31,4 +31,7 @@ namespace agentctl::policy {
 // its ports: the same matching decide() uses.
 [[nodiscard]] bool rule_names_host(const AllowRule& rule, std::string_view host);
 
+// `text` with its ASCII letters in lower case (host names, URL schemes, HTTP header names).
+[[nodiscard]] std::string ascii_lower(std::string_view text);
+
 }  // namespace agentctl::policy

@@ -166,16 +166,16 @@ AllowRule parse_url(std::string_view entry, std::string_view rest, std::uint16_t
     return rule;
 }
 
-std::string lower(std::string_view text) {
+}  // namespace
+
+std::string ascii_lower(std::string_view text) {
     std::string out(text);
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
 }
 
-}  // namespace
-
 std::string normalise_host(std::string_view host) {
-    std::string out = lower(host);
+    std::string out = ascii_lower(host);
     if (!out.empty() && out.back() == '.') out.pop_back();
     return out;
 }
@@ -243,7 +243,7 @@ AllowRule parse_allow_entry(std::string_view raw_entry, std::string origin) {
     }
     auto scheme_end = entry.find("://");
     if (scheme_end != std::string_view::npos) {
-        std::string scheme = lower(entry.substr(0, scheme_end));
+        std::string scheme = ascii_lower(entry.substr(0, scheme_end));
         auto rest = entry.substr(scheme_end + 3);
         if (scheme == "https") return parse_url(entry, rest, 443, std::move(origin));
         if (scheme == "http") return parse_url(entry, rest, 80, std::move(origin));

@@ -203,6 +203,33 @@ std::string guest_key(const MountRequest& request, const std::string& name) {
     return clean_path(replace_all(request.guest_path, "{{.Name}}", name), "/");
 }
 
+// A host path as the user wrote it (after {{.Name}}): ~ expanded, made
+// absolute (`cleaned`), symlinks resolved (`resolved`), and checked against
+// the mount policy; `problem` says what is wrong (empty: nothing).
+struct HostPath {
+    std::string cleaned;
+    std::string resolved;
+    std::string problem;
+};
+
+HostPath check_host_path(const std::string& host, const MountContext& context, const Checker& checker) {
+    HostPath path;
+    auto expanded = expand_tilde(host, context.home);
+    if (!expanded) {
+        path.problem = "only ~ and ~/ are expanded, not ~user";
+        return path;
+    }
+    path.cleaned = clean_path(*expanded, context.cwd);
+    auto resolved = resolve_path(path.cleaned);
+    if (!resolved) {
+        path.problem = fmt::format("too many symbolic links below {}", path.cleaned);
+        return path;
+    }
+    path.resolved = *resolved;
+    path.problem = checker.problem(path.resolved);
+    return path;
+}
+
 // The first pass over one request, before anything is created: expand ~ and
 // {{.Name}}, clean, resolve symlinks, and check what exists now. Adds the
 // problem and returns nullopt when the request is refused.
@@ -221,12 +248,9 @@ std::optional<Pending> plan_mount(const MountRequest& request, const MountContex
         host = replace_all(host, "{{.Name}}", context.name);
         guest = replace_all(guest, "{{.Name}}", context.name);
     }
-    auto expanded = expand_tilde(host, context.home);
-    if (!expanded) return refuse("only ~ and ~/ are expanded, not ~user");
-    Pending item{&request, clean_path(*expanded, context.cwd), {}, false};
-    auto resolved = resolve_path(item.host);
-    if (!resolved) return refuse(fmt::format("too many symbolic links below {}", item.host));
-    if (auto problem = checker.problem(*resolved); !problem.empty()) return refuse(problem);
+    const auto checked = check_host_path(host, context, checker);
+    if (!checked.problem.empty()) return refuse(checked.problem);
+    Pending item{&request, checked.cleaned, {}, false};
     item.guest = guest.empty() ? item.host : guest;
     if (!item.guest.starts_with("/")) return refuse(fmt::format("the guest path \"{}\" is not absolute", item.guest));
     item.guest = clean_path(item.guest, "/");
@@ -234,7 +258,7 @@ std::optional<Pending> plan_mount(const MountRequest& request, const MountContex
         std::end(k_system_guest_paths)) {
         return refuse(fmt::format("the guest path {} is a system directory of the guest", item.guest));
     }
-    item.host = *resolved;  // from here on only the resolved path is used
+    item.host = checked.resolved;  // from here on only the resolved path is used
     std::error_code ec;
     auto status = fs::symlink_status(item.host, ec);
     if (!fs::exists(status)) {
@@ -428,23 +452,13 @@ void recheck_mounts(const std::vector<Mount>& recorded, const MountContext& cont
     }
 }
 
-}  // namespace agentctl::policy
-
-namespace agentctl::policy {
-
 std::string check_copy_path(const std::string& path, const MountContext& context) {
-    const auto refuse = [&](const std::string& problem) {
-        return Error(fmt::format("cp: {}: {}", path, problem),
-                     "agentctl copies only host paths it would mount (docs/profiles.md, mountPolicy)");
-    };
-    auto expanded = expand_tilde(path, context.home);
-    if (!expanded) throw refuse("only ~ and ~/ are expanded, not ~user");
-    const auto cleaned = clean_path(*expanded, context.cwd);
-    auto resolved = resolve_path(cleaned);
-    if (!resolved) throw refuse(fmt::format("too many symbolic links below {}", cleaned));
-    Checker checker(context);
-    if (auto problem = checker.problem(*resolved); !problem.empty()) throw refuse(problem);
-    return *resolved;
+    const auto checked = check_host_path(path, context, Checker(context));
+    if (!checked.problem.empty()) {
+        throw Error(fmt::format("cp: {}: {}", path, checked.problem),
+                    "agentctl copies only host paths it would mount (docs/profiles.md, mountPolicy)");
+    }
+    return checked.resolved;
 }
 
 }  // namespace agentctl::policy

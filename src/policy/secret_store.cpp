@@ -111,6 +111,11 @@ void check_header_name(std::string_view header) {
         throw Error(fmt::format("--header \"{}\": not an HTTP header name", header), "e.g. --header authorization");
 }
 
+std::string without_trailing_line_breaks(std::string text) {
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    return text;
+}
+
 fs::path secrets_dir(const fs::path& state_dir) { return state_dir / "secrets"; }
 
 void save_secret(const fs::path& state_dir, const StoredSecret& secret) {
@@ -172,8 +177,7 @@ std::string secret_value(const StoredSecret& secret, ProcessRunner& runner) {
                                                   : fmt::format("exit code {}", result.exit_code)),
                     hint);
     }
-    std::string value = result.out;
-    while (!value.empty() && (value.back() == '\n' || value.back() == '\r')) value.pop_back();
+    const auto value = without_trailing_line_breaks(result.out);
     if (value.empty())
         throw Error(fmt::format("secret {}: its command `{}` printed nothing", secret.name, secret.from), hint);
     check_secret_value(secret.name, value);

@@ -56,6 +56,8 @@ void check_secret_name(std::string_view name);
 // Throws agentctl::Error (naming the secret, never showing the value) for an
 // empty value or one with a line break or NUL (it goes into a header).
 void check_secret_value(std::string_view name, std::string_view value);
+// `text` without the line breaks (LF, CR) it ends with: a file's or a command's last newline.
+[[nodiscard]] std::string without_trailing_line_breaks(std::string text);
 // Throws agentctl::Error for a header name that is not an HTTP token.
 void check_header_name(std::string_view header);
 

@@ -10,20 +10,12 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace agentctl;
 namespace fs = std::filesystem;
 
-namespace {
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string pattern = (fs::temp_directory_path() / "agentctl-files-XXXXXX").string();
-        path = ::mkdtemp(pattern.data());
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
-}  // namespace
+using agentctl::test::TempDir;
 
 TEST_CASE("write_file_atomic creates parents, sets the mode, replaces content and leaves no temp file") {
     TempDir dir;

@@ -1,7 +1,5 @@
 #include <catch2/catch.hpp>
 
-#include <boost/beast/core/detail/base64.hpp>
-
 #include "agentctl/error.hpp"
 #include "egress_proxy/secret_injection.hpp"
 
@@ -21,13 +19,6 @@ SecretTable table() {
           {{"api.anthropic.com", "x-api-key"}}}});
 }
 
-std::string base64(const std::string& text) {
-    namespace b64 = boost::beast::detail::base64;
-    std::string out(b64::encoded_size(text.size()), '\0');
-    out.resize(b64::encode(out.data(), text.data(), text.size()));
-    return out;
-}
-
 }  // namespace
 
 TEST_CASE("a placeholder in its bound header to its bound host is replaced", "[secrets]") {
@@ -43,10 +34,10 @@ TEST_CASE("a placeholder in its bound header to its bound host is replaced", "[s
 
 TEST_CASE("Basic credentials as git sends them are decoded, replaced and encoded again", "[secrets]") {
     http::fields fields;
-    fields.insert("Authorization", "Basic " + base64(std::string("x-access-token:") + k_placeholder));
+    fields.insert("Authorization", "Basic " + encode_base64(std::string("x-access-token:") + k_placeholder));
     auto result = table().inject("github.com", "/o/r.git/info/refs", fields);
     CHECK(result.injected == std::vector<std::string>{"github"});
-    CHECK(fields["Authorization"] == "Basic " + base64("x-access-token:gho_REAL"));
+    CHECK(fields["Authorization"] == "Basic " + encode_base64("x-access-token:gho_REAL"));
 }
 
 TEST_CASE("a placeholder anywhere its secret does not go is named and nothing is replaced", "[secrets]") {
@@ -64,7 +55,7 @@ TEST_CASE("a placeholder anywhere its secret does not go is named and nothing is
     CHECK(secrets.inject("api.github.com", "/", other_header).misplaced->where == "header x-api-key");
 
     http::fields basic_elsewhere;
-    basic_elsewhere.insert("Authorization", "Basic " + base64(std::string("u:") + k_placeholder));
+    basic_elsewhere.insert("Authorization", "Basic " + encode_base64(std::string("u:") + k_placeholder));
     CHECK(secrets.inject("api.anthropic.com", "/", basic_elsewhere).misplaced->secret == "github");
 
     http::fields none;

@@ -3,12 +3,12 @@
 // shell, against a stand-in agent in a scratch home.
 #include <catch2/catch.hpp>
 
-#include <stdlib.h>
 #include <filesystem>
 
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "provider/common/agent_install.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace agentctl;
 namespace common = agentctl::provider::common;
@@ -17,15 +17,8 @@ namespace fs = std::filesystem;
 namespace {
 
 struct ScratchHome {
-    fs::path home;
-    ScratchHome() {
-        char pattern[] = "/tmp/agentctl-agent-install.XXXXXX";
-        home = ::mkdtemp(pattern);
-    }
-    ~ScratchHome() {
-        std::error_code ec;
-        fs::remove_all(home, ec);
-    }
+    test::TempDir dir;
+    fs::path home = dir.path;
     // Runs `script` with /bin/sh as the sandbox's exec does: HOME, and a PATH
     // of ~/.local/bin before the system's.
     [[nodiscard]] ProcessResult run(const std::string& script) const {

@@ -4,12 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <filesystem>
 
 #include "agentctl/process.hpp"
 #include "provider/incus/start_gate.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -34,7 +34,8 @@ bool exists(const std::string& path) {
 }  // namespace
 
 TEST_CASE("the start gate: one pass lets one start through", "[incus][gate]") {
-    const auto dir = std::filesystem::temp_directory_path() / ("agentctl-gate-" + std::to_string(::getpid()));
+    const test::TempDir temp;
+    const auto& dir = temp.path;
     const auto path = start_pass_path((dir / "it's run").string(), "agentctl-tests", "itest-gate");
     CHECK(path == (dir / "it's run" / "start-pass" / "agentctl-tests_itest-gate").string());
     CHECK_THAT(start_pass_path("/run", "", "x"), Catch::EndsWith("/start-pass/default_x"));
@@ -52,7 +53,6 @@ TEST_CASE("the start gate: one pass lets one start through", "[incus][gate]") {
         StartPass unused(path);  // a start that failed before the hook ran
     }
     CHECK_FALSE(exists(path));  // leaves no pass behind
-    std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the start gate's line replaces agentctl's earlier one and keeps the rest", "[incus][gate]") {

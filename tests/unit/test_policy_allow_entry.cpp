@@ -8,6 +8,7 @@
 #include "agentctl/error.hpp"
 #include "agentctl/policy.hpp"
 #include "support/error_text.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
@@ -22,14 +23,7 @@ std::string hint_of(std::string_view entry) {
     return test::hint_of([&] { (void)parse_allow_entry(entry, "--allow"); });
 }
 
-struct TempDir {
-    std::filesystem::path path;
-    TempDir() {
-        std::string templ = (std::filesystem::temp_directory_path() / "agentctl-allow-XXXXXX").string();
-        path = ::mkdtemp(templ.data());
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-};
+using agentctl::test::TempDir;
 
 void write(const std::filesystem::path& path, const std::string& text) {
     std::ofstream out(path);

@@ -28,9 +28,13 @@ std::string read_small(const std::string& path) {
     return text.str();
 }
 
-std::string boot_id() {
-    auto id = read_small("/proc/sys/kernel/random/boot_id");
-    while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+// The boot this process runs in: read once (it cannot change while agentctl runs).
+const std::string& boot_id() {
+    static const std::string id = [] {
+        auto text = read_small("/proc/sys/kernel/random/boot_id");
+        while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+        return text;
+    }();
     return id;
 }
 
@@ -117,17 +121,26 @@ std::optional<ProcessIdentity> read_identity(const std::string& path) {
     }
 }
 
+namespace {
+
+// Whether the recorded process is alive and still the one recorded.
+bool still_recorded(const std::optional<ProcessIdentity>& recorded) {
+    if (!recorded) return false;
+    const auto now = running_identity(recorded->pid);
+    return now && *now == *recorded;
+}
+
+}  // namespace
+
 int verified_pid(const std::string& record) {
     const auto recorded = read_identity(record);
-    if (!recorded) return 0;
-    const auto now = running_identity(recorded->pid);
-    return now && *now == *recorded ? recorded->pid : 0;
+    return still_recorded(recorded) ? recorded->pid : 0;
 }
 
 bool stop_recorded(const std::string& record, std::chrono::milliseconds grace) {
     const auto recorded = read_identity(record);
     bool stopped = false;
-    if (recorded && verified_pid(record) > 0) {
+    if (still_recorded(recorded)) {
         const auto still_there = [&] { return lingers(recorded->pid, recorded->start_ticks); };
         ::kill(recorded->pid, SIGTERM);
         const auto deadline = std::chrono::steady_clock::now() + grace;

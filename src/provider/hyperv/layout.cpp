@@ -6,20 +6,13 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "core/hash.hpp"
 #include "provider/hyperv/plan.hpp"
 
 namespace agentctl::provider::hyperv {
 namespace {
 
-// FNV-1a, 32 bit: stable across platforms and runs.
-std::uint32_t fnv1a(std::string_view text) {
-    std::uint32_t hash = 2166136261u;
-    for (char c : text) {
-        hash ^= static_cast<unsigned char>(c);
-        hash *= 16777619u;
-    }
-    return hash;
-}
+using core::fnv1a32;
 
 // Joins with the separator `base` already uses, so a Windows config directory
 // (C:\Users\me\...) gets backslashes and a POSIX one gets slashes.
@@ -50,14 +43,15 @@ Layout layout_for(std::string_view name, std::string_view config_dir) {
     layout.host_interface = fmt::format("vEthernet ({})", layout.switch_name);
     layout.state_dir = join_path(join_path(config_dir, "hyperv"), name);
     layout.disk_path = join_path(layout.state_dir, "disk.vhdx");
-    layout.subnet_index = static_cast<int>(1 + fnv1a(name) % 254);
+    layout.subnet_index = static_cast<int>(1 + fnv1a32(name) % 254);
     layout.subnet = fmt::format("172.30.{}.0/24", layout.subnet_index);
     layout.gateway = fmt::format("172.30.{}.1", layout.subnet_index);
     layout.guest_address = fmt::format("172.30.{}.2", layout.subnet_index);
     layout.firewall_group = layout.switch_name;
     layout.share_prefix = layout.switch_name + "-";
-    layout.smb_account = layout.switch_name.size() <= k_max_account_name ? layout.switch_name
-                                                                         : fmt::format("agentctl-{:08x}", fnv1a(name));
+    layout.smb_account = layout.switch_name.size() <= k_max_account_name
+                             ? layout.switch_name
+                             : fmt::format("agentctl-{:08x}", fnv1a32(name));
     return layout;
 }
 

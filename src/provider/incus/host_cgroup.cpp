@@ -67,18 +67,23 @@ fs::path make_dir(const fs::path& dir) {
     return dir;
 }
 
-}  // namespace
-
-std::vector<std::string> cgroup_dirs(const std::string& name, const std::string& root) {
-    if (unified(root)) return {(fs::path(root) / k_parent / name).string()};
+std::vector<std::string> dirs_of(const std::string& name, const std::string& root, bool v2) {
+    if (v2) return {(fs::path(root) / k_parent / name).string()};
     return {(fs::path(root) / "memory" / k_parent / name).string(),
             (fs::path(root) / "pids" / k_parent / name).string()};
 }
 
+}  // namespace
+
+std::vector<std::string> cgroup_dirs(const std::string& name, const std::string& root) {
+    return dirs_of(name, root, unified(root));
+}
+
 PreparedCgroup prepare_cgroup(const std::string& name, const CgroupLimits& limits, const std::string& root) {
-    const auto dirs = cgroup_dirs(name, root);
+    const bool v2 = unified(root);
+    const auto dirs = dirs_of(name, root, v2);
     PreparedCgroup prepared;
-    if (unified(root)) {
+    if (v2) {
         // The controllers are handed down from the root to agentctl/ to NAME.
         enable_controllers(fs::path(root) / "cgroup.subtree_control");
         make_dir(fs::path(root) / k_parent);

@@ -13,6 +13,7 @@
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
+#include "core/hash.hpp"
 #include "policy/catalog.hpp"
 #include "policy/sandbox_spec.hpp"
 #include "provider/common/command_output.hpp"
@@ -31,13 +32,9 @@ namespace fs = std::filesystem;
 constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",           "python3-minimal",
                                            "iproute2",     "sudo", "ca-certificates"};
 
-// A short, stable name for a package list (FNV-1a): the cached tarball of
-// another list is another file, so a changed list is built anew.
-std::string list_digest(std::string_view list) {
-    std::uint32_t hash = 2166136261U;
-    for (unsigned char c : list) hash = (hash ^ c) * 16777619U;
-    return fmt::format("{:08x}", hash);
-}
+// A short, stable name for a package list: the cached tarball of another
+// list is another file, so a changed list is built anew.
+std::string list_digest(std::string_view list) { return fmt::format("{:08x}", core::fnv1a32(list)); }
 
 constexpr std::string_view k_networkd_unit =
     "[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n";

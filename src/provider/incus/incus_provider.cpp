@@ -113,6 +113,10 @@ std::string IncusProvider::config_value(const Json& instance, std::string_view k
     return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+Isolation IncusProvider::isolation_of(const Json& instance) {
+    return config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+}
+
 std::optional<GuestUser> IncusProvider::recorded_user(const Json& instance) {
     const auto uid = config_value(instance, key::k_uid);
     if (uid.empty()) return std::nullopt;

@@ -8,15 +8,6 @@
 
 namespace agentctl::provider::incus {
 
-std::uint64_t fnv1a64(std::string_view text) {
-    std::uint64_t hash = 0xcbf29ce484222325ULL;
-    for (unsigned char c : text) {
-        hash ^= c;
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
 std::string bridge_name(std::string_view sandbox) {
     return fmt::format("{}{:011x}", k_bridge_prefix, fnv1a64(sandbox) & 0xfffffffffffULL);
 }

@@ -220,22 +220,18 @@ ProbeResult dns_denied_probe(const ProbeTargets& t, std::chrono::milliseconds ti
 
 }  // namespace
 
-NetnsHandle::NetnsHandle(int pid) {
-    const auto path = fmt::format("/proc/{}/ns/net", pid);
+NetnsHandle::NetnsHandle(int pid)
+    : m_fd(pid > 0 ? ::open(fmt::format("/proc/{}/ns/net", pid).c_str(), O_RDONLY | O_CLOEXEC) : -1) {
     struct stat theirs {};
     struct stat ours {};
-    m_fd = pid > 0 ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
-    if (m_fd < 0 || ::fstat(m_fd, &theirs) != 0) {
-        throw Error(fmt::format("cannot open the sandbox's network namespace {}: {}", path,
-                                pid > 0 ? std::strerror(errno) : "no init process"));
+    if (m_fd.get() < 0 || ::fstat(m_fd.get(), &theirs) != 0) {
+        const int error = errno;
+        throw Error(fmt::format("cannot open the sandbox's network namespace /proc/{}/ns/net: {}", pid,
+                                pid > 0 ? std::strerror(error) : "no init process"));
     }
     if (::stat("/proc/self/ns/net", &ours) == 0 && ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino) {
         throw Error(fmt::format("process {} runs in this host's own network namespace, not a sandbox's", pid));
     }
-}
-
-NetnsHandle::~NetnsHandle() {
-    if (m_fd >= 0) ::close(m_fd);
 }
 
 std::vector<ProbeResult> probe_in_namespace(const NetnsHandle& netns, const ProbeTargets& t,

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/unique_fd.hpp"
 #include "provider/common/probes.hpp"
 #include "provider/incus/guest_proxy_scripts.hpp"
 
@@ -25,13 +26,10 @@ public:
     // opened, or when it is this process's own namespace (the pid is not a
     // container's: a probe from here would prove nothing).
     explicit NetnsHandle(int pid);
-    ~NetnsHandle();
-    NetnsHandle(const NetnsHandle&) = delete;
-    NetnsHandle& operator=(const NetnsHandle&) = delete;
-    [[nodiscard]] int fd() const { return m_fd; }
+    [[nodiscard]] int fd() const { return m_fd.get(); }
 
 private:
-    int m_fd = -1;
+    core::UniqueFd m_fd;
 };
 
 // Makes every probe of probe_names() in `netns`, concurrently, each on a

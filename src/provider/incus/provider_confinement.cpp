@@ -98,7 +98,7 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     if (!bridge_address)
         return ProbeRun::unverified(ConfinementState::NotVerified, "the bridge address is not recorded");
     const auto gateway = bridge_address->address_text();
-    const bool vm = config_value(instance, key::k_isolation) == "vm";
+    const bool vm = isolation_of(instance) == Isolation::Vm;
     if (wait_for_address(name, vm ? 120 : 30).empty())
         return ProbeRun::unverified(ConfinementState::NotVerified, "the sandbox got no IPv4 address on eth0");
 

@@ -485,13 +485,9 @@ Json IncusProvider::in_project(Json payload) const {
     return payload;
 }
 
-std::string IncusProvider::owner_of(const Json& piece) {
-    return piece.value("config", Json::object()).value(std::string(key::k_sandbox), "");
-}
+std::string IncusProvider::owner_of(const Json& piece) { return config_value(piece, key::k_sandbox); }
 
-std::string IncusProvider::project_of(const Json& piece) {
-    return piece.value("config", Json::object()).value(std::string(key::k_project), "");
-}
+std::string IncusProvider::project_of(const Json& piece) { return config_value(piece, key::k_project); }
 
 void IncusProvider::refuse_name_of_other_project(const std::string& name) {
     const auto bridge = m_api.network(bridge_name(name));

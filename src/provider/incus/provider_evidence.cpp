@@ -122,7 +122,8 @@ void IncusProvider::judge_confinement(const std::string& name, const Json& insta
     const auto recorded = info.confinement;
     auto& missing = info.evidence.missing;
     const auto verified_pid = config_value(instance, key::k_confinement_pid);
-    const int pid = state_pid(instance) > 0 ? state_pid(instance) : m_api.instance_state(name).value("pid", 0);
+    int pid = state_pid(instance);
+    if (pid <= 0) pid = m_api.instance_state(name).value("pid", 0);
     if (recorded.state == ConfinementState::Verified && verified_pid != std::to_string(pid)) {
         missing.push_back(
             "the sandbox was started again without agentctl (incus start?) since it was verified: its mounts "
@@ -130,10 +131,9 @@ void IncusProvider::judge_confinement(const std::string& name, const Json& insta
     }
     const auto acl = acl_name(name);
     const auto bridge = bridge_name(name);
-    const auto network = m_api.network(bridge);
     if (!m_api.acl(acl)) {
         missing.push_back(fmt::format("the network ACL {} does not exist", acl));
-    } else if (!network || !acl_attached(*network, acl)) {
+    } else if (const auto network = m_api.network(bridge); !network || !acl_attached(*network, acl)) {
         missing.push_back(fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge));
     }
     auto& host = egress(placement_of(instance));

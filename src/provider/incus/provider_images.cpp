@@ -100,7 +100,7 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     view.network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
     view.mounts = parse_mounts_record(config_value(restored, key::k_mounts));
     view.ports = parse_ports_record(config_value(restored, key::k_ports));
-    view.isolation = config_value(restored, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+    view.isolation = isolation_of(restored);
     std::map<std::string, std::string> keep;
     for (auto k : {key::k_network, key::k_acl}) keep[std::string(k)] = config_value(instance, k);
     keep[std::string(key::k_widenings)] = Json(widenings(view)).dump();

@@ -256,6 +256,8 @@ private:
     Json require_instance(const std::string& name);  // GET; clear error if absent or not ours
     [[nodiscard]] static bool running(const Json& instance);
     [[nodiscard]] static std::string config_value(const Json& instance, std::string_view key);
+    // The isolation a sandbox records (key::k_isolation): a VM or a container.
+    [[nodiscard]] static Isolation isolation_of(const Json& instance);
     [[nodiscard]] static std::optional<GuestUser> recorded_user(const Json& instance);
     InstanceInfo to_info(const Json& instance) const;
     void set_records(const std::string& name, const std::map<std::string, std::string>& records);

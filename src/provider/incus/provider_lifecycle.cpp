@@ -134,7 +134,7 @@ void IncusProvider::install_agent(const std::string& name, const Json& instance,
 
 void IncusProvider::after_boot(const std::string& name, bool fresh, std::future<ProbeRun> probes) {
     auto instance = require_instance(name);
-    const bool vm = config_value(instance, key::k_isolation) == "vm";
+    const bool vm = isolation_of(instance) == Isolation::Vm;
     if (!probes.valid()) wait_until_ready(name, vm);
     if (!fresh && !recorded_user(instance) && !m_api.preview()) {
         throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
@@ -181,7 +181,7 @@ std::vector<std::pair<dev_t, ino_t>> identities(const std::vector<Mount>& mounts
 }  // namespace
 
 void IncusProvider::replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts) {
-    const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+    const auto isolation = isolation_of(instance);
     Json devices = Json::object();
     const Json old_devices = instance.value("devices", Json::object());
     for (const auto& [device, value] : old_devices.items()) {
@@ -268,9 +268,9 @@ std::string IncusProvider::start_pass(const std::string& name) const {
 }
 
 std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& name, const Json& instance) {
-    if (!gated(config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container)) return {};
+    if (!gated(isolation_of(instance))) return {};
     const auto pass = start_pass(name);
-    const auto raw = instance.value("config", Json::object()).value("raw.lxc", std::string());
+    const auto raw = config_value(instance, "raw.lxc");
     if (const auto gated_raw = with_start_gate(raw, pass); gated_raw != raw) {
         m_api.patch_instance_config(name, Json{{"raw.lxc", gated_raw}});
     }
@@ -279,7 +279,7 @@ std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& nam
 
 void IncusProvider::start(const std::string& name, const StartRequest& request) {
     auto instance = require_instance(name);
-    const auto isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+    const auto isolation = isolation_of(instance);
     if (request.mounts) {
         refuse_mounts_elsewhere(*request.mounts);
         if (parse_mounts_record(config_value(instance, key::k_mounts)) != *request.mounts) {

@@ -279,7 +279,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
     view.network = network;
     view.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
     view.ports = parse_ports_record(config_value(instance, key::k_ports));
-    view.isolation = config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
+    view.isolation = isolation_of(instance);
     set_records(name, {{std::string(key::k_network), policy::to_policy_file(network).dump()},
                        {std::string(key::k_acl), network.enabled ? acl : ""},
                        {std::string(key::k_widenings), Json(widenings(view)).dump()},

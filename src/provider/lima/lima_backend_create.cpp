@@ -2,7 +2,6 @@
 // documented fallback (bare create + one `limactl edit --set` per field), and
 // no half-configured instance left behind.
 #include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <regex>
 
@@ -10,21 +9,13 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "provider/common/probes.hpp"
 #include "provider/lima/lima_backend.hpp"
 #include "provider/lima/lima_paths.hpp"
 #include "provider/lima/loopback.hpp"
 
 namespace agentctl::provider::lima {
 namespace {
-
-std::string now_rfc3339() {
-    std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 // Lima's instance names (pkg/limatype/dirnames ValidateInstName): a letter or
 // digit first, then letters, digits, '.', '_' or '-'.
@@ -137,7 +128,7 @@ void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& imag
         state.name = spec.name;
         state.image = image;
         state.profiles = spec.profiles;
-        state.created_at = now_rfc3339();
+        state.created_at = common::utc_stamp(std::chrono::system_clock::now());
         state.user = spec.user.empty() ? "agent" : spec.user;
         state.unrestricted = !confined;
         state.dns_disabled = settings.dns_disabled;
