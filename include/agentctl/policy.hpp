@@ -94,16 +94,35 @@ struct DnsPolicy {
     bool disabled = false;
 };
 
+// An upload budget: at most `bytes` sent by the sandbox to host:port, counted
+// by its egress proxy (and kept across the proxy's restarts). Past it, new
+// requests there are refused (429) and open connections there end.
+struct UploadBudget {
+    std::string host;  // a name (lower case) or an IP address, as in AllowRule
+    std::uint16_t port = 0;
+    std::uint64_t bytes = 0;
+};
+
+// `host:port`, or `[v6]:port` for an IPv6 address.
+[[nodiscard]] std::string destination_text(std::string_view host, std::uint16_t port);
+
+// `HOST:PORT=SIZE`, e.g. `api.github.com:443=50MiB` (sizes as parse_size:
+// B, KiB, MiB, GiB, KB, MB, GB, or bytes); SIZE `none` gives bytes 0 (lift
+// the budget). Throws agentctl::Error naming the entry and the expected form.
+[[nodiscard]] UploadBudget parse_budget_entry(std::string_view entry);
+
 struct NetworkPolicy {
     bool enabled = true;     // false: --no-network-policy (unrestricted, loudly)
     bool deny_lan = true;    // the default; only --allow-lan turns it off
     bool allow_lan = false;  // --allow-lan: every LAN range reachable on any port
     std::vector<AllowRule> allow;
     DnsPolicy dns;
+    std::vector<UploadBudget> budgets;  // at most one per destination
 };
 
 // The policy file the egress proxy reads (JSON, written atomically):
-// {"version":1,"enabled":..,"denyLAN":..,"allowLAN":..,"allow":[{"domain":..,"ports":[..],"origin":..}],"dns":{..}}
+// {"version":1,"enabled":..,"denyLAN":..,"allowLAN":..,"allow":[{"domain":..,"ports":[..],"origin":..}],"dns":{..},
+//  "budgets":[{"host":..,"port":..,"bytes":..}]} ("budgets" only when there are some)
 [[nodiscard]] nlohmann::json to_policy_file(const NetworkPolicy& policy);
 // Throws agentctl::Error on any malformed field (the proxy then denies everything).
 [[nodiscard]] NetworkPolicy from_policy_file(const nlohmann::json& document);

@@ -239,11 +239,22 @@ std::vector<nlohmann::json> ProxyFiles::log_lines() const {
     // Every kept file (the refusals are in one of their own), merged in time
     // order, as `agentctl logs --network --json` prints them.
     std::ostringstream merged;
-    agentctl::egress_proxy::print_network_log(log.string(), false, true, merged);
+    agentctl::egress_proxy::print_network_log(log.string(), agentctl::LogRequest{false, true, {}, {}, false}, merged);
     std::vector<nlohmann::json> out;
     std::istringstream in(merged.str());
     for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
     return out;
+}
+
+std::vector<nlohmann::json> ProxyFiles::close_records(const std::string& host, std::size_t count) const {
+    for (auto deadline = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < deadline;) {
+        std::vector<nlohmann::json> found;
+        for (const auto& line : log_lines()) {
+            if (line.value("event", "") == "close" && line.value("host", "") == host) found.push_back(line);
+        }
+        if (found.size() >= count) return found;
+    }
+    return {};
 }
 
 Proxy::Proxy(const ProxyFiles& files, std::vector<std::string> extra_flags, const std::string& binary) {

@@ -89,6 +89,9 @@ struct ProxyFiles {
     void write_policy(const agentctl::policy::NetworkPolicy& policy) const;
     void write_resolve(const std::string& hosts_text) const;
     [[nodiscard]] std::vector<nlohmann::json> log_lines() const;
+    // The `close` records of `host` once `count` of them are in the log
+    // (polled; empty when they are not there within 10 s).
+    [[nodiscard]] std::vector<nlohmann::json> close_records(const std::string& host, std::size_t count = 1) const;
 };
 
 // The proxy under test. `binary` empty: the suite's runner (accepts limit flags).

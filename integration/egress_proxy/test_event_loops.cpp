@@ -64,7 +64,7 @@ TEST_CASE("two event loops: a reload closes the revoked tunnels on every loop, a
     std::vector<int> loops;
     for (const auto& line : files.log_lines()) {
         const auto event = line.value("event", "");
-        if (event == "close" && line.value("closed_by", "") == "policy-reload") ++closed_by_reload;
+        if (event == "close" && line.value("ended", "") == "revoked") ++closed_by_reload;
         if (event == "policy" && line.contains("closed_connections"))
             reported += line["closed_connections"].get<std::size_t>();
         if (event == "decision") {

@@ -75,7 +75,7 @@ TEST_CASE("SIGHUP reloads at once and promptly closes a tunnel whose rule was re
     CHECK(suite::echo_on(kept, "c.test is still allowed"));
     int revoked = 0;
     for (const auto& line : files.log_lines()) {
-        if (line.value("event", "") == "close" && line.value("closed_by", "") == "policy-reload") {
+        if (line.value("event", "") == "close" && line.value("ended", "") == "revoked") {
             CHECK(line.value("reason", "") == "not-allowlisted");
             CHECK(line.value("host", "") == "a.test");
             ++revoked;

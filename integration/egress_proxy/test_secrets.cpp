@@ -143,7 +143,8 @@ struct Fixture {
         REQUIRE(proxy->process().wait_exit(5s) == 0);
         // Every kept file (the refusals are in one of their own).
         std::ostringstream merged;
-        agentctl::egress_proxy::print_network_log(files.log.string(), false, true, merged);
+        agentctl::egress_proxy::print_network_log(files.log.string(), agentctl::LogRequest{false, true, {}, {}, false},
+                                                  merged);
         return merged.str();
     }
 

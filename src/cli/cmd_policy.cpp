@@ -1,5 +1,5 @@
-// policy check|add|remove: ask what the egress policy would do, and change a
-// sandbox's allowlist while it runs.
+// policy check|add|remove|budget: ask what the egress policy would do, and
+// change a sandbox's allowlist and upload budgets while it runs.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -103,21 +103,26 @@ void refuse_still_refused(const std::string& name, const policy::NetworkPolicy& 
     }
 }
 
+// The policy a live change starts from, with the sandbox locked. Read even in
+// a preview (reading changes nothing): the request carries the whole new policy.
+policy::NetworkPolicy policy_to_change(Session& session, const std::string& name) {
+    session.gate("network.acl");
+    session.lock_instance(name);
+    auto info = session.lifecycle().status(name);
+    if (!info.network) throw Error(fmt::format("the network policy of {} is not known", name));
+    if (!info.network->enabled) {
+        throw Error(fmt::format("{} was created with --no-network-policy: it has no policy to change", name),
+                    "recreate it without --no-network-policy");
+    }
+    return *info.network;
+}
+
 // Adds or removes entries, then hands the whole new policy to the provider.
 int run_change(Session& session, const ChangeArgs& args, bool add) {
     validate_instance_name(args.name);
     std::vector<policy::AllowRule> rules;
     for (const auto& entry : args.entries) rules.push_back(policy::parse_allow_entry(entry, "policy add"));
-    session.gate("network.acl");
-    session.lock_instance(args.name);
-    // Read even in a preview (reading changes nothing): the request carries the whole new allowlist.
-    auto info = session.lifecycle().status(args.name);
-    if (!info.network) throw Error(fmt::format("the network policy of {} is not known", args.name));
-    policy::NetworkPolicy network = *info.network;
-    if (!network.enabled) {
-        throw Error(fmt::format("{} was created with --no-network-policy: it has no allowlist to change", args.name),
-                    "recreate it without --no-network-policy");
-    }
+    policy::NetworkPolicy network = policy_to_change(session, args.name);
     auto same = [](const policy::AllowRule& a, const policy::AllowRule& b) { return a.entry() == b.entry(); };
     for (const auto& rule : rules) {
         auto it =
@@ -141,6 +146,29 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
         for (const auto& rule : rules) {
             session.reporter().notice(fmt::format("{} {} {}", add ? "allowed" : "removed", rule.entry(),
                                                   add ? "in " + args.name : "from " + args.name));
+        }
+    }
+    return 0;
+}
+
+// Sets (or with SIZE `none` lifts) upload budgets, then hands the whole new policy to the provider.
+int run_budget(Session& session, const ChangeArgs& args) {
+    validate_instance_name(args.name);
+    std::vector<policy::UploadBudget> budgets;
+    for (const auto& entry : args.entries) budgets.push_back(policy::parse_budget_entry(entry));
+    policy::NetworkPolicy network = policy_to_change(session, args.name);
+    for (const auto& budget : budgets) {
+        std::erase_if(network.budgets,
+                      [&](const policy::UploadBudget& b) { return b.host == budget.host && b.port == budget.port; });
+        if (budget.bytes > 0) network.budgets.push_back(budget);
+    }
+    session.egress_policy().apply_network_policy(args.name, network);
+    if (!session.globals().preview) {
+        for (const auto& budget : budgets) {
+            const auto destination = policy::destination_text(budget.host, budget.port);
+            session.reporter().notice(
+                budget.bytes > 0 ? fmt::format("{} may send {} bytes to {}", args.name, budget.bytes, destination)
+                                 : fmt::format("lifted the upload budget of {} in {}", destination, args.name));
         }
     }
     return 0;
@@ -180,6 +208,16 @@ void add_policy(CLI::App& app, CommandEnv& env) {
             env.action = [&env, args, is_add] { return run_change(env.session, *args, is_add); };
         });
     }
+
+    auto budget_args = std::make_shared<ChangeArgs>();
+    auto* budget = group->add_subcommand(
+        "budget", "Cap what a sandbox may send to a destination (HOST:PORT=SIZE), live; SIZE none lifts it");
+    budget->add_option("NAME", budget_args->name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
+    budget->add_option("BUDGET", budget_args->entries, "HOST:PORT=SIZE (50MiB, 1GiB, bytes) or HOST:PORT=none")
+        ->required();
+    set_examples(*budget, {"agentctl policy budget demo api.github.com:443=50MiB"});
+    budget->callback(
+        [&env, budget_args] { env.action = [&env, budget_args] { return run_budget(env.session, *budget_args); }; });
 }
 
 }  // namespace agentctl::cli

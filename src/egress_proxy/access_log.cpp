@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
+#include "egress_proxy/connection_record.hpp"
 
 namespace agentctl::egress_proxy {
 namespace {
@@ -186,8 +187,9 @@ void AccessLog::write_now(const char* data, std::size_t size) {
     m_size += size;
 }
 
-std::string utc_timestamp() {
-    auto now = std::chrono::system_clock::now();
+std::string utc_timestamp() { return utc_timestamp(std::chrono::system_clock::now()); }
+
+std::string utc_timestamp(std::chrono::system_clock::time_point now) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
     auto seconds = static_cast<std::time_t>(ms / 1000);
     // The date and time of day change once a second: the proxy writes many
@@ -223,10 +225,12 @@ std::string format_log_row(const nlohmann::json& entry) {
         if (destination.find(':') != std::string::npos) destination = "[" + destination + "]";
         destination += ":" + text_field(entry, "port");
     }
-    if (event == "close") {
+    if (event == record::k_event) {
+        std::string ended = text_field(entry, record::k_ended);
         return fmt::format("{:<24} {:<22} {:<8} {:<34} {:<6} up {} B, down {} B, {} ms", text_field(entry, "time"),
-                           text_field(entry, "client"), "", destination, "closed", text_field(entry, "bytes_up"),
-                           text_field(entry, "bytes_down"), text_field(entry, "duration_ms"));
+                           text_field(entry, "client"), "", destination, ended.empty() ? "closed" : ended,
+                           text_field(entry, record::k_bytes_up), text_field(entry, record::k_bytes_down),
+                           text_field(entry, record::k_duration_ms));
     }
     if (event != "decision") {
         return fmt::format("{:<24} {:<22} {:<8} {:<34} {:<6} {}", text_field(entry, "time"), "", "", "", event,

@@ -2,6 +2,7 @@
 // rotated file kept (`LOG.1`). Readers: print_network_log (egress_proxy.hpp).
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -99,6 +100,8 @@ private:
 
 // The current UTC time as RFC 3339 with milliseconds, e.g. 2026-01-02T03:04:05.678Z.
 [[nodiscard]] std::string utc_timestamp();
+// `when` in the same form.
+[[nodiscard]] std::string utc_timestamp(std::chrono::system_clock::time_point when);
 
 // One log entry as a row of `agentctl logs NAME --network` (no trailing newline).
 [[nodiscard]] std::string format_log_row(const nlohmann::json& entry);

@@ -197,7 +197,12 @@ int run_egress_proxy(const ProxyOptions& options) {
 
         std::string sandbox =
             options.sandbox_name.empty() ? default_sandbox_name(options.policy_file) : options.sandbox_name;
-        ProxyShared shared(limits, sandbox, log, refusals);
+        BudgetBook budgets(budget_state_path(options.log_file));
+        if (!budgets.problem().empty()) {
+            log.write(
+                {{"time", utc_timestamp()}, {"event", "budgets"}, {"level", "error"}, {"message", budgets.problem()}});
+        }
+        ProxyShared shared(limits, sandbox, log, refusals, budgets);
         std::size_t secret_count = 0;
         if (options.secrets_fd >= 0) {
             // (The proxy is not dumpable from its start: refuse_inspection.)
@@ -252,6 +257,7 @@ int run_egress_proxy(const ProxyOptions& options) {
             ~WriteAtOnceOnExit() { log.defer_writes(nullptr); }
         } write_at_once_on_exit{log};
         shared.policy.set(load_policy_snapshot(options.policy_file));
+        budgets.configure(shared.policy.get()->policy.budgets);
         log.write({{"time", utc_timestamp()},
                    {"event", "start"},
                    {"listen", endpoint_text(bound)},
@@ -271,6 +277,7 @@ int run_egress_proxy(const ProxyOptions& options) {
         std::fflush(stdout);
 
         server.run();
+        budgets.save_if_changed();
         log.defer_writes(nullptr);  // flushes what is queued; later lines are written at once
         refusals.tick(RefusalLog::Clock::now(), true);
 

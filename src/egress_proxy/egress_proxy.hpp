@@ -12,7 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "agentctl/provider.hpp"
+
 namespace agentctl::egress_proxy {
+
+using agentctl::LogRequest;
 
 // Event loops one proxy runs at most: each sandbox has a proxy of its own.
 inline constexpr std::size_t k_max_event_loops = 4;
@@ -102,11 +106,13 @@ int run_egress_proxy(const ProxyOptions& options);
 
 // `agentctl logs NAME --network`: prints the decision log at `log_path`.
 // Default: a readable table (time, client, method, destination, decision,
-// rule or reason); `json`: the raw JSON Lines. `follow`: keeps printing new
-// lines, across rotation, until SIGINT/SIGTERM. A missing log prints nothing
-// and returns 0 (the proxy has not run yet) unless following. Returns the exit
+// rule or reason); `json`: the raw JSON Lines. `since` and `tail` narrow the
+// lines printed first (log_query.hpp); `summary` prints one row per
+// destination instead (log_summary.hpp). `follow`: keeps printing new lines,
+// across rotation, until SIGINT/SIGTERM. A missing log prints nothing and
+// returns 0 (the proxy has not run yet) unless following. Returns the exit
 // code; malformed lines are shown as-is in table mode, never fatal.
-int print_network_log(const std::string& log_path, bool follow, bool json, std::ostream& out);
+int print_network_log(const std::string& log_path, const LogRequest& request, std::ostream& out);
 
 // Every file of the decision log at `log_path`, each one's rotated file
 // first: PATH.1, PATH, PATH.refused.1, PATH.refused (the refusals are kept

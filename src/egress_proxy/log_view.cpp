@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,8 @@
 
 #include "egress_proxy/access_log.hpp"
 #include "egress_proxy/egress_proxy.hpp"
+#include "egress_proxy/log_query.hpp"
+#include "egress_proxy/log_summary.hpp"
 #include "egress_proxy/refusal_log.hpp"
 
 namespace agentctl::egress_proxy {
@@ -79,17 +82,6 @@ void print_line(const std::string& line, bool json, std::ostream& out) {
     out << escape_controls(entry.is_discarded() ? line : format_log_row(entry)) << '\n';
 }
 
-// The time a line was logged (its "time" field, RFC 3339 UTC: it sorts as
-// text); empty when it has none.
-std::string time_of(const std::string& line) {
-    constexpr std::string_view key = "\"time\":\"";
-    const auto at = line.find(key);
-    if (at == std::string::npos) return {};
-    const auto from = at + key.size();
-    const auto to = line.find('"', from);
-    return to == std::string::npos ? std::string() : line.substr(from, to - from);
-}
-
 // One file of the log, read to its end: whole lines, a partial last one kept.
 struct Reader {
     std::string path;
@@ -120,9 +112,10 @@ ino_t inode_of(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
-// Prints the lines of several files merged by time (each file's own order
-// kept; a line without a time goes with the one before it).
-void print_merged(std::vector<std::vector<std::string>> files, bool json, std::ostream& out) {
+// The lines of several files merged by time (each file's own order kept; a
+// line without a time goes with the one before it).
+std::vector<std::string> merge_by_time(std::vector<std::vector<std::string>> files) {
+    std::vector<std::string> merged;
     std::vector<std::size_t> next(files.size(), 0);
     std::vector<std::string> last_time(files.size());
     for (;;) {
@@ -139,15 +132,19 @@ void print_merged(std::vector<std::vector<std::string>> files, bool json, std::o
         }
         if (pick == files.size()) break;
         last_time[pick] = earliest;
-        print_line(files[pick][next[pick]++], json, out);
+        merged.push_back(std::move(files[pick][next[pick]++]));
     }
+    return merged;
+}
+
+void print_lines(const std::vector<std::string>& lines, bool json, std::ostream& out) {
+    for (const auto& line : lines) print_line(line, json, out);
     out.flush();
 }
 
 }  // namespace
 
-int print_network_log(const std::string& log_path, bool follow, bool json, std::ostream& out) {
-    if (!json) out << log_table_header() << '\n';
+int print_network_log(const std::string& log_path, const LogRequest& request, std::ostream& out) {
     std::vector<Reader> readers;
     for (const auto& path : kept_log_files(log_path)) {
         readers.push_back(Reader{path, std::ifstream(path, std::ios::binary), inode_of(path), {}});
@@ -155,10 +152,21 @@ int print_network_log(const std::string& log_path, bool follow, bool json, std::
     std::vector<std::vector<std::string>> files;
     for (auto& reader : readers) {
         files.push_back(reader.lines());
-        if (!follow && !reader.pending.empty()) files.back().push_back(reader.pending);
+        if (!request.follow && !reader.pending.empty()) files.back().push_back(reader.pending);
     }
-    print_merged(std::move(files), json, out);
-    if (!follow) return 0;
+    auto lines = merge_by_time(std::move(files));
+    narrow_lines(lines, request.since, request.tail);
+    if (request.summary) {
+        std::ostringstream summary;
+        print_summary(summarise_log(lines), request.json, summary);
+        std::istringstream rows(summary.str());
+        for (std::string row; std::getline(rows, row);) out << escape_controls(row) << '\n';
+        out.flush();
+        return 0;
+    }
+    if (!request.json) out << log_table_header() << '\n';
+    print_lines(lines, request.json, out);
+    if (!request.follow) return 0;
     // Following: the current files (the rotated ones no longer grow), each
     // across its rotation.
     std::vector<Reader> current;
@@ -169,20 +177,20 @@ int print_network_log(const std::string& log_path, bool follow, bool json, std::
     while (!g_stop_follow.load()) {
         std::vector<std::vector<std::string>> fresh;
         for (auto& reader : current) {
-            auto lines = reader.lines();
+            auto arrived = reader.lines();
             const ino_t now = inode_of(reader.path);
             if (now != reader.inode && now != 0) {
                 // Rotated (or created): finish the old file, then start on the new one.
                 auto rest = reader.lines();
-                lines.insert(lines.end(), rest.begin(), rest.end());
+                arrived.insert(arrived.end(), rest.begin(), rest.end());
                 reader.in = std::ifstream(reader.path, std::ios::binary);
                 reader.inode = now;
                 auto started = reader.lines();
-                lines.insert(lines.end(), started.begin(), started.end());
+                arrived.insert(arrived.end(), started.begin(), started.end());
             }
-            fresh.push_back(std::move(lines));
+            fresh.push_back(std::move(arrived));
         }
-        print_merged(std::move(fresh), json, out);
+        print_lines(merge_by_time(std::move(fresh)), request.json, out);
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return 0;

@@ -23,6 +23,7 @@
 #include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/policy_state.hpp"
 #include "egress_proxy/resolve_file.hpp"
+#include "egress_proxy/upload_budget.hpp"
 
 namespace agentctl::egress_proxy {
 
@@ -58,13 +59,19 @@ private:
 // What the proxy's event loops share. Loop 0 runs the listener, the signals
 // and the reloads; the fields other loops write are atomic.
 struct ProxyShared {
-    ProxyShared(ProxyLimits proxy_limits, std::string sandbox, AccessLog& log, RefusalLog& refusals)
-        : limits(proxy_limits), sandbox_name(std::move(sandbox)), access_log(log), refusal_log(refusals) {}
+    ProxyShared(ProxyLimits proxy_limits, std::string sandbox, AccessLog& log, RefusalLog& refusals,
+                BudgetBook& upload_budgets)
+        : limits(proxy_limits),
+          sandbox_name(std::move(sandbox)),
+          access_log(log),
+          refusal_log(refusals),
+          budgets(upload_budgets) {}
 
     const ProxyLimits limits;
     const std::string sandbox_name;
     AccessLog& access_log;    // thread-safe
     RefusalLog& refusal_log;  // thread-safe: every refused request goes here
+    BudgetBook& budgets;      // thread-safe
     SharedSnapshot<PolicySnapshot> policy;
     SharedSnapshot<ResolveMap> resolve_map;  // never null once running
     std::atomic<std::uint64_t> next_id{1};
@@ -83,6 +90,9 @@ struct ProxyShared {
     // Set before the loops start; called from any loop when a connection ends
     // with the proxy at its cap, to wake the accept loop.
     std::function<void()> slot_freed;
+    // Set before the loops start; called from any loop when a destination's
+    // upload budget runs out, to end every open connection there.
+    std::function<void(const std::string& host, std::uint16_t port)> budget_spent;
 
     // Ends one connection's share of the cap (~Session).
     void connection_ended() {

@@ -19,6 +19,7 @@ std::string_view to_string(ProxyReason reason) {
         case ProxyReason::TunnelLimit: return "tunnel-limit";
         case ProxyReason::SecretMisplaced: return "secret-misplaced";
         case ProxyReason::UpstreamUntrusted: return "upstream-untrusted";
+        case ProxyReason::BudgetSpent: return "upload-budget-spent";
     }
     return "unknown";
 }

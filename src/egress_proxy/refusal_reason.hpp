@@ -27,6 +27,7 @@ enum class ProxyReason {
     TunnelLimit,          // "tunnel-limit" (503): the sandbox has ProxyLimits::max_tunnels open already
     SecretMisplaced,      // "secret-misplaced" (403): a secret's placeholder where that secret does not go
     UpstreamUntrusted,    // "upstream-untrusted" (502): a terminated host's certificate did not verify
+    BudgetSpent,          // "upload-budget-spent" (429): the destination's upload budget is used up
 };
 
 [[nodiscard]] std::string_view to_string(ProxyReason reason);

@@ -11,6 +11,7 @@ std::string_view status_text(unsigned status) {
         case 403: return "Forbidden";
         case 405: return "Method Not Allowed";
         case 408: return "Request Timeout";
+        case 429: return "Too Many Requests";
         case 431: return "Request Header Fields Too Large";
         case 502: return "Bad Gateway";
         case 503: return "Service Unavailable";
@@ -54,7 +55,7 @@ std::string advice(policy::Reason reason, std::string_view destination, std::str
 }
 
 // ... and one the proxy made itself.
-std::string advice(ProxyReason reason) {
+std::string advice(ProxyReason reason, std::string_view destination, std::string_view sandbox) {
     switch (reason) {
         case ProxyReason::NameNotResolved: return "The host name does not resolve; check its spelling.\n";
         case ProxyReason::ConnectionRefused: return "The destination refused the connection.\n";
@@ -66,16 +67,16 @@ std::string advice(ProxyReason reason) {
                    "(agentctl secret list shows where each goes).\n";
         case ProxyReason::UpstreamUntrusted:
             return "The host's certificate is not trusted by this machine, so no secret is sent to it.\n";
+        case ProxyReason::BudgetSpent:
+            return fmt::format(
+                "The sandbox may send only so much to this destination. If it should send more,\n"
+                "a person on the host can raise its budget with:\n\n    agentctl policy budget {} {}=SIZE\n",
+                sandbox, destination);
         default: return {};
     }
 }
 
 }  // namespace
-
-std::string destination_text(std::string_view host, std::uint16_t port) {
-    if (host.find(':') != std::string_view::npos) return fmt::format("[{}]:{}", host, port);
-    return fmt::format("{}:{}", host, port);
-}
 
 std::string refusal_response(const Refusal& refusal, std::string_view host, std::uint16_t port,
                              std::string_view sandbox) {
@@ -91,8 +92,9 @@ std::string refusal_response(const Refusal& refusal, std::string_view host, std:
     }
     if (!refusal.detail.empty()) body += refusal.detail + "\n";
     const auto* decided = refusal.reason.policy_reason();
-    std::string more = decided != nullptr ? advice(*decided, destination, sandbox.empty() ? "<sandbox>" : sandbox)
-                                          : advice(*refusal.reason.proxy_reason());
+    const std::string_view name = sandbox.empty() ? "<sandbox>" : sandbox;
+    std::string more = decided != nullptr ? advice(*decided, destination, name)
+                                          : advice(*refusal.reason.proxy_reason(), destination, name);
     if (!more.empty()) body += "\n" + more;
     return fmt::format(
         "HTTP/1.1 {} {}\r\n"

@@ -16,8 +16,7 @@ struct Refusal {
     std::string detail;     // one sentence
 };
 
-// `host:port`, with [ ] around an IPv6 literal.
-[[nodiscard]] std::string destination_text(std::string_view host, std::uint16_t port);
+using policy::destination_text;
 
 // A complete HTTP/1.1 response (status line, headers, body) that closes the
 // connection. For a 403 the body names the destination, the reason and, when a

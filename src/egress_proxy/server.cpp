@@ -90,6 +90,7 @@ Server::Server(ProxyShared& shared, std::size_t loops, std::string policy_file, 
       m_backoff_timer(main_io()),
       m_slot_freed(main_io()) {
     m_shared.slot_freed = [this] { asio::post(main_io(), [this] { m_slot_freed.cancel(); }); };
+    m_shared.budget_spent = [this](const std::string& host, std::uint16_t port) { end_budget_spent(host, port); };
 }
 
 Server::~Server() {
@@ -268,6 +269,7 @@ asio::awaitable<void> Server::watch_policy_file() {
         co_await m_poll_timer.async_wait(redirect_error(use_awaitable, ec));
         if (ec || m_shared.stopping) break;
         m_shared.refusal_log.tick();  // the summary of a flood's last second
+        m_shared.budgets.save_if_changed();
         if (stamp_of(m_policy_file) != m_policy_stamp) reload("policy file changed");
     }
 }
@@ -278,6 +280,7 @@ void Server::reload(const char* trigger) {
     // In force for every new decision from here on; a decision that started
     // under the old snapshot checks the new one once connected (Session::decide_and_connect).
     m_shared.policy.set(snapshot);
+    m_shared.budgets.configure(snapshot->policy.budgets);
     log_policy(m_shared.access_log, *snapshot, trigger);
     // Each loop closes its own open tunnels and keep-alive connections whose
     // destination the new policy no longer allows (each logs its `close` line
@@ -317,6 +320,16 @@ void Server::reload(const char* trigger) {
                                        {"message", std::string("kept the previous map: ") + e.what()}});
         }
     }
+}
+
+void Server::end_budget_spent(const std::string& host, std::uint16_t port) {
+    for (auto& loop : m_loops) {
+        asio::post(loop->io, [&context = loop->context, host, port] {
+            std::vector<Session*> open(context.sessions.begin(), context.sessions.end());
+            for (Session* session : open) session->end_for_budget(host, port);
+        });
+    }
+    asio::post(main_io(), [this] { m_shared.budgets.save_if_changed(); });
 }
 
 void Server::shutdown(int signal_number) {

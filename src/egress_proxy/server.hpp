@@ -56,6 +56,9 @@ private:
     boost::asio::awaitable<void> watch_policy_file();
     void reload(const char* trigger);
     void shutdown(int signal_number);
+    // A destination's upload budget ran out: every loop ends its open
+    // connections there; the counters are saved.
+    void end_budget_spent(const std::string& host, std::uint16_t port);
     static std::vector<std::unique_ptr<Loop>> make_loops(ProxyShared& shared, std::size_t count);
     static void start_session(ProxyContext& context, tcp::socket socket, const tcp::endpoint& peer);
     static void wait_for_drain(Loop& loop, int ticks_left);

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "egress_proxy/asio_address.hpp"
 #include "egress_proxy/request_screen.hpp"
 #include "egress_proxy/resolve_file.hpp"
@@ -119,8 +121,29 @@ bool Session::revalidate(const PolicySnapshot& snapshot) {
     auto decision = verdict(snapshot, m_up_host, m_up_port, from_asio(m_up_endpoint->address()));
     if (decision.allowed) return false;
     m_revoked = policy::to_string(decision.reason);
+    m_ending = record::Ending::Revoked;
     close();
     return true;
+}
+
+void Session::end_for_budget(const std::string& host, std::uint16_t port) {
+    if (!m_up_endpoint || !m_upstream.is_open() || m_up_host != host || m_up_port != port) return;
+    m_ending = record::Ending::Budget;
+    close();
+}
+
+void Session::charge_budget() {
+    if (!m_budget || m_bytes_up == m_charged) return;
+    const auto delta = m_bytes_up - m_charged;
+    m_charged = m_bytes_up;
+    const auto before = m_budget->used.fetch_add(delta, std::memory_order_relaxed);
+    const auto limit = m_budget->limit.load(std::memory_order_relaxed);
+    if (limit != 0 && before < limit && before + delta >= limit) budget_spent();
+}
+
+void Session::budget_spent() {
+    m_ending = record::Ending::Budget;
+    if (m_context.shared.budget_spent) m_context.shared.budget_spent(m_up_host, m_up_port);
 }
 
 // ------------------------------------------------------------------ deadlines
@@ -459,13 +482,24 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
         if (auto refused = policy::vet_route(*decision->address, m_context.routes->route_to(*decision->address)))
             decision = std::move(*refused);
     }
-    if (decision->rule) entry.add("rule", decision->rule->entry()).add("origin", decision->rule->origin);
+    std::string rule = decision->rule ? decision->rule->entry() : std::string();
+    if (decision->rule) entry.add(record::k_rule, rule).add(record::k_origin, decision->rule->origin);
     if (!decision->allowed || !decision->address) {
         const Refusal refusal{403, decision->reason, decision->detail};  // no temporaries inside co_await (g++ 12)
         co_return co_await refuse(entry, refusal, target);
     }
     auto endpoint = to_endpoint(*decision->address, target.port);
     entry.add("address", decision->address->to_string());
+    charge_budget();  // what earlier requests on this connection sent
+    auto budget = m_context.shared.budgets.find(target.host, target.port);
+    if (budget && budget->spent()) {
+        const auto limit = budget->limit.load(std::memory_order_relaxed);
+        const Refusal refusal{429, ProxyReason::BudgetSpent,
+                              fmt::format("the sandbox has sent {} bytes to {}, its upload budget of {} bytes",
+                                          budget->used.load(std::memory_order_relaxed),
+                                          destination_text(target.host, target.port), limit)};
+        co_return co_await refuse(entry, refusal, target);
+    }
 
     // Plain HTTP: reuse the open upstream connection when it goes to the same place.
     if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
@@ -509,6 +543,12 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     m_up_port = target.port;
     m_up_endpoint = endpoint;
     m_up_since = Clock::now();
+    m_up_started = std::chrono::system_clock::now();
+    m_up_rule = std::move(rule);
+    m_budget = std::move(budget);
+    m_charged = 0;
+    m_up_origin = decision->rule ? decision->rule->origin : std::string();
+    m_ending.reset();
     m_bytes_up = 0;
     m_bytes_down = 0;
     co_return true;
@@ -534,6 +574,7 @@ void Session::release_tunnel() {
 void Session::close_upstream(const char* why) {
     release_tunnel();
     if (!m_up_endpoint) return;
+    charge_budget();
     log_upstream_closed();
     (void)why;
     boost::system::error_code ignored;
@@ -543,13 +584,21 @@ void Session::close_upstream(const char* why) {
 }
 
 void Session::log_upstream_closed() {
-    LogLine entry("close");
-    entry.add("id", m_id).add("client", m_client_text).add("host", m_up_host).add("port", m_up_port);
-    entry.add("address", m_up_endpoint ? m_up_endpoint->address().to_string() : std::string());
-    entry.add("bytes_up", m_bytes_up).add("bytes_down", m_bytes_down);
-    entry.add("duration_ms", round_ms(ms_since(m_up_since)));
-    if (m_timed_out) entry.add("timed_out", true);
-    if (!m_revoked.empty()) entry.add("closed_by", "policy-reload").add("reason", m_revoked);
+    using record::Ending;
+    const Ending ending = m_ending                    ? *m_ending
+                          : m_timed_out               ? Ending::IdleTimeout
+                          : m_context.shared.stopping ? Ending::ProxyStop
+                                                      : Ending::Closed;
+    LogLine entry(record::k_event);
+    entry.add("id", m_id).add("client", m_client_text).add(record::k_sandbox, m_context.shared.sandbox_name);
+    entry.add(record::k_start, utc_timestamp(m_up_started));
+    entry.add(record::k_host, m_up_host).add(record::k_port, m_up_port);
+    entry.add(record::k_address, m_up_endpoint ? m_up_endpoint->address().to_string() : std::string());
+    if (!m_up_rule.empty()) entry.add(record::k_rule, m_up_rule).add(record::k_origin, m_up_origin);
+    entry.add(record::k_bytes_up, m_bytes_up).add(record::k_bytes_down, m_bytes_down);
+    entry.add(record::k_duration_ms, round_ms(ms_since(m_up_since)));
+    entry.add(record::k_ended, record::to_string(ending));
+    if (ending == Ending::Revoked) entry.add(record::k_reason, m_revoked);
     m_context.shared.access_log.write(entry);
 }
 

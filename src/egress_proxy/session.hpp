@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "egress_proxy/connection_record.hpp"
 #include "egress_proxy/proxy_context.hpp"
 #include "egress_proxy/request_target.hpp"
 #include "egress_proxy/responses.hpp"
@@ -51,6 +52,9 @@ public:
     // open upstream connection goes to (tunnel or keep-alive) is no longer
     // allowed by `snapshot`. Returns true when it closed it.
     bool revalidate(const PolicySnapshot& snapshot);
+    // A destination's upload budget ran out: closes the connection when its
+    // open upstream connection goes to host:port.
+    void end_for_budget(const std::string& host, std::uint16_t port);
 
 private:
     enum class Phase { Header, Connecting, Forwarding, Tunnel };
@@ -104,7 +108,14 @@ private:
 
     // Tunnel: both directions spliced concurrently; the session ends when both end.
     void start_tunnel();
-    boost::asio::awaitable<void> relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter);
+    // `budget`: the upload budget the bytes count against (the sandbox's
+    // direction to a destination that has one), or null.
+    boost::asio::awaitable<void> relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter,
+                                       BudgetCounter* budget);
+    // Charges the bytes sent up since the last charge to m_budget; when that
+    // spends it, ends every connection to the destination (this one too).
+    void charge_budget();
+    void budget_spent();
     // The source's FIN: pass it on to `to` (the relay then ends).
     void pass_fin(tcp::socket& to);
     void relay_finished();
@@ -138,8 +149,9 @@ private:
     std::unique_ptr<char[]> m_body_chunk;   // plain-HTTP bodies pass through here, one direction at a time
     Phase m_phase = Phase::Header;
     bool m_timed_out = false;
-    bool m_upgraded = false;  // a plain-HTTP request was upgraded (101): the connection is now a tunnel
-    std::string m_revoked;    // why a reload closed this connection (the new policy's reason)
+    bool m_upgraded = false;                 // a plain-HTTP request was upgraded (101): the connection is now a tunnel
+    std::string m_revoked;                   // why a reload closed this connection (the new policy's reason)
+    std::optional<record::Ending> m_ending;  // set by what closes the connection, when not the peers
     int m_relays_running = 0;
     bool m_holds_tunnel = false;  // counted in shared.open_tunnels
 
@@ -150,8 +162,13 @@ private:
     std::uint16_t m_up_port = 0;
     std::optional<tcp::endpoint> m_up_endpoint;
     Clock::time_point m_up_since{};
+    std::chrono::system_clock::time_point m_up_started{};  // the close record's start
+    std::string m_up_rule;  // the allow rule that let it through (`--allow` form), and its origin
+    std::string m_up_origin;
     std::uint64_t m_bytes_up = 0;
     std::uint64_t m_bytes_down = 0;
+    std::shared_ptr<BudgetCounter> m_budget;  // the upload budget of the upstream connection, or null
+    std::uint64_t m_charged = 0;              // of m_bytes_up, what m_budget has counted
 };
 
 }  // namespace agentctl::egress_proxy

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <tuple>
@@ -160,7 +161,8 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
         m_bytes_up += co_await write_all(m_upstream, m_buffer.data(), ec);
     }
     m_buffer = boost::beast::flat_buffer();  // release the head buffer for the tunnel's lifetime
-    if (ec) {
+    charge_budget();
+    if (ec || m_ending == record::Ending::Budget) {
         close_upstream("client write failed");
         close();
         co_return;
@@ -176,10 +178,11 @@ void Session::start_tunnel() {
     m_relays_running = 2;
     auto self = shared_from_this();
     asio::co_spawn(
-        m_context.io, [self]() { return self->relay(self->m_client, self->m_upstream, self->m_bytes_up); },
+        m_context.io,
+        [self]() { return self->relay(self->m_client, self->m_upstream, self->m_bytes_up, self->m_budget.get()); },
         [self](std::exception_ptr) { self->relay_finished(); });
     asio::co_spawn(
-        m_context.io, [self]() { return self->relay(self->m_upstream, self->m_client, self->m_bytes_down); },
+        m_context.io, [self]() { return self->relay(self->m_upstream, self->m_client, self->m_bytes_down, nullptr); },
         [self](std::exception_ptr) { self->relay_finished(); });
 }
 
@@ -202,7 +205,8 @@ void Session::relay_finished() {
 
 #if defined(__linux__) && !defined(AGENTCTL_PORTABLE_RELAY)
 
-asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
+asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter,
+                                     BudgetCounter* budget) {
     Pipe pipe(m_context);
     std::size_t in_pipe = 0;
     // Whether `from` may have data. A direction starts by waiting: at the
@@ -245,10 +249,24 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
             }
         }
         while (in_pipe > 0) {
-            ssize_t m = ::splice(pipe.read_end(), nullptr, to.native_handle(), nullptr, in_pipe, k_splice_flags);
+            std::size_t length = in_pipe;
+            if (budget != nullptr) {
+                // Never past the budget: what is left of it goes, then the tunnel ends.
+                const auto room = budget->remaining();
+                if (room == 0) {
+                    budget_spent();
+                    break;
+                }
+                length = static_cast<std::size_t>(std::min<std::uint64_t>(length, room));
+            }
+            ssize_t m = ::splice(pipe.read_end(), nullptr, to.native_handle(), nullptr, length, k_splice_flags);
             if (m > 0) {
                 in_pipe -= static_cast<std::size_t>(m);
                 counter += static_cast<std::uint64_t>(m);
+                if (budget != nullptr) {
+                    budget->used.fetch_add(static_cast<std::uint64_t>(m), std::memory_order_relaxed);
+                    m_charged += static_cast<std::uint64_t>(m);
+                }
                 m_deadline = Clock::now() + m_context.limits.idle_timeout;
             } else if (m < 0 && errno == EAGAIN) {
                 // The destination is full: top the pipe up from the source before
@@ -291,7 +309,8 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
 
 // The portable relay: read what is there into a fixed buffer, write all of it,
 // repeat. The buffer is the only payload memory a direction holds.
-asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter) {
+asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::uint64_t& counter,
+                                     BudgetCounter* budget) {
     std::array<char, 16 * 1024> buffer{};
     boost::system::error_code ec;
     for (;;) {
@@ -302,9 +321,22 @@ asio::awaitable<void> Session::relay(tcp::socket& from, tcp::socket& to, std::ui
             co_return;
         }
         if (ec) break;
-        co_await asio::async_write(to, asio::buffer(buffer.data(), n), redirect_error(use_awaitable, ec));
+        std::size_t length = n;
+        if (budget != nullptr) {
+            // Never past the budget: what is left of it goes, then the tunnel ends.
+            length = static_cast<std::size_t>(std::min<std::uint64_t>(length, budget->remaining()));
+        }
+        co_await asio::async_write(to, asio::buffer(buffer.data(), length), redirect_error(use_awaitable, ec));
         if (ec) break;
-        counter += n;
+        counter += length;
+        if (budget != nullptr) {
+            budget->used.fetch_add(length, std::memory_order_relaxed);
+            m_charged += length;
+            if (length < n) {
+                budget_spent();
+                break;
+            }
+        }
         m_deadline = Clock::now() + m_context.limits.idle_timeout;
     }
     boost::system::error_code ignored;

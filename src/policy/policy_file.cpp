@@ -60,6 +60,23 @@ AllowRule read_rule(const nlohmann::json& item, std::size_t index) {
     return rule;
 }
 
+UploadBudget read_budget(const nlohmann::json& item, std::size_t index) {
+    const std::string field = fmt::format("budgets[{}]", index);
+    if (!item.is_object()) malformed(field, "must be an object");
+    const auto& host = required(item, "host", field + ".host");
+    const auto& port = required(item, "port", field + ".port");
+    const auto& bytes = required(item, "bytes", field + ".bytes");
+    if (!host.is_string() || host.get<std::string>().empty())
+        malformed(field + ".host", "must be a host name or address");
+    if (!port.is_number_integer() || port.get<std::int64_t>() < 1 || port.get<std::int64_t>() > 65535) {
+        malformed(field + ".port", "must be in 1-65535");
+    }
+    if (!bytes.is_number_unsigned() || bytes.get<std::uint64_t>() == 0) {
+        malformed(field + ".bytes", "must be a whole number above 0");
+    }
+    return {host.get<std::string>(), static_cast<std::uint16_t>(port.get<std::int64_t>()), bytes.get<std::uint64_t>()};
+}
+
 }  // namespace
 
 nlohmann::json to_policy_file(const NetworkPolicy& policy) {
@@ -68,7 +85,7 @@ nlohmann::json to_policy_file(const NetworkPolicy& policy) {
         std::string domain = rule.kind == HostKind::Wildcard ? "*." + rule.host : rule.host;
         allow.push_back({{"domain", domain}, {"ports", rule.ports}, {"origin", rule.origin}});
     }
-    return {
+    nlohmann::json document{
         {"version", k_policy_file_version},
         {"enabled", policy.enabled},
         {"denyLAN", policy.deny_lan},
@@ -76,6 +93,13 @@ nlohmann::json to_policy_file(const NetworkPolicy& policy) {
         {"allow", std::move(allow)},
         {"dns", {{"servers", policy.dns.servers}, {"disabled", policy.dns.disabled}}},
     };
+    if (!policy.budgets.empty()) {
+        auto& budgets = document["budgets"] = nlohmann::json::array();
+        for (const auto& budget : policy.budgets) {
+            budgets.push_back({{"host", budget.host}, {"port", budget.port}, {"bytes", budget.bytes}});
+        }
+    }
+    return document;
 }
 
 NetworkPolicy from_policy_file(const nlohmann::json& document) {
@@ -107,6 +131,10 @@ NetworkPolicy from_policy_file(const nlohmann::json& document) {
             if (!disabled->is_boolean()) malformed("dns.disabled", "must be true or false");
             policy.dns.disabled = disabled->get<bool>();
         }
+    }
+    if (auto budgets = document.find("budgets"); budgets != document.end()) {
+        if (!budgets->is_array()) malformed("budgets", "must be an array");
+        for (std::size_t i = 0; i < budgets->size(); ++i) policy.budgets.push_back(read_budget((*budgets)[i], i));
     }
     return policy;
 }

@@ -36,6 +36,7 @@ TEST_CASE("every command and subcommand has help with a description and examples
         {"policy", "check"},
         {"policy", "add"},
         {"policy", "remove"},
+        {"policy", "budget"},
         {"profile", "list"},
         {"profile", "show"},
         {"profile", "set"},
@@ -119,4 +120,31 @@ TEST_CASE("global flags are accepted after the command too") {
     auto r = cli.run({"capabilities", "--provider", "hyperv", "--output", "json"});
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("\"hyperv\"") != std::string::npos);
+}
+
+TEST_CASE("logs --network refuses a --since that is neither a duration nor a time, and --summary with --follow") {
+    CliSandbox cli;
+    auto r = cli.run({"logs", "cli-logs-test", "--network", "--since", "yesterday"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err ==
+          "agentctl: invalid --since \"yesterday\": it is neither a duration nor a time\n"
+          "hint: write a duration such as 30s, 15m, 2h, 7d or 1h30m, or an RFC 3339 time such as "
+          "2026-01-02T03:04:05Z\n");
+    r = cli.run({"logs", "cli-logs-test", "--summary", "--follow"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("--follow excludes --summary") != std::string::npos);
+    r = cli.run({"logs", "cli-logs-test", "--tail", "-3"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("--tail") != std::string::npos);
+}
+
+TEST_CASE("policy budget refuses a malformed budget before it looks at any sandbox") {
+    CliSandbox cli;
+    auto r = cli.run({"policy", "budget", "cli-budget-test", "api.example.com:443"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err ==
+          "agentctl: invalid budget \"api.example.com:443\": it needs =SIZE\n"
+          "hint: write HOST:PORT=SIZE, e.g. api.github.com:443=50MiB\n");
 }

@@ -113,7 +113,8 @@ TEST_CASE("print_network_log shows a table or the raw lines") {
                    {"duration_ms", 5}});
     }
     std::ostringstream table;
-    CHECK(agentctl::egress_proxy::print_network_log(path.string(), false, false, table) == 0);
+    CHECK(agentctl::egress_proxy::print_network_log(path.string(), agentctl::LogRequest{false, false, {}, {}, false},
+                                                    table) == 0);
     auto text = table.str();
     CHECK(text.find("DESTINATION") != std::string::npos);
     CHECK(text.find("allowed.test:443") != std::string::npos);
@@ -123,14 +124,15 @@ TEST_CASE("print_network_log shows a table or the raw lines") {
     CHECK(text.find("up 10 B, down 20 B") != std::string::npos);
 
     std::ostringstream json;
-    agentctl::egress_proxy::print_network_log(path.string(), false, true, json);
+    agentctl::egress_proxy::print_network_log(path.string(), agentctl::LogRequest{false, true, {}, {}, false}, json);
     std::istringstream lines(json.str());
     int count = 0;
     for (std::string line; std::getline(lines, line); ++count) CHECK_NOTHROW(nlohmann::json::parse(line));
     CHECK(count == 3);
 
     std::ostringstream missing;
-    CHECK(agentctl::egress_proxy::print_network_log((dir / "none.log").string(), false, true, missing) == 0);
+    CHECK(agentctl::egress_proxy::print_network_log((dir / "none.log").string(),
+                                                    agentctl::LogRequest{false, true, {}, {}, false}, missing) == 0);
     CHECK(missing.str().empty());
     fs::remove_all(dir);
 }
@@ -141,7 +143,9 @@ TEST_CASE("follow mode keeps printing across rotation until SIGINT") {
     AccessLog log(path.string(), 600);  // small cap: rotates every couple of lines
     log.write(decision(0));
     std::ostringstream out;
-    std::thread follower([&] { agentctl::egress_proxy::print_network_log(path.string(), true, true, out); });
+    std::thread follower([&] {
+        agentctl::egress_proxy::print_network_log(path.string(), agentctl::LogRequest{true, true, {}, {}, false}, out);
+    });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     for (int i = 1; i < 10; ++i) {
         log.write(decision(i));
@@ -329,7 +333,7 @@ TEST_CASE("logs --network reads every kept file, merged in time order", "[egress
     append(log + ".refused.1", line("2026-01-01T00:00:02.000Z", "two"));
     append(log + ".refused", line("2026-01-01T00:00:03.000Z", "three") + line("2026-01-01T00:00:05.000Z", "five"));
     std::ostringstream out;
-    CHECK(print_network_log(log, false, true, out) == 0);
+    CHECK(print_network_log(log, agentctl::LogRequest{false, true, {}, {}, false}, out) == 0);
     std::vector<std::string> hosts;
     std::istringstream lines(out.str());
     for (std::string text; std::getline(lines, text);) hosts.push_back(nlohmann::json::parse(text)["host"]);
@@ -355,7 +359,7 @@ TEST_CASE("logs --network escapes control characters, whatever is in the file", 
            "31m control\n");
     for (bool json : {false, true}) {
         std::ostringstream out;
-        print_network_log(log, false, json, out);
+        print_network_log(log, agentctl::LogRequest{false, json, {}, {}, false}, out);
         const auto text = out.str();
         CAPTURE(json, text);
         for (char c : text) CHECK((c == '\n' || static_cast<unsigned char>(c) >= 0x20));

@@ -149,8 +149,8 @@ public:
         return status;
     }
 
-    int print_network_log(const EgressSite& site, bool follow, bool json, std::ostream& out) override {
-        return egress_proxy::print_network_log(locate(site).log().string(), follow, json, out);
+    int print_network_log(const EgressSite& site, const LogRequest& request, std::ostream& out) override {
+        return egress_proxy::print_network_log(locate(site).log().string(), request, out);
     }
 
     [[nodiscard]] bool runs_resolver() const override { return true; }
@@ -390,7 +390,7 @@ public:
         return false;
     }
     [[nodiscard]] int resolver_pid(const EgressSite&) override { return 0; }
-    int print_network_log(const EgressSite&, bool, bool, std::ostream&) override { return 0; }
+    int print_network_log(const EgressSite&, const LogRequest&, std::ostream&) override { return 0; }
     void install_firewall(const FirewallSpec& spec) override {
         m_context.reporter.step(fmt::format("would define nft table inet {}", firewall_table(spec.bridge)));
     }

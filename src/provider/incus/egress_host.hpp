@@ -89,7 +89,7 @@ public:
     virtual bool stop_proxy(const EgressSite& site) = 0;
     [[nodiscard]] virtual ProxyStatus proxy_status(const EgressSite& site) = 0;
     // Prints the proxy's decision log (`logs --network`); returns the exit code.
-    virtual int print_network_log(const EgressSite& site, bool follow, bool json, std::ostream& out) = 0;
+    virtual int print_network_log(const EgressSite& site, const LogRequest& request, std::ostream& out) = 0;
     // True when this host runs the sandbox's resolver (start_resolver); false:
     // the bridge's own dnsmasq, configured through Incus (raw.dnsmasq), is it.
     [[nodiscard]] virtual bool runs_resolver() const = 0;

@@ -165,7 +165,7 @@ public:
         return status;
     }
 
-    int print_network_log(const EgressSite& site, bool follow, bool json, std::ostream& out) override {
+    int print_network_log(const EgressSite& site, const LogRequest& request, std::ostream& out) override {
         const auto name = companion_name(site.sandbox);
         const auto local =
             fs::temp_directory_path() / fmt::format("agentctl-egress-log-{}-{}", site.sandbox, ::getpid());
@@ -202,7 +202,7 @@ public:
             }
         };
         fetch();
-        if (!follow) return egress_proxy::print_network_log(local.string(), false, json, out);
+        if (!request.follow) return egress_proxy::print_network_log(local.string(), request, out);
         // --follow: the copies are refreshed every second while the local follower reads them.
         std::thread([fetch] {
             for (;;) {
@@ -214,7 +214,7 @@ public:
                 }
             }
         }).detach();
-        return egress_proxy::print_network_log(local.string(), true, json, out);
+        return egress_proxy::print_network_log(local.string(), request, out);
     }
 
     // agentctl's resolver runs on the host side, next to the bridge, when the

@@ -225,8 +225,7 @@ void IncusProvider::verify_confinement(const std::string& name, const Json& inst
 
 int IncusProvider::logs(const std::string& name, const LogRequest& request) {
     auto instance = require_instance(name);
-    return egress(placement_of(instance))
-        .print_network_log(site_of(name, instance), request.follow, request.json, m_context.out);
+    return egress(placement_of(instance)).print_network_log(site_of(name, instance), request, m_context.out);
 }
 
 }  // namespace agentctl::provider::incus

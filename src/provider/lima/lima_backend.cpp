@@ -338,8 +338,7 @@ int LimaBackend::shell(const std::string& name, bool root) {
 
 int LimaBackend::logs(const std::string& name, const LogRequest& request) {
     (void)require_state(name);
-    return egress_proxy::print_network_log(egress_log_path(m_ctx.state_dir, name).string(), request.follow,
-                                           request.json, m_ctx.out);
+    return egress_proxy::print_network_log(egress_log_path(m_ctx.state_dir, name).string(), request, m_ctx.out);
 }
 
 void LimaBackend::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {

@@ -1,0 +1,36 @@
+// Upload budgets: `HOST:PORT=SIZE`.
+#include <fmt/format.h>
+
+#include "agentctl/error.hpp"
+#include "agentctl/policy.hpp"
+#include "policy/profile.hpp"
+
+namespace agentctl::policy {
+
+std::string destination_text(std::string_view host, std::uint16_t port) {
+    if (host.find(':') != std::string_view::npos) return fmt::format("[{}]:{}", host, port);
+    return fmt::format("{}:{}", host, port);
+}
+
+UploadBudget parse_budget_entry(std::string_view entry) {
+    auto bad = [entry](std::string_view what) {
+        return Error(fmt::format("invalid budget \"{}\": {}", entry, what),
+                     "write HOST:PORT=SIZE, e.g. api.github.com:443=50MiB");
+    };
+    const auto equals = entry.rfind('=');
+    if (equals == std::string_view::npos) throw bad("it needs =SIZE");
+    const auto size_text = entry.substr(equals + 1);
+    const auto size = size_text == "none" ? std::optional<std::uint64_t>(0) : parse_size(size_text);
+    if (!size) throw bad("the size must be above 0, such as 50MiB, 1GiB or 1000000 (or none to lift it)");
+    AllowRule rule;
+    try {
+        rule = parse_allow_entry(entry.substr(0, equals), {});
+    } catch (const Error& error) {
+        throw bad(error.what());
+    }
+    if (rule.kind == HostKind::Wildcard) throw bad("a budget is for one host, not a wildcard");
+    if (rule.ports.size() != 1) throw bad("it needs exactly one port (HOST:PORT)");
+    return {rule.host, rule.ports.front(), *size};
+}
+
+}  // namespace agentctl::policy
