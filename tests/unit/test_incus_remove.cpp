@@ -74,7 +74,7 @@ public:
     void start_proxy(const EgressSite&) override {}
     bool stop_proxy(const EgressSite& site) override { return record("stop proxy " + site.sandbox); }
     [[nodiscard]] ProxyStatus proxy_status(const EgressSite&) override { return {}; }
-    int print_network_log(const EgressSite&, bool, bool, std::ostream&) override { return 0; }
+    int print_network_log(const EgressSite&, const LogRequest&, std::ostream&) override { return 0; }
     [[nodiscard]] bool runs_resolver() const override { return true; }
     void start_resolver(const EgressSite&, const ResolverSpec&, bool) override {}
     bool stop_resolver(const EgressSite& site) override { return record("stop resolver " + site.sandbox); }
