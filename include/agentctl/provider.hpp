@@ -146,10 +146,10 @@ struct StopRequest {
 // `agentctl logs NAME --network` (egress_proxy::print_network_log).
 struct LogRequest {
     bool follow = false;
-    bool json = false;                  // raw JSON Lines instead of a rendered table
-    std::string since;                  // only lines from this time on (RFC 3339 UTC, parse_since); empty: all
-    std::optional<std::size_t> tail;    // only the last N lines (before following)
-    bool summary = false;               // one row per destination instead of the lines
+    bool json = false;                // raw JSON Lines instead of a rendered table
+    std::string since;                // only lines from this time on (RFC 3339 UTC, parse_since); empty: all
+    std::optional<std::size_t> tail;  // only the last N lines (before following)
+    bool summary = false;             // one row per destination instead of the lines
 };
 
 struct SnapshotInfo {
