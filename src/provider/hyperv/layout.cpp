@@ -6,13 +6,13 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "core/hash.hpp"
+#include "agentctl/hash.hpp"
 #include "provider/hyperv/plan.hpp"
 
 namespace agentctl::provider::hyperv {
 namespace {
 
-using core::fnv1a32;
+using agentctl::fnv1a32;
 
 // Joins with the separator `base` already uses, so a Windows config directory
 // (C:\Users\me\...) gets backslashes and a POSIX one gets slashes.

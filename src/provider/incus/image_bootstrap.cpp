@@ -13,7 +13,7 @@
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
-#include "core/hash.hpp"
+#include "agentctl/hash.hpp"
 #include "policy/catalog.hpp"
 #include "policy/sandbox_spec.hpp"
 #include "provider/common/command_output.hpp"
@@ -34,7 +34,7 @@ constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",      
 
 // A short, stable name for a package list: the cached tarball of another
 // list is another file, so a changed list is built anew.
-std::string list_digest(std::string_view list) { return fmt::format("{:08x}", core::fnv1a32(list)); }
+std::string list_digest(std::string_view list) { return fmt::format("{:08x}", fnv1a32(list)); }
 
 constexpr std::string_view k_networkd_unit =
     "[Match]\nName=eth0\n\n[Network]\nDHCP=ipv4\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n";

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "agentctl/host_network.hpp"
-#include "core/hash.hpp"
+#include "agentctl/hash.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -19,7 +19,7 @@ inline constexpr std::string_view k_bridge_prefix = policy::k_sandbox_bridge_pre
 // characters, the Linux interface name limit.
 [[nodiscard]] std::string bridge_name(std::string_view sandbox);
 // The 64-bit FNV-1a hash of `text` (names, and digests that only tell "changed").
-using core::fnv1a64;
+using agentctl::fnv1a64;
 // `agentctl-NAME`.
 [[nodiscard]] std::string acl_name(std::string_view sandbox);
 // `NAME-egress`: the companion instance that runs the sandbox's egress proxy

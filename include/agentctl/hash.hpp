@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace agentctl::core {
+namespace agentctl {
 
 [[nodiscard]] constexpr std::uint32_t fnv1a32(std::string_view text) {
     std::uint32_t hash = 2166136261U;
@@ -25,4 +25,4 @@ namespace agentctl::core {
     return hash;
 }
 
-}  // namespace agentctl::core
+}  // namespace agentctl
