@@ -155,9 +155,9 @@ echo "# $((N + 1)) deletes at once: $(seconds_since "$began") s"
 failed=$(failed_commands "$WORK/logs/end-delete-*")
 check "the other deletes at once all succeed${failed:+: $failed}" test -z "$failed"
 check "a delete killed as the bridge was about to go left its bridge" \
-  bash -c "leftovers_of '$PREFIX-$last-1' | grep -q '^bridge '"
+  grep -q '^bridge ' <<<"$(leftovers_of "$PREFIX-$last-1")"
 check "a delete killed as the ACL was about to go left its ACL" \
-  bash -c "leftovers_of '$PREFIX-$last-2' | grep -q '^network ACL '"
+  grep -q '^network ACL ' <<<"$(leftovers_of "$PREFIX-$last-2")"
 failed_bridge=$(leftovers_of "$PREFIX-$last-3")
 check "a delete failed at the bridge exits 1 ($(cat "$WORK/logs/end-failed-bridge.rc"))" \
   test "$(cat "$WORK/logs/end-failed-bridge.rc")" = 1

@@ -1,12 +1,15 @@
 #include "provider/incus/host_cgroup.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -117,7 +120,25 @@ PreparedCgroup prepare_cgroup(const std::string& name, const CgroupLimits& limit
 }
 
 void remove_cgroup(const std::string& name, const std::string& root) {
-    for (const auto& dir : cgroup_dirs(name, root)) ::rmdir(dir.c_str());
+    // Only the sandbox's host processes and what they started are in it (a
+    // process joins before it runs; only root moves one in): whatever is
+    // still there once they were stopped (a child serving a DNS connection,
+    // which holds the listening socket too) goes with it.
+    const auto dirs = cgroup_dirs(name, root);
+    const auto members = [&] {
+        std::vector<pid_t> pids;
+        for (const auto& dir : dirs) {
+            std::ifstream procs(fs::path(dir) / "cgroup.procs");
+            for (pid_t pid = 0; procs >> pid;) pids.push_back(pid);
+        }
+        return pids;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (auto pids = members(); !pids.empty() && std::chrono::steady_clock::now() < deadline; pids = members()) {
+        for (const pid_t pid : pids) ::kill(pid, SIGKILL);
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    for (const auto& dir : dirs) ::rmdir(dir.c_str());
 }
 
 }  // namespace agentctl::provider::incus

@@ -43,7 +43,8 @@ struct PreparedCgroup {
 [[nodiscard]] PreparedCgroup prepare_cgroup(const std::string& name, const CgroupLimits& limits,
                                             const std::string& root = "/sys/fs/cgroup");
 
-// Removes it (its processes must be gone). Never throws.
+// Removes it, with any process still in it (SIGKILL: what stop left, such
+// as a resolver's child serving a TCP query). Never throws.
 void remove_cgroup(const std::string& name, const std::string& root = "/sys/fs/cgroup");
 
 }  // namespace agentctl::provider::incus
