@@ -2,5 +2,5 @@
 // scripts/check-layers.sh to name both lines.
 #pragma once
 #include "provider/incus/naming.hpp"
-#include "policy/addresses.hpp"
+#include "policy/yaml_decoder.hpp"
 #include "agentctl/policy.hpp"
