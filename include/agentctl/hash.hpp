@@ -7,22 +7,22 @@
 
 namespace agentctl {
 
-[[nodiscard]] constexpr std::uint32_t fnv1a32(std::string_view text) {
-    std::uint32_t hash = 2166136261U;
+template <typename Hash, Hash Offset, Hash Prime>
+[[nodiscard]] constexpr Hash fnv1a(std::string_view text) {
+    Hash hash = Offset;
     for (const char c : text) {
         hash ^= static_cast<unsigned char>(c);
-        hash *= 16777619U;
+        hash *= Prime;
     }
     return hash;
 }
 
+[[nodiscard]] constexpr std::uint32_t fnv1a32(std::string_view text) {
+    return fnv1a<std::uint32_t, 2166136261U, 16777619U>(text);
+}
+
 [[nodiscard]] constexpr std::uint64_t fnv1a64(std::string_view text) {
-    std::uint64_t hash = 0xcbf29ce484222325ULL;
-    for (const char c : text) {
-        hash ^= static_cast<unsigned char>(c);
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
+    return fnv1a<std::uint64_t, 0xcbf29ce484222325ULL, 0x100000001b3ULL>(text);
 }
 
 }  // namespace agentctl
