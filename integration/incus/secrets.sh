@@ -12,22 +12,13 @@
 # Usage: secrets.sh AGENTCTL_BINARY TLS_ORIGIN_BINARY   (exit 77 = skipped, with the reason printed)
 set -uo pipefail
 
-AGENTCTL=${1:?usage: secrets.sh AGENTCTL_BINARY TLS_ORIGIN_BINARY}
+. "$(dirname "$0")/lib.sh"
+suite_start "$@"
 ORIGIN_BIN=${2:?usage: secrets.sh AGENTCTL_BINARY TLS_ORIGIN_BINARY}
-IMAGE=${AGENTCTL_INCUS_IMAGE:-agentctl-debian-12}
-TAG=$$
 A=itest-s28-$TAG
-NS=ag28n$TAG
-VETH_HOST=ag28${TAG}h
-VETH_NS=ag28${TAG}n
-NET=11.228.$((TAG % 250 + 1))   # routed to the namespace only
+test_namespace ag28 228
 API=$NET.2     # api.secret.test: the secret is bound to it
 OTHER=$NET.3   # other.test: allowed, not bound
-WORK=$(mktemp -d /tmp/agentctl-incus-secrets.XXXXXX)
-export HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
-mkdir -p "$HOME"
-
-. "$(dirname "$0")/lib.sh"
 require_incus "network namespaces, nftables, the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
 command -v openssl >/dev/null 2>&1 || skip "the openssl tool is needed for the test origin's certificates"
