@@ -126,26 +126,6 @@ bool Session::revalidate(const PolicySnapshot& snapshot) {
     return true;
 }
 
-void Session::end_for_budget(const std::string& host, std::uint16_t port) {
-    if (!m_up_endpoint || !m_upstream.is_open() || m_up_host != host || m_up_port != port) return;
-    m_ending = record::Ending::Budget;
-    close();
-}
-
-void Session::charge_budget() {
-    if (!m_budget || m_bytes_up == m_charged) return;
-    const auto delta = m_bytes_up - m_charged;
-    m_charged = m_bytes_up;
-    const auto before = m_budget->used.fetch_add(delta, std::memory_order_relaxed);
-    const auto limit = m_budget->limit.load(std::memory_order_relaxed);
-    if (limit != 0 && before < limit && before + delta >= limit) budget_spent();
-}
-
-void Session::budget_spent() {
-    m_ending = record::Ending::Budget;
-    if (m_context.shared.budget_spent) m_context.shared.budget_spent(m_up_host, m_up_port);
-}
-
 // ------------------------------------------------------------------ deadlines
 
 void Session::set_deadline(Clock::duration from_now) {
