@@ -10,6 +10,7 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "core/paths.hpp"
+#include "policy/addresses.hpp"
 #include "policy/catalog.hpp"
 
 namespace agentctl::policy {
@@ -184,6 +185,27 @@ std::string secret_value(const StoredSecret& secret, ProcessRunner& runner) {
     return value;
 }
 
+std::span<const SandboxCaVariable> sandbox_ca_variables() {
+    static constexpr std::array<SandboxCaVariable, 5> k_variables{{
+        {"NODE_EXTRA_CA_CERTS", k_sandbox_ca_file},
+        {"SSL_CERT_FILE", k_system_ca_bundle},
+        {"REQUESTS_CA_BUNDLE", k_system_ca_bundle},
+        {"CURL_CA_BUNDLE", k_system_ca_bundle},
+        {"GIT_SSL_CAINFO", k_system_ca_bundle},
+    }};
+    return k_variables;
+}
+
+std::optional<std::string> reserved_variable(std::string_view env) {
+    for (const auto& variable : sandbox_ca_variables()) {
+        if (variable.name == env) return fmt::format("where programs find the sandbox CA: {}", variable.path);
+    }
+    constexpr std::string_view k_proxy = "_proxy";
+    if (env.size() >= k_proxy.size() && ascii_lower(env.substr(env.size() - k_proxy.size())) == k_proxy)
+        return "it points programs at the egress proxy";
+    return std::nullopt;
+}
+
 std::vector<SecretUse> secret_uses(const fs::path& state_dir, const std::vector<std::string>& flags,
                                    const std::string& agent, bool network_policy) {
     std::vector<SecretUse> uses;
@@ -219,13 +241,26 @@ std::vector<SecretUse> secret_uses(const fs::path& state_dir, const std::vector<
             throw Error(fmt::format("--secret {}: \"{}\" is not an environment variable name", flag, use.env),
                         "write --secret NAME=VARIABLE, e.g. --secret github=GH_TOKEN");
         }
+        if (const auto why = reserved_variable(use.env)) {
+            throw Error(fmt::format("--secret {}: agentctl sets {} in the sandbox itself ({})", flag, use.env, *why),
+                        "bind the secret to another variable: --secret NAME=VARIABLE");
+        }
         add(std::move(use));
     }
     if (const auto* credential = agent.empty() ? nullptr : credential_for_agent(agent)) {
         const bool listed =
             std::any_of(uses.begin(), uses.end(), [&](const auto& u) { return u.name == credential->name; });
-        if (!listed && load_secret(state_dir, credential->name))
+        if (!listed && load_secret(state_dir, credential->name)) {
+            for (const auto& use : uses) {
+                if (use.env != credential->env) continue;
+                throw Error(fmt::format("--secret {}={}: --agent {} already puts its stored secret {} in {}", use.name,
+                                        use.env, agent, credential->name, use.env),
+                            fmt::format("one secret per variable: drop --secret {}={}, or bind {} elsewhere "
+                                        "(--secret {}=ANOTHER_VARIABLE)",
+                                        use.name, use.env, credential->name, credential->name));
+            }
             uses.push_back({std::string(credential->name), std::string(credential->env)});
+        }
     }
     if (!uses.empty() && !network_policy) {
         throw Error(

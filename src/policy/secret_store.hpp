@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,12 +78,29 @@ bool remove_secret(const std::filesystem::path& state_dir, std::string_view name
 // secret and the command (never its output) when the command fails.
 [[nodiscard]] std::string secret_value(const StoredSecret& secret, ProcessRunner& runner);
 
+// Where the guest finds the sandbox CA's certificate, and the system bundle
+// that holds it once installed.
+inline constexpr std::string_view k_sandbox_ca_file = "/usr/local/share/ca-certificates/agentctl-sandbox.crt";
+inline constexpr std::string_view k_system_ca_bundle = "/etc/ssl/certs/ca-certificates.crt";
+
+// A guest variable that tells a runtime where the sandbox CA is (Node, Python, curl, git).
+struct SandboxCaVariable {
+    std::string_view name;
+    std::string_view path;
+};
+[[nodiscard]] std::span<const SandboxCaVariable> sandbox_ca_variables();
+
+// Why agentctl sets the guest variable `env` itself (a CA variable, or one
+// ending in `_proxy`, any case); nullopt when a secret may be bound to it.
+[[nodiscard]] std::optional<std::string> reserved_variable(std::string_view env);
+
 // `create --secret NAME[=ENV]...` and the agent's credential: what the sandbox
 // uses, each secret once. ENV defaults to the catalog credential's variable,
 // else NAME upper-cased ('-' and '.' as '_'). The agent's credential (claude:
 // anthropic, ...) is added when a secret of that name is stored. Throws
-// agentctl::Error for a secret that is not stored, a bad ENV, or secrets on a
-// sandbox without a network policy (nothing would inject them).
+// agentctl::Error for a secret that is not stored, a bad or reserved ENV, a
+// variable or secret given twice (the agent's credential included), or
+// secrets on a sandbox without a network policy (nothing would inject them).
 [[nodiscard]] std::vector<SecretUse> secret_uses(const std::filesystem::path& state_dir,
                                                  const std::vector<std::string>& flags, const std::string& agent,
                                                  bool network_policy);

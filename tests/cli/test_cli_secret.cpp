@@ -131,3 +131,28 @@ TEST_CASE("secret rm removes the secret and refuses an unknown name", "[cli][sec
     CHECK(again.err.find("agentctl: no secret named github") != std::string::npos);
     CHECK(again.err.find("hint: agentctl secret list") != std::string::npos);
 }
+
+TEST_CASE("create refuses a variable bound twice, for real and under --preview, and makes nothing", "[cli][secret]") {
+    CliSandbox cli;
+    cli.use_incus();
+    REQUIRE(cli.run({"secret", "set", "anthropic"}, {}, k_value).exit_code == 0);
+    REQUIRE(cli.run({"secret", "set", "github"}, {}, "gho_other").exit_code == 0);
+    const auto before = agentctl::test::tree_listing(cli.root());
+    for (bool preview : {true, false}) {
+        std::vector<std::string> args{"create",      "u28-double",
+                                      "--isolation", "container",
+                                      "--image",     "agentctl-debian-12",
+                                      "--agent",     "claude",
+                                      "--secret",    "github=ANTHROPIC_API_KEY"};
+        if (preview) args.insert(args.begin(), "--preview");
+        // The refusal comes before any daemon is reached: the real run is pointed at none.
+        auto r = cli.run(args, {{"INCUS_SOCKET", (cli.root() / "no-daemon.socket").string()}});
+        INFO(r.err);
+        CHECK(r.exit_code == 1);
+        CHECK(r.err.find("agentctl: --secret github=ANTHROPIC_API_KEY: --agent claude already puts its stored secret "
+                         "anthropic in ANTHROPIC_API_KEY") != std::string::npos);
+        CHECK(r.out.find("/1.0/instances") == std::string::npos);  // not even previewed
+        check_never_shows_value(r);
+        CHECK(agentctl::test::tree_listing(cli.root()) == before);
+    }
+}

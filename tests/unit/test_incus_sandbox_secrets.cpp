@@ -29,7 +29,7 @@ TEST_CASE("each sandbox secret gets a placeholder of its own, recorded 0600 with
 
     auto env = secret_environment(read);
     CHECK(env.at("GH_TOKEN") == planned[0].placeholder);
-    CHECK(env.at("NODE_EXTRA_CA_CERTS") == k_guest_ca_file);
+    CHECK(env.at("NODE_EXTRA_CA_CERTS") == agentctl::policy::k_sandbox_ca_file);
     CHECK(env.at("SSL_CERT_FILE") == "/etc/ssl/certs/ca-certificates.crt");
     CHECK(env.at("REQUESTS_CA_BUNDLE") == "/etc/ssl/certs/ca-certificates.crt");
     CHECK(secret_environment({}).empty());

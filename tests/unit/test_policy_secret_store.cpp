@@ -97,3 +97,40 @@ TEST_CASE("create --secret resolves variables, adds the agent's stored credentia
     CHECK(error_of({"github", "anthropic=GH_TOKEN"}) == "--secret anthropic: the variable GH_TOKEN is given twice");
     CHECK(error_of({"github"}, false).starts_with("--secret needs the egress proxy"));
 }
+
+TEST_CASE("a variable bound twice is refused, the agent's credential and agentctl's own variables included",
+          "[secret]") {
+    test::TempDir state;
+    save_secret(state.path, {"github", SecretSource::Value, "x", "", {}});
+    save_secret(state.path, {"anthropic", SecretSource::Value, "y", "", {}});
+    auto error_of = [&](std::vector<std::string> flags, const std::string& agent) {
+        try {
+            (void)secret_uses(state.path, flags, agent, true);
+        } catch (const Error& e) {
+            return std::string(e.what()) + "\nhint: " + e.hint();
+        }
+        return std::string();
+    };
+    // --agent claude brings the stored anthropic secret into ANTHROPIC_API_KEY: a second one there is refused.
+    CHECK(error_of({"github=ANTHROPIC_API_KEY"}, "claude") ==
+          "--secret github=ANTHROPIC_API_KEY: --agent claude already puts its stored secret anthropic in "
+          "ANTHROPIC_API_KEY\nhint: one secret per variable: drop --secret github=ANTHROPIC_API_KEY, or bind "
+          "anthropic elsewhere (--secret anthropic=ANOTHER_VARIABLE)");
+    // Binding the agent's own secret elsewhere frees the variable.
+    CHECK(secret_uses(state.path, {"anthropic=CLAUDE_KEY", "github=ANTHROPIC_API_KEY"}, "claude", true) ==
+          std::vector<SecretUse>{{"anthropic", "CLAUDE_KEY"}, {"github", "ANTHROPIC_API_KEY"}});
+    CHECK(error_of({"github", "github=OTHER"}, "") ==
+          "--secret github: the secret is given twice\nhint: give each "
+          "secret, and each variable, once");
+    // The variables agentctl sets itself would silently win over the placeholder.
+    CHECK(error_of({"github=SSL_CERT_FILE"}, "")
+              .starts_with("--secret github=SSL_CERT_FILE: agentctl sets SSL_CERT_FILE in the sandbox itself (where "
+                           "programs find the "
+                           "sandbox CA: /etc/ssl/certs/ca-certificates.crt)"));
+    CHECK(error_of({"github=NODE_EXTRA_CA_CERTS"}, "") != "");
+    CHECK(error_of({"github=HTTPS_PROXY"}, "")
+              .starts_with("--secret github=HTTPS_PROXY: agentctl sets HTTPS_PROXY in the sandbox itself (it points "
+                           "programs at the "
+                           "egress proxy)"));
+    CHECK(error_of({"github=npm_config_https_proxy"}, "") != "");
+}

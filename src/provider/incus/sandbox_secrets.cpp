@@ -18,8 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view k_system_bundle = "/etc/ssl/certs/ca-certificates.crt";
-
 fs::path record_file(const fs::path& sandbox_dir) { return sandbox_dir / "secrets.json"; }
 
 std::string random_hex(std::size_t bytes) {
@@ -75,11 +73,8 @@ std::map<std::string, std::string> secret_environment(const std::vector<SandboxS
     std::map<std::string, std::string> environment;
     if (secrets.empty()) return environment;
     for (const auto& secret : secrets) environment[secret.env] = secret.placeholder;
-    environment["NODE_EXTRA_CA_CERTS"] = std::string(k_guest_ca_file);
-    environment["SSL_CERT_FILE"] = std::string(k_system_bundle);
-    environment["REQUESTS_CA_BUNDLE"] = std::string(k_system_bundle);
-    environment["CURL_CA_BUNDLE"] = std::string(k_system_bundle);
-    environment["GIT_SSL_CAINFO"] = std::string(k_system_bundle);
+    for (const auto& variable : policy::sandbox_ca_variables())
+        environment[std::string(variable.name)] = std::string(variable.path);
     return environment;
 }
 
@@ -95,8 +90,8 @@ if ! {{ command -v update-ca-certificates >/dev/null 2>&1 && update-ca-certifica
 fi
 {environment}echo agentctl-secrets-configured
 )SH",
-        fmt::arg("ca", shell_quote(std::string(k_guest_ca_file))), fmt::arg("pem", shell_quote(ca_cert_pem)),
-        fmt::arg("bundle", shell_quote(std::string(k_system_bundle))),
+        fmt::arg("ca", shell_quote(std::string(policy::k_sandbox_ca_file))), fmt::arg("pem", shell_quote(ca_cert_pem)),
+        fmt::arg("bundle", shell_quote(std::string(policy::k_system_ca_bundle))),
         fmt::arg("environment",
                  environment_files_script("# agentctl secrets", "/etc/profile.d/agentctl-secrets.sh", environment)));
 }

@@ -26,9 +26,6 @@ struct SandboxSecret {
     std::string placeholder;  // unique to the sandbox and the secret; not secret itself
 };
 
-// Where the guest finds the sandbox CA's certificate.
-inline constexpr std::string_view k_guest_ca_file = "/usr/local/share/ca-certificates/agentctl-sandbox.crt";
-
 // A fresh placeholder for each secret the sandbox uses.
 [[nodiscard]] std::vector<SandboxSecret> plan_sandbox_secrets(const std::vector<SecretUse>& uses);
 
