@@ -44,11 +44,14 @@ void LimaBackend::create(const SandboxSpec& spec) {
     const std::string image = spec.image.empty() ? k_default_image : spec.image;
 
     // Ports are pinned now and recorded; start re-checks them.
+    // The seeds name the state directory too: two users (or two runs) with a
+    // sandbox of the same name start from different ports.
     auto taken = ports_in_use_by_other_instances(spec.name);
+    const auto seed = m_ctx.state_dir + "/" + spec.name;
     ConfinementSettings settings;
-    settings.ssh_port = pick_loopback_port(spec.name + "/ssh", taken);
+    settings.ssh_port = pick_loopback_port(seed + "/ssh", taken);
     taken.insert(settings.ssh_port);
-    settings.proxy_port = pick_loopback_port(spec.name + "/egress-proxy", taken);
+    settings.proxy_port = pick_loopback_port(seed + "/egress-proxy", taken);
     settings.dns_disabled = confined && spec.network.dns.disabled;
     ConfinementSettings applied = settings;
     if (!confined) applied.proxy_port = 0;
