@@ -53,7 +53,16 @@ endif()
 # Adds a static library for one module from every .cpp in its folder, so that a
 # module's owner never edits a shared list.
 function(agentctl_module target)
+  # The module's sources: its folder's, and those of each subfolder that is not
+  # a module of its own (has no CMakeLists.txt).
   file(GLOB _sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
+  file(GLOB _folders LIST_DIRECTORIES true "${CMAKE_CURRENT_SOURCE_DIR}/*")
+  foreach(_folder IN LISTS _folders)
+    if(IS_DIRECTORY "${_folder}" AND NOT EXISTS "${_folder}/CMakeLists.txt")
+      file(GLOB _more CONFIGURE_DEPENDS "${_folder}/*.cpp")
+      list(APPEND _sources ${_more})
+    endif()
+  endforeach()
   if(_sources)
     add_library(${target} STATIC ${_sources})
     set(_scope PUBLIC)

@@ -44,7 +44,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # the shared libraries it links (yaml-cpp, fmt, spdlog, Boost)
 # Added to those: OpenSSL, which agentctl opens when an HTTPS remote needs it
-# (src/provider/incus/openssl_on_demand.hpp), so no linker-derived dependency names it.
+# (src/core/openssl_on_demand.hpp), so no linker-derived dependency names it.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libssl3 (>= 3.0)")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "incus (>= 6.0), bash-completion")
 set(CPACK_STRIP_FILES ON)

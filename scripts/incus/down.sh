@@ -89,7 +89,7 @@ if [ "$daemon_up" = 1 ]; then
       done
       act incus network delete "$n" || true
       # agentctl's host firewall table for that bridge (named in
-      # src/provider/incus/host_firewall.cpp), which `agentctl delete` removes.
+      # src/provider/incus/network/host_firewall.cpp), which `agentctl delete` removes.
       if nft list table inet "agentctl-$n" >/dev/null 2>&1; then act nft delete table inet "agentctl-$n"; fi
     fi
   done

@@ -2,7 +2,7 @@
 // openssl_on_demand.hpp).
 //
 // The list is every OpenSSL function the binary calls: those of the HTTPS
-// transport (provider/incus/tls_transport.cpp), of the egress proxy's TLS
+// transport (provider/incus/client/tls_transport.cpp), of the egress proxy's TLS
 // termination (egress_proxy/sandbox_ca.cpp) and of Boost.Asio's SSL layer (boost/asio/ssl, header-only), in every
 // build type (an unoptimised build calls a few that an optimised one folds
 // away). A call to one that is missing here fails the link ("undefined

@@ -10,8 +10,8 @@
 #include "agentctl/provider.hpp"
 #include "core/config.hpp"
 #include "provider/hyperv/hyperv_provider.hpp"
-#include "provider/incus/incus_provider.hpp"
-#include "provider/incus/settings.hpp"
+#include "provider/incus/lifecycle/incus_provider.hpp"
+#include "provider/incus/lifecycle/settings.hpp"
 #include "provider/lima/lima_provider.hpp"
 
 namespace agentctl {

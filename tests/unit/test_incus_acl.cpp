@@ -10,11 +10,11 @@
 #include <algorithm>
 
 #include "agentctl/process.hpp"
-#include "provider/incus/acl_rules.hpp"
-#include "provider/incus/host_firewall.hpp"
-#include "provider/incus/host_user.hpp"
-#include "provider/incus/host_resolver.hpp"
-#include "provider/incus/payloads.hpp"
+#include "provider/incus/network/acl_rules.hpp"
+#include "provider/incus/network/host_firewall.hpp"
+#include "provider/incus/network/host_user.hpp"
+#include "provider/incus/network/host_resolver.hpp"
+#include "provider/incus/client/payloads.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/api.hpp"
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/api.hpp"
+#include "provider/incus/client/client.hpp"
 
 using namespace agentctl::provider::incus;
 

@@ -11,11 +11,11 @@
 #include <sstream>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/api.hpp"
-#include "provider/incus/cluster.hpp"
-#include "provider/incus/egress_host.hpp"
-#include "provider/incus/incus_provider.hpp"
-#include "provider/incus/naming.hpp"
+#include "provider/incus/client/api.hpp"
+#include "provider/incus/client/cluster.hpp"
+#include "provider/incus/network/egress_host.hpp"
+#include "provider/incus/lifecycle/incus_provider.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 #include "support/error_text.hpp"
 #include "support/provider_context.hpp"
 

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/exec_stream.hpp"
-#include "provider/incus/payloads.hpp"
+#include "provider/incus/client/exec_stream.hpp"
+#include "provider/incus/client/payloads.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;

@@ -11,8 +11,8 @@
 
 #include "agentctl/process.hpp"
 #include "provider/common/probes.hpp"
-#include "provider/incus/guest_proxy_scripts.hpp"
-#include "provider/incus/guest_scripts.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
+#include "provider/incus/guest/guest_scripts.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -80,7 +80,7 @@ TEST_CASE("package installs per manager", "[guest]") {
 }
 
 #include "agentctl/error.hpp"
-#include "provider/incus/host_ports.hpp"
+#include "provider/incus/network/host_ports.hpp"
 
 TEST_CASE("a host port in use is refused before Incus is asked", "[guest]") {
     Loopback taken(true);

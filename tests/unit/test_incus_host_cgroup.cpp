@@ -15,7 +15,7 @@
 
 #include "agentctl/error.hpp"
 #include "provider/common/proxy_process.hpp"
-#include "provider/incus/host_cgroup.hpp"
+#include "provider/incus/network/host_cgroup.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace agentctl;

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "provider/incus/image_bootstrap.hpp"
+#include "provider/incus/lifecycle/image_bootstrap.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;

@@ -3,7 +3,7 @@
 #include <set>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/naming.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 
 using namespace agentctl::provider::incus;
 

@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/netns_probes.hpp"
+#include "provider/incus/network/netns_probes.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;

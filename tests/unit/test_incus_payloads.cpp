@@ -4,8 +4,8 @@
 // .../reference/network_bridge/, .../howto/network_acls/).
 #include <catch2/catch.hpp>
 
-#include "provider/incus/naming.hpp"
-#include "provider/incus/payloads.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/client/payloads.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;

@@ -7,11 +7,11 @@
 #include <regex>
 #include <sstream>
 
-#include "provider/incus/acl_rules.hpp"
-#include "provider/incus/egress_host.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/incus_provider.hpp"
-#include "provider/incus/naming.hpp"
+#include "provider/incus/network/acl_rules.hpp"
+#include "provider/incus/network/egress_host.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/lifecycle/incus_provider.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 #include "support/provider_context.hpp"
 
 using namespace agentctl;

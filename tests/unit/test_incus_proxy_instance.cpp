@@ -7,10 +7,10 @@
 
 #include "agentctl/error.hpp"
 #include "provider/common/probes.hpp"
-#include "provider/incus/egress_host.hpp"
-#include "provider/incus/guest_proxy_scripts.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/proxy_instance.hpp"
+#include "provider/incus/network/egress_host.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/network/proxy_instance.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;

@@ -13,11 +13,11 @@
 #include <sstream>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/egress_host.hpp"
-#include "provider/incus/incus_provider.hpp"
-#include "provider/incus/remote.hpp"
-#include "provider/incus/server.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/network/egress_host.hpp"
+#include "provider/incus/lifecycle/incus_provider.hpp"
+#include "provider/incus/client/remote.hpp"
+#include "provider/incus/client/server.hpp"
 #include "support/fake_resolver.hpp"
 #include "support/error_text.hpp"
 #include "support/provider_context.hpp"

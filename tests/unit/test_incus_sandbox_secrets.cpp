@@ -5,7 +5,7 @@
 #include "agentctl/error.hpp"
 #include "egress_proxy/secret_injection.hpp"
 #include "policy/secret_store.hpp"
-#include "provider/incus/sandbox_secrets.hpp"
+#include "provider/incus/lifecycle/sandbox_secrets.hpp"
 #include "support/recording_runner.hpp"
 #include "support/temp_dir.hpp"
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/settings.hpp"
-#include "provider/incus/subnet_pool.hpp"
+#include "provider/incus/lifecycle/settings.hpp"
+#include "provider/incus/network/subnet_pool.hpp"
 
 using namespace agentctl::provider::incus;
 

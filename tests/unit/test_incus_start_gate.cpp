@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "agentctl/process.hpp"
-#include "provider/incus/start_gate.hpp"
+#include "provider/incus/lifecycle/start_gate.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace agentctl;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/subnet_pool.hpp"
+#include "provider/incus/network/subnet_pool.hpp"
 
 using namespace agentctl::provider::incus;
 

@@ -26,8 +26,8 @@
 #include <boost/asio/write.hpp>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/remote.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/client/remote.hpp"
 #include "support/error_text.hpp"
 
 using namespace agentctl;

@@ -1,4 +1,4 @@
-#include "provider/incus/api.hpp"
+#include "provider/incus/client/api.hpp"
 
 #include <cctype>
 
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/cluster.hpp"
+#include "provider/incus/client/cluster.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/client.hpp"
 
 namespace agentctl::provider::incus {
 

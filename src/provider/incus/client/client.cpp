@@ -1,6 +1,6 @@
 // The Client layer: envelope parsing, Incus errors with hints, operation waits,
 // and the preview client that prints `incus query` lines instead of sending.
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/client.hpp"
 
 #include <map>
 #include <ostream>

@@ -1,5 +1,5 @@
-#include "provider/incus/cluster.hpp"
-#include "provider/incus/server.hpp"
+#include "provider/incus/client/cluster.hpp"
+#include "provider/incus/client/server.hpp"
 
 #include <algorithm>
 #include <array>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "agentctl/policy.hpp"
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/client.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -2,7 +2,7 @@
 // descriptors, one thread per stream, over connections the Transport opens
 // (the unix socket, or TLS to a remote): the upgrade request is written and
 // its answer read here, and so are the frames.
-#include "provider/incus/exec_stream.hpp"
+#include "provider/incus/client/exec_stream.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/client.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -14,7 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/client.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -1,8 +1,8 @@
-#include "provider/incus/payloads.hpp"
+#include "provider/incus/client/payloads.hpp"
 
 #include <fmt/format.h>
 
-#include "provider/incus/naming.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 
 namespace agentctl::provider::incus {
 

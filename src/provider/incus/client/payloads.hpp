@@ -10,8 +10,8 @@
 
 #include "agentctl/sandbox.hpp"
 #include "policy/mounts.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/subnet_pool.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/network/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
 

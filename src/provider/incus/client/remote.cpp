@@ -1,5 +1,5 @@
 // Reading the `incus` client's remotes (see remote.hpp for the contract).
-#include "provider/incus/remote.hpp"
+#include "provider/incus/client/remote.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -9,7 +9,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/client.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

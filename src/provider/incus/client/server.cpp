@@ -1,12 +1,12 @@
 // Choosing the Incus server, and the one decision whether it is this machine.
-#include "provider/incus/server.hpp"
+#include "provider/incus/client/server.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/settings.hpp"
+#include "provider/incus/lifecycle/settings.hpp"
 
 namespace agentctl::provider::incus {
 

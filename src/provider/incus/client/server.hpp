@@ -15,8 +15,8 @@
 
 #include "agentctl/host_network.hpp"
 #include "agentctl/policy.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/remote.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/client/remote.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "provider/incus/client.hpp"
+#include "provider/incus/client/client.hpp"
 
 namespace agentctl::provider::incus {
 std::string env_value(const std::map<std::string, std::string>* env, const char* name) {

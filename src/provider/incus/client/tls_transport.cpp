@@ -40,10 +40,10 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/http_message.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/client/http_message.hpp"
 #include "core/openssl_on_demand.hpp"
-#include "provider/incus/remote.hpp"
+#include "provider/incus/client/remote.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

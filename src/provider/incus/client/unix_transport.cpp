@@ -15,8 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/http_message.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/client/http_message.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

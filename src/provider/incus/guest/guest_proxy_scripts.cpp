@@ -1,4 +1,4 @@
-#include "provider/incus/guest_proxy_scripts.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
 
 #include <fmt/format.h>
 

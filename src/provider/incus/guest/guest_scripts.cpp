@@ -1,4 +1,4 @@
-#include "provider/incus/guest_scripts.hpp"
+#include "provider/incus/guest/guest_scripts.hpp"
 
 #include <sstream>
 

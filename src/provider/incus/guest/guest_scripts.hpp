@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "provider/incus/payloads.hpp"
+#include "provider/incus/client/payloads.hpp"
 
 namespace agentctl::provider::incus {
 

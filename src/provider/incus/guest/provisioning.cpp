@@ -1,6 +1,6 @@
 // Adapts the policy module's tables (package catalog, presets) to the
 // shapes the provider uses.
-#include "provider/incus/provisioning.hpp"
+#include "provider/incus/guest/provisioning.hpp"
 
 #include "policy/catalog.hpp"
 

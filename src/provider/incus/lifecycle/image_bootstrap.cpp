@@ -1,5 +1,5 @@
 // Building the Debian image with debootstrap: a plan (pure) and its run.
-#include "provider/incus/image_bootstrap.hpp"
+#include "provider/incus/lifecycle/image_bootstrap.hpp"
 
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -17,8 +17,8 @@
 #include "policy/catalog.hpp"
 #include "policy/sandbox_spec.hpp"
 #include "provider/common/command_output.hpp"
-#include "provider/incus/guest_scripts.hpp"
-#include "provider/incus/payloads.hpp"
+#include "provider/incus/guest/guest_scripts.hpp"
+#include "provider/incus/client/payloads.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

@@ -1,13 +1,13 @@
 // The Incus provider's factory, capability matrix and the helpers its verbs share.
-#include "provider/incus/incus_provider.hpp"
+#include "provider/incus/lifecycle/incus_provider.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/provider_impl.hpp"
-#include "provider/incus/server.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/client/server.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -1,4 +1,4 @@
-#include "provider/incus/naming.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 
 #include <cstdint>
 

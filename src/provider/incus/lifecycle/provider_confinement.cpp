@@ -14,10 +14,10 @@
 #include "agentctl/error.hpp"
 #include "agentctl/host_network.hpp"
 #include "provider/common/probes.hpp"
-#include "provider/incus/guest_proxy_scripts.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/netns_probes.hpp"
-#include "provider/incus/provider_impl.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/network/netns_probes.hpp"
+#include "provider/incus/lifecycle/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

@@ -21,15 +21,15 @@
 #include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 #include "provider/common/agent_install.hpp"
-#include "provider/incus/cluster.hpp"
-#include "provider/incus/image_bootstrap.hpp"
-#include "provider/incus/guest_proxy_scripts.hpp"
-#include "provider/incus/guest_scripts.hpp"
-#include "provider/incus/host_ports.hpp"
+#include "provider/incus/client/cluster.hpp"
+#include "provider/incus/lifecycle/image_bootstrap.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
+#include "provider/incus/guest/guest_scripts.hpp"
+#include "provider/incus/network/host_ports.hpp"
 #include "egress_proxy/sandbox_ca.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/sandbox_secrets.hpp"
-#include "provider/incus/provider_impl.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/lifecycle/sandbox_secrets.hpp"
+#include "provider/incus/lifecycle/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
 std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts) {

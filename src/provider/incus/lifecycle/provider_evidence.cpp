@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/provider_impl.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/lifecycle/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

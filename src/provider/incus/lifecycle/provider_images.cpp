@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/image_bootstrap.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/provider_impl.hpp"
-#include "provider/incus/provisioning.hpp"
+#include "provider/incus/lifecycle/image_bootstrap.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/guest/provisioning.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

@@ -14,14 +14,14 @@
 
 #include "agentctl/provider.hpp"
 #include "core/files.hpp"
-#include "provider/incus/acl_rules.hpp"
-#include "provider/incus/api.hpp"
+#include "provider/incus/network/acl_rules.hpp"
+#include "provider/incus/client/api.hpp"
 #include "provider/common/probes.hpp"
-#include "provider/incus/egress_host.hpp"
-#include "provider/incus/payloads.hpp"
-#include "provider/incus/server.hpp"
-#include "provider/incus/settings.hpp"
-#include "provider/incus/start_gate.hpp"
+#include "provider/incus/network/egress_host.hpp"
+#include "provider/incus/client/payloads.hpp"
+#include "provider/incus/client/server.hpp"
+#include "provider/incus/lifecycle/settings.hpp"
+#include "provider/incus/lifecycle/start_gate.hpp"
 
 namespace agentctl::provider::incus {
 

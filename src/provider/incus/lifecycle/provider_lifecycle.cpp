@@ -14,14 +14,14 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/guest_scripts.hpp"
-#include "provider/incus/host_ports.hpp"
-#include "provider/incus/naming.hpp"
+#include "provider/incus/guest/guest_scripts.hpp"
+#include "provider/incus/network/host_ports.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 #include "provider/common/agent_install.hpp"
 #include "provider/common/command_output.hpp"
 #include "provider/common/mount_report.hpp"
-#include "provider/incus/provider_impl.hpp"
-#include "provider/incus/provisioning.hpp"
+#include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/guest/provisioning.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

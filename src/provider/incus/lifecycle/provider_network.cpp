@@ -10,9 +10,9 @@
 #include "core/files.hpp"
 #include "agentctl/host_network.hpp"
 #include "provider/common/process_identity.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/provider_impl.hpp"
-#include "provider/incus/proxy_instance.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/network/proxy_instance.hpp"
 
 namespace agentctl::provider::incus {
 

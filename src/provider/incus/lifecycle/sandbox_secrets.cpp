@@ -1,4 +1,4 @@
-#include "provider/incus/sandbox_secrets.hpp"
+#include "provider/incus/lifecycle/sandbox_secrets.hpp"
 
 #include <sys/random.h>
 
@@ -11,7 +11,7 @@
 #include "egress_proxy/sandbox_ca.hpp"
 #include "egress_proxy/secret_injection.hpp"
 #include "policy/secret_store.hpp"
-#include "provider/incus/guest_proxy_scripts.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

@@ -1,4 +1,4 @@
-#include "provider/incus/settings.hpp"
+#include "provider/incus/lifecycle/settings.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "provider/incus/start_gate.hpp"
+#include "provider/incus/lifecycle/start_gate.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "provider/incus/acl_rules.hpp"
+#include "provider/incus/network/acl_rules.hpp"
 
 #include <map>
 #include <set>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "provider/incus/guest_proxy_scripts.hpp"
-#include "provider/incus/naming.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

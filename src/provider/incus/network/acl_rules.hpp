@@ -39,9 +39,9 @@
 
 #include "agentctl/policy.hpp"
 #include "agentctl/sandbox.hpp"
-#include "provider/incus/client.hpp"
-#include "provider/incus/host_firewall.hpp"
-#include "provider/incus/subnet_pool.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/network/host_firewall.hpp"
+#include "provider/incus/network/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -1,4 +1,4 @@
-#include "provider/incus/egress_host.hpp"
+#include "provider/incus/network/egress_host.hpp"
 
 #include <linux/capability.h>
 #include <sys/stat.h>
@@ -17,9 +17,9 @@
 #include "egress_proxy/egress_proxy.hpp"
 #include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
-#include "provider/incus/host_cgroup.hpp"
-#include "provider/incus/sandbox_secrets.hpp"
-#include "provider/incus/settings.hpp"
+#include "provider/incus/network/host_cgroup.hpp"
+#include "provider/incus/lifecycle/sandbox_secrets.hpp"
+#include "provider/incus/lifecycle/settings.hpp"
 
 namespace agentctl::provider::incus {
 

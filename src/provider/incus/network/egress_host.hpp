@@ -20,10 +20,10 @@
 
 #include "agentctl/policy.hpp"
 #include "agentctl/provider.hpp"
-#include "provider/incus/host_firewall.hpp"
-#include "provider/incus/host_resolver.hpp"
-#include "provider/incus/host_user.hpp"
-#include "provider/incus/subnet_pool.hpp"
+#include "provider/incus/network/host_firewall.hpp"
+#include "provider/incus/network/host_resolver.hpp"
+#include "provider/incus/network/host_user.hpp"
+#include "provider/incus/network/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -25,12 +25,12 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
-#include "provider/incus/api.hpp"
-#include "provider/incus/egress_host.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/payloads.hpp"
-#include "provider/incus/proxy_instance.hpp"
-#include "provider/incus/settings.hpp"
+#include "provider/incus/client/api.hpp"
+#include "provider/incus/network/egress_host.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/client/payloads.hpp"
+#include "provider/incus/network/proxy_instance.hpp"
+#include "provider/incus/lifecycle/settings.hpp"
 
 namespace agentctl::provider::incus {
 namespace {

@@ -1,4 +1,4 @@
-#include "provider/incus/host_cgroup.hpp"
+#include "provider/incus/network/host_cgroup.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

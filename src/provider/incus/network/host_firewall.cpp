@@ -1,4 +1,4 @@
-#include "provider/incus/host_firewall.hpp"
+#include "provider/incus/network/host_firewall.hpp"
 
 #include <fmt/format.h>
 

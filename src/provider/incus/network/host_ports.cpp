@@ -1,4 +1,4 @@
-#include "provider/incus/host_ports.hpp"
+#include "provider/incus/network/host_ports.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "provider/incus/host_resolver.hpp"
+#include "provider/incus/network/host_resolver.hpp"
 
 #include <sstream>
 

@@ -1,4 +1,4 @@
-#include "provider/incus/host_user.hpp"
+#include "provider/incus/network/host_user.hpp"
 
 #include <grp.h>
 #include <pwd.h>
@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
-#include "provider/incus/naming.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "agentctl/provider.hpp"
-#include "provider/incus/api.hpp"
+#include "provider/incus/client/api.hpp"
 
 namespace agentctl::provider::incus {
 

@@ -1,4 +1,4 @@
-#include "provider/incus/netns_probes.hpp"
+#include "provider/incus/network/netns_probes.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

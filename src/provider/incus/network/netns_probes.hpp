@@ -15,7 +15,7 @@
 
 #include "core/unique_fd.hpp"
 #include "provider/common/probes.hpp"
-#include "provider/incus/guest_proxy_scripts.hpp"
+#include "provider/incus/guest/guest_proxy_scripts.hpp"
 
 namespace agentctl::provider::incus {
 

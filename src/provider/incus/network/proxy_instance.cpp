@@ -1,4 +1,4 @@
-#include "provider/incus/proxy_instance.hpp"
+#include "provider/incus/network/proxy_instance.hpp"
 
 #include <filesystem>
 #include <sstream>
@@ -7,8 +7,8 @@
 
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
-#include "provider/incus/naming.hpp"
-#include "provider/incus/payloads.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/client/payloads.hpp"
 
 namespace agentctl::provider::incus {
 

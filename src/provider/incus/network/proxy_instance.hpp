@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "provider/incus/client.hpp"
-#include "provider/incus/egress_host.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/network/egress_host.hpp"
 
 namespace agentctl::provider::incus {
 

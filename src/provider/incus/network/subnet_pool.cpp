@@ -1,4 +1,4 @@
-#include "provider/incus/subnet_pool.hpp"
+#include "provider/incus/network/subnet_pool.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
