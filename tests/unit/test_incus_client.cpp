@@ -211,6 +211,27 @@ TEST_CASE("an Incus refusal carries its code, and whether waiting can cure it", 
     CHECK(classify_refusal("Network interface \"agc-x\" already exists") == IncusRefusal::Other);
 }
 
+TEST_CASE("a wait that outlasts its timeout is an operation still running, not a failure", "[client]") {
+    // Incus 6.0.4 answers GET /1.0/operations/ID/wait?timeout=N this way when
+    // the operation (an agent's installer, say) runs longer than N seconds.
+    const auto path =
+        (std::filesystem::temp_directory_path() / ("agc-client-w-" + std::to_string(::getpid()))).string();
+    {
+        OneShotServer server(path, R"({"type":"error","status":"","status_code":0,"operation":"",)"
+                                   R"("error_code":500,"error":"context deadline exceeded","metadata":null})");
+        auto client = make_client(make_unix_transport(path, 5), "p");
+        const auto op = client->wait("/1.0/operations/7459ec5c", 30);
+        CHECK(op.value("status", "") == "Running");
+        CHECK_THAT(server.request(),
+                   Catch::StartsWith("GET /1.0/operations/7459ec5c/wait?timeout=30&project=p HTTP/1.1\r\n"));
+    }
+    {
+        OneShotServer server(path, R"({"type":"error","error_code":500,"error":"Operation cancelled"})");
+        auto client = make_client(make_unix_transport(path, 5));
+        CHECK_THROWS_WITH(client->wait("/1.0/operations/7459ec5c", 30), Catch::Contains("Operation cancelled"));
+    }
+}
+
 TEST_CASE("a transient refusal is asked again with a bounded backoff; any other error at once", "[client]") {
     int calls = 0;
     retry_transient(

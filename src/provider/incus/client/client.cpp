@@ -16,6 +16,9 @@ namespace {
 
 bool contains(std::string_view text, std::string_view needle) { return text.find(needle) != std::string_view::npos; }
 
+// What Incus says when GET /1.0/operations/ID/wait?timeout=N outlasts N.
+constexpr std::string_view k_wait_timed_out = "context deadline exceeded";
+
 std::string with_project(std::string_view path, std::string_view project) {
     std::string target(path);
     if (!project.empty()) {
@@ -52,8 +55,15 @@ public:
 
     Json wait(std::string_view operation, int timeout_seconds) override {
         const auto path = fmt::format("/1.0/operations/{}/wait?timeout={}", operation_id(operation), timeout_seconds);
-        auto response = query("GET", path, nullptr);
-        const Json& op = response.metadata;
+        Json op;
+        try {
+            op = query("GET", path, nullptr).metadata;
+        } catch (const IncusError& e) {
+            // Incus 6.0 answers a wait that outlasts its timeout with this
+            // error, not with the operation: it is still running.
+            if (!contains(e.what(), k_wait_timed_out)) throw;
+            return Json{{"id", operation_id(operation)}, {"status", "Running"}};
+        }
         const auto status = op.value("status", std::string());
         if (status == "Success") return op;
         if (status == "Running" || status == "Pending") return op;
