@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sets variables for the suites that source it
 # The agents' offline origin (agent_origin.py) and the image copies that trust
 # it, for the suites that install agents. Source it after lib.sh, with WORK,
 # TAG, NS, VETH_HOST, VETH_NS and NET set (suite_start, test_namespace).
@@ -67,7 +68,9 @@ agent_origin_start() {
 
   echo ok >"$WORK/mode"
   make_test_namespace "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$ORIGIN" || return 1
-  ip netns exec "$NS" python3 "$(dirname "${BASH_SOURCE[0]}")/agent_origin.py" "$WORK" "$ORIGIN" &
+  # A session of its own: it outlives a caller that ends its process group.
+  setsid ip netns exec "$NS" python3 "$(dirname "${BASH_SOURCE[0]}")/agent_origin.py" "$WORK" "$ORIGIN" \
+    </dev/null 3>&- &
   ORIGIN_PID=$!
   wait_until 30 curl -sf --cacert "$WORK/ca.pem" --resolve "claude.ai:443:$ORIGIN" https://claude.ai/install.sh ||
     { echo "the test origin does not answer"; return 1; }
@@ -106,3 +109,41 @@ agent_origin_stop() {
   [ -n "${ORIGIN_PID:-}" ] && kill "$ORIGIN_PID" 2>/dev/null
   stop_public_hosts "$NS" "$VETH_HOST"
 }
+
+# Run as a script, for tests that are not suites (the documented commands'
+# test): `agent_origin.sh up DIR BASE_IMAGE [PID]` starts the origin with DIR
+# as its WORK, publishes the image copy that trusts it, and prints
+# "IMAGE RESOLVE_FILE"; the server stays up after it returns. Its names carry
+# PID, the test's (default: the caller's).
+# `agent_origin.sh down DIR` removes all of it. Exit 77 when this host cannot
+# run it (not root, no network namespaces, no python3 or openssl).
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -uo pipefail
+  . "$(dirname "$0")/lib.sh"
+  WORK=${2:?usage: agent_origin.sh up DIR BASE_IMAGE [PID] | down DIR}
+  case $1 in
+    up)
+      [ "$(id -u)" = 0 ] && command -v python3 >/dev/null && command -v openssl >/dev/null || exit 77
+      ip netns list >/dev/null 2>&1 || exit 77
+      TAG=${4:-$PPID}  # the test's pid: a namespace whose test is gone is a leftover
+      test_namespace agdoc 223
+      mkdir -p "$WORK"
+      printf 'TAG=%s\nNS=%s\nVETH_HOST=%s\n' "$TAG" "$NS" "$VETH_HOST" >"$WORK/origin.env"
+      remove_leftover_namespaces agdocn agdoc >/dev/null
+      exec 3>&1 >"$WORK/origin.log" 2>&1
+      agent_origin_start || exit 1
+      echo "ORIGIN_PID=$ORIGIN_PID" >>"$WORK/origin.env"
+      agent_origin_image "${3:?the base image}" "itest-agdoc-$TAG" || exit 1
+      echo "itest-agdoc-$TAG $WORK/hosts" >&3
+      ;;
+    down)
+      # shellcheck disable=SC1091
+      [ -f "$WORK/origin.env" ] && . "$WORK/origin.env"
+      [ -n "${TAG:-}" ] || exit 0
+      agent_origin_stop
+      incus image delete "itest-agdoc-$TAG" >/dev/null 2>&1
+      rm -rf "$WORK"
+      ;;
+    *) echo "usage: agent_origin.sh up DIR BASE_IMAGE [PID] | down DIR" >&2; exit 2 ;;
+  esac
+fi

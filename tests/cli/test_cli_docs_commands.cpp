@@ -17,8 +17,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <regex>
@@ -317,14 +319,19 @@ struct Entry {
     std::vector<int> exits = {0};   // accepted exit codes
     const char* out = nullptr;      // expected stdout, when the docs say it
     const char* err_has = nullptr;  // text stderr must contain
+    // Installs an agent: run for real against the offline agent origin when it
+    // runs here (else a Run becomes a Preview and a Setup is left out).
+    bool needs_origin = false;
 };
 
 // Scenarios: "readme" and "quickstart" create real sandboxes on Incus (this
 // machine runs containers only, so the scenario's default profile asks for
-// container isolation — the setup step a VM-less host needs); "agent" computes
-// the sandbox an agent would get (installing claude needs the internet) with
-// --preview; "lima" runs on Linux, where Lima must refuse; "plain" needs no
-// backend.
+// container isolation — the setup step a VM-less host needs); "agent" installs
+// claude for real from the offline agent origin (integration/incus/
+// agent_origin.sh: the installer's hosts served from a test namespace through
+// the sandbox's own proxy, an image that trusts its certificate), and where
+// that cannot run, computes the sandbox with --preview; "lima" runs on Linux,
+// where Lima must refuse; "plain" needs no backend.
 const std::vector<Entry> k_documented = {
     {"readme", Mode::Run, "agentctl config set provider=incus"},
     {"readme", Mode::Run, "agentctl create demo --allow api.github.com:443 --allow-preset apt"},
@@ -351,11 +358,20 @@ const std::vector<Entry> k_documented = {
     {"remote", Mode::Run, "agentctl config set incus.remote=build"},
     {"agent", Mode::Setup, "agentctl config set provider=incus"},
     {"agent",
-     Mode::Preview,
+     Mode::Run,
      "agentctl create work --agent claude --mount ~/src/app:/workspace:w",
      {0},
      nullptr,
-     "replaces the mount of"},
+     "replaces the mount of",
+     true},
+    {"agent",
+     Mode::Setup,
+     "agentctl exec work -- claude --version",
+     {0},
+     "claude 9.9.9 (agentctl test stand-in)\n",
+     nullptr,
+     true},
+    {"agent", Mode::Setup, "agentctl exec work -- id -u", {0}, "1500\n", nullptr, true},
     {"agent", Mode::Surface, "agentctl status work"},
     {"agent", Mode::Preview, "agentctl image build agentctl-debian-12", {0}},
     {"agent", Mode::Run, "agentctl --preview create demo --allow pypi.org:443"},
@@ -402,6 +418,39 @@ bool incus_reachable() {
         if (::access(socket, W_OK) == 0) return true;
     }
     return false;
+}
+
+// The offline agent origin (integration/incus/agent_origin.sh) for the agent
+// scenario: the image that trusts it and the proxies' resolve file.
+struct AgentOrigin {
+    fs::path dir;
+    std::string image;
+    std::string resolve_file;
+};
+
+ProcessResult agent_origin_script(std::vector<std::string> args) {
+    args.insert(args.begin(), {"bash", (fs::path(AGENTCTL_SOURCE_DIR) / "integration/incus/agent_origin.sh").string()});
+    agentctl::ProcessRequest request;
+    request.argv = std::move(args);
+    request.timeout = std::chrono::minutes(5);
+    return agentctl::make_real_process_runner()->run(request);
+}
+
+// Starts it in DIR; nullopt when this host cannot run it (not root, no
+// network namespaces, no python3 or openssl), which the test says.
+std::optional<AgentOrigin> start_agent_origin(const fs::path& dir) {
+    const char* base = std::getenv("AGENTCTL_INCUS_IMAGE");
+    auto r = agent_origin_script(
+        {"up", dir.string(), base && *base ? base : "agentctl-debian-12", std::to_string(::getpid())});
+    if (r.exit_code == 77) return std::nullopt;
+    std::ifstream log(dir / "origin.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    INFO("agent_origin.sh up: exit " << r.exit_code << "\n" << r.err << text);
+    REQUIRE(r.ok());
+    AgentOrigin origin{dir, {}, {}};
+    std::istringstream(r.out) >> origin.image >> origin.resolve_file;
+    REQUIRE(!origin.resolve_file.empty());
+    return origin;
 }
 
 struct Scenario {
@@ -464,22 +513,41 @@ TEST_CASE("every agentctl command in README.md and docs/ runs") {
     if (!incus) WARN("no Incus daemon reachable: the readme and quickstart scenarios are not run");
     const std::string scenario_prefix = prefix() + std::to_string(::getpid()) + "-";
     std::map<std::string, Scenario> scenarios;
+    std::optional<AgentOrigin> origin;
     auto cleanup = [&] {
         for (auto& [name, scenario] : scenarios) {
             for (const auto& sandbox : scenario.created) (void)scenario.cli->run({"delete", sandbox, "--force"});
         }
+        if (origin) (void)agent_origin_script({"down", origin->dir.string()});
     };
     try {
-        for (const auto& entry : k_documented) {
+        for (const auto& documented_entry : k_documented) {
+            auto entry = documented_entry;
             const std::string name = entry.scenario;
-            const bool real = name == "readme" || name == "quickstart";
+            if (entry.needs_origin && !origin) {
+                if (entry.mode == Mode::Setup) continue;
+                entry.mode = Mode::Preview;
+            }
+            const bool real = name == "readme" || name == "quickstart" || (name == "agent" && origin);
             if (real && !incus) continue;
             auto& scenario = scenarios[name];
             if (!scenario.cli) {
                 scenario.cli = std::make_unique<CliSandbox>();
                 auto& cli = *scenario.cli;
                 // Test networks come from a range of their own; a VM-less host needs containers.
-                cli.write(cli.config_file(), "incus.subnetPool: \"10.221.0.0/16\"\n");
+                std::string config = "incus.subnetPool: \"10.221.0.0/16\"\n";
+                if (name == "agent" && incus) {
+                    origin = start_agent_origin(cli.root() / "agent-origin");
+                    if (origin) {
+                        config += "incus.image: \"" + origin->image + "\"\nincus.proxyResolveFile: \"" +
+                                  origin->resolve_file + "\"\n";
+                    } else {
+                        WARN(
+                            "the offline agent origin cannot run here (root, network namespaces): "
+                            "the quickstart's agent example runs with --preview");
+                    }
+                }
+                cli.write(cli.config_file(), config);
                 // The agent scenario's previews ask the daemon too, and get its refusal of VMs.
                 if (real || name == "agent") {
                     cli.write(
