@@ -74,6 +74,9 @@ struct AllowRule {
     // "preset apt", "agent claude", "profile strict (/etc/agentctl/profiles/strict.yaml:12)",
     // "allow file ./hosts.txt:3".
     std::string origin;
+    // When a grant of `policy add --for` ends: seconds since the epoch, UTC
+    // (0: never). From then on the rule is no longer in force (in_force_at).
+    std::int64_t expires = 0;
 
     [[nodiscard]] std::string entry() const;  // back to `--allow` form: `*.example.com:80,443`
     friend bool operator==(const AllowRule&, const AllowRule&) = default;
@@ -86,6 +89,15 @@ struct AllowRule {
 // Reads an allow file: one entry per line, `#` comments, blank lines ignored.
 // Throws agentctl::Error with `FILE:LINE:` on the first bad line.
 [[nodiscard]] std::vector<AllowRule> load_allow_file(const std::string& path);
+
+// ---------------------------------------------------------------- grants that expire
+
+// `90s`, `30m`, `1h`, `2d`, or several (`1h30m`), in seconds; nullopt when
+// `text` is not a duration (or one past a hundred years).
+[[nodiscard]] std::optional<std::int64_t> duration_seconds(std::string_view text);
+// `--for DURATION` of a grant: above 0, at most 366 days. Throws
+// agentctl::Error naming the value and the form to write.
+[[nodiscard]] std::int64_t parse_grant_duration(std::string_view text);
 
 // ---------------------------------------------------------------- network policy
 
@@ -110,6 +122,13 @@ struct UploadBudget {
 // B, KiB, MiB, GiB, KB, MB, GB, or bytes); SIZE `none` gives bytes 0 (lift
 // the budget). Throws agentctl::Error naming the entry and the expected form.
 [[nodiscard]] UploadBudget parse_budget_entry(std::string_view entry);
+// The same, for where a budget is set and never lifted (`create --budget`, a
+// profile's network.budgets): SIZE `none` is refused.
+[[nodiscard]] UploadBudget parse_budget_limit(std::string_view entry);
+
+// Tighten-only layering of budgets: `later` over `into`, per destination the
+// lower of the two wins (a destination only `later` names is added).
+void tighten_budgets(std::vector<UploadBudget>& into, const std::vector<UploadBudget>& later);
 
 struct NetworkPolicy {
     bool enabled = true;     // false: --no-network-policy (unrestricted, loudly)
@@ -118,11 +137,22 @@ struct NetworkPolicy {
     std::vector<AllowRule> allow;
     DnsPolicy dns;
     std::vector<UploadBudget> budgets;  // at most one per destination
+    // The budget of every destination without one of its own in `budgets`,
+    // each counted on its own (0: none).
+    std::uint64_t default_budget = 0;
 };
 
+// The policy as it stands at `now` (seconds since the epoch): without the
+// rules whose grant has ended (expires <= now).
+[[nodiscard]] NetworkPolicy in_force_at(NetworkPolicy policy, std::int64_t now);
+// When the next grant still in force at `now` ends; 0 when none does.
+[[nodiscard]] std::int64_t next_expiry(const NetworkPolicy& policy, std::int64_t now);
+
 // The policy file the egress proxy reads (JSON, written atomically):
-// {"version":1,"enabled":..,"denyLAN":..,"allowLAN":..,"allow":[{"domain":..,"ports":[..],"origin":..}],"dns":{..},
-//  "budgets":[{"host":..,"port":..,"bytes":..}]} ("budgets" only when there are some)
+// {"version":1,"enabled":..,"denyLAN":..,"allowLAN":..,"allow":[{"domain":..,"ports":[..],"origin":..,"expires":..}],
+//  "dns":{..},
+//  "budgets":[{"host":..,"port":..,"bytes":..}],"defaultBudget":bytes} ("budgets" and
+//  "defaultBudget" only when set)
 [[nodiscard]] nlohmann::json to_policy_file(const NetworkPolicy& policy);
 // Throws agentctl::Error on any malformed field (the proxy then denies everything).
 [[nodiscard]] NetworkPolicy from_policy_file(const nlohmann::json& document);

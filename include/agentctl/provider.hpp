@@ -150,6 +150,12 @@ struct LogRequest {
     std::string since;                // only lines from this time on (RFC 3339 UTC, parse_since); empty: all
     std::optional<std::size_t> tail;  // only the last N lines (before following)
     bool summary = false;             // one row per destination instead of the lines
+    // `policy propose`: an allow file or a profile proposed from the lines
+    // (egress_proxy/log_proposal.hpp) instead of them.
+    enum class Proposal { None, AllowFile, Profile };
+    Proposal proposal = Proposal::None;
+    bool wildcards = false;  // a proposal groups names under one parent into *.parent
+    std::string sandbox;     // the sandbox a proposal names
 };
 
 struct SnapshotInfo {

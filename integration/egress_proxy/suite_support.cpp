@@ -46,6 +46,14 @@ void must(const std::string& command) {
 
 namespace {
 
+// A log request that prints JSON Lines (`json`), following with `follow`.
+[[maybe_unused]] agentctl::LogRequest json_lines(bool json = true, bool follow = false) {
+    agentctl::LogRequest request;
+    request.json = json;
+    request.follow = follow;
+    return request;
+}
+
 constexpr std::string_view k_namespace_prefix = "ag11proxy";  // + the pid of the suite that made it
 constexpr std::string_view k_veth_prefix = "ag11x";           // + that pid + "a" (this side) or "b"
 
@@ -239,7 +247,7 @@ std::vector<nlohmann::json> ProxyFiles::log_lines() const {
     // Every kept file (the refusals are in one of their own), merged in time
     // order, as `agentctl logs --network --json` prints them.
     std::ostringstream merged;
-    agentctl::egress_proxy::print_network_log(log.string(), agentctl::LogRequest{false, true, {}, {}, false}, merged);
+    agentctl::egress_proxy::print_network_log(log.string(), json_lines(), merged);
     std::vector<nlohmann::json> out;
     std::istringstream in(merged.str());
     for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));

@@ -25,6 +25,14 @@ namespace ep = agentctl::egress_proxy;
 
 namespace {
 
+// A log request that prints JSON Lines (`json`), following with `follow`.
+[[maybe_unused]] agentctl::LogRequest json_lines(bool json = true, bool follow = false) {
+    agentctl::LogRequest request;
+    request.json = json;
+    request.follow = follow;
+    return request;
+}
+
 constexpr const char* k_value = "ghp_realValue0123456789abcdef";
 constexpr const char* k_placeholder = "agentctl-secret-placeholder-6b1f0c2d9e8a7f3b";
 
@@ -143,8 +151,7 @@ struct Fixture {
         REQUIRE(proxy->process().wait_exit(5s) == 0);
         // Every kept file (the refusals are in one of their own).
         std::ostringstream merged;
-        agentctl::egress_proxy::print_network_log(files.log.string(), agentctl::LogRequest{false, true, {}, {}, false},
-                                                  merged);
+        agentctl::egress_proxy::print_network_log(files.log.string(), json_lines(), merged);
         return merged.str();
     }
 

@@ -51,6 +51,10 @@ void add_create(CLI::App& app, CommandEnv& env) {
         ->type_name(value_type::k_file)
         ->excludes(image)
         ->excludes(profile);
+    cmd->add_option("--budget", o->budgets,
+                    "Cap what the sandbox may send to a destination: HOST:PORT=SIZE, e.g. api.github.com:443=50MiB "
+                    "(repeatable; can only lower a profile's budget)")
+        ->type_name("HOST:PORT=SIZE");
     cmd->add_option("--port", o->ports, "Publish a port: [ADDR:]HOST:GUEST[/tcp|udp] (repeatable)");
     cmd->add_option("--cpu-cores", *cpu, "Number of CPU cores")->check(CLI::Range(1, 512));
     cmd->add_option("--memory", o->memory, "Memory size, e.g. 4GiB");
@@ -73,6 +77,7 @@ void add_create(CLI::App& app, CommandEnv& env) {
     set_examples(*cmd, {
                            "agentctl create demo",
                            "agentctl create demo --allow api.github.com:443 --allow-preset apt,pypi",
+                           "agentctl create demo --allow api.github.com:443 --budget api.github.com:443=50MiB",
                            "agentctl create work --agent claude --mount ~/src/app:/workspace:w",
                            "agentctl create ci --profile strict --isolation container",
                            "agentctl create build --isolation container --target member2",
@@ -99,6 +104,14 @@ void add_create(CLI::App& app, CommandEnv& env) {
                 if (spec.network.deny_lan) session.gate("network.deny-lan");
             }
             for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
+            for (const auto& budget : spec.network.budgets) {
+                session.reporter().notice(fmt::format("upload budget: {} bytes to {}", budget.bytes,
+                                                      policy::destination_text(budget.host, budget.port)));
+            }
+            if (spec.network.default_budget != 0) {
+                session.reporter().notice(
+                    fmt::format("upload budget: {} bytes to each other destination", spec.network.default_budget));
+            }
             if (!session.globals().preview) {
                 auto secrets = std::move(spec.secrets);
                 spec = build_sandbox_spec(session, *o, true);

@@ -1,13 +1,16 @@
 // policy check|add|remove|budget: ask what the egress policy would do, and
 // change a sandbox's allowlist and upload budgets while it runs.
 #include <algorithm>
+#include <chrono>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
 #include "cli/commands_list.hpp"
+#include "cli/output.hpp"
 #include "cli/sandbox_options.hpp"
+#include "egress_proxy/log_query.hpp"
 #include "policy/check.hpp"
 
 namespace agentctl::cli {
@@ -76,7 +79,26 @@ int run_check(Session& session, const CheckArgs& args) {
 struct ChangeArgs {
     std::string name;
     std::vector<std::string> entries;
+    std::string duration;  // policy add --for DURATION: the grants end then
 };
+
+// The time a grant of `--for DURATION` given now ends (seconds since the epoch).
+// A grant's end is kept by the proxy, so an address (which the provider's
+// firewall admits directly, without the proxy) cannot have one.
+std::int64_t grant_end(const ChangeArgs& args, const std::vector<policy::AllowRule>& rules) {
+    const auto seconds = policy::parse_grant_duration(args.duration);
+    for (const auto& rule : rules) {
+        if (rule.kind != policy::HostKind::Ip) continue;
+        throw Error(fmt::format("{} is an address: a grant with --for is for host names, whose connections the egress "
+                                "proxy ends on time",
+                                rule.entry()),
+                    fmt::format("allow it for good (`agentctl policy add {} {}`) and remove it later", args.name,
+                                rule.entry()));
+    }
+    const auto now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return now + seconds;
+}
 
 // An address added to the allowlist that the policy would still refuse (a LAN
 // address under deny-LAN, loopback, the host's own addresses, reserved
@@ -122,6 +144,10 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
     validate_instance_name(args.name);
     std::vector<policy::AllowRule> rules;
     for (const auto& entry : args.entries) rules.push_back(policy::parse_allow_entry(entry, "policy add"));
+    if (!args.duration.empty()) {
+        const auto ends = grant_end(args, rules);
+        for (auto& rule : rules) rule.expires = ends;
+    }
     policy::NetworkPolicy network = policy_to_change(session, args.name);
     auto same = [](const policy::AllowRule& a, const policy::AllowRule& b) { return a.entry() == b.entry(); };
     for (const auto& rule : rules) {
@@ -130,6 +156,8 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
         if (add) {
             if (it == network.allow.end()) {
                 network.allow.push_back(rule);
+            } else if (it->expires != 0) {
+                it->expires = rule.expires;  // a grant given again ends when the new one says (never, without --for)
             } else {
                 session.reporter().notice(fmt::format("{} is already allowed (from {})", rule.entry(), it->origin));
             }
@@ -144,8 +172,10 @@ int run_change(Session& session, const ChangeArgs& args, bool add) {
     session.egress_policy().apply_network_policy(args.name, network);
     if (!session.globals().preview) {
         for (const auto& rule : rules) {
-            session.reporter().notice(fmt::format("{} {} {}", add ? "allowed" : "removed", rule.entry(),
-                                                  add ? "in " + args.name : "from " + args.name));
+            session.reporter().notice(fmt::format(
+                "{} {} {}{}", add ? "allowed" : "removed", rule.entry(), add ? "in " + args.name : "from " + args.name,
+                rule.expires != 0 ? " until " + utc_time(rule.expires) + " (--for " + args.duration + ")"
+                                  : std::string()));
         }
     }
     return 0;
@@ -172,6 +202,24 @@ int run_budget(Session& session, const ChangeArgs& args) {
         }
     }
     return 0;
+}
+
+struct ProposeArgs {
+    std::string name;
+    std::string form = "allow-file";
+    std::string since;
+    bool wildcards = false;
+};
+
+int run_propose(Session& session, const ProposeArgs& args) {
+    validate_instance_name(args.name);
+    LogRequest request;
+    request.proposal = args.form == "profile" ? LogRequest::Proposal::Profile : LogRequest::Proposal::AllowFile;
+    request.wildcards = args.wildcards;
+    request.sandbox = args.name;
+    if (!args.since.empty()) request.since = egress_proxy::parse_since(args.since, std::chrono::system_clock::now());
+    session.gate("logs.network");
+    return session.egress_log().logs(args.name, request);
 }
 
 }  // namespace
@@ -202,8 +250,18 @@ void add_policy(CLI::App& app, CommandEnv& env) {
                                                  : "Remove allow entries from a sandbox, live (no restart)");
         cmd->add_option("NAME", args->name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
         cmd->add_option("ENTRY", args->entries, "Allow entries: host, host:443, *.domain:80,443, IP, URL")->required();
-        set_examples(*cmd, {is_add ? "agentctl policy add demo pypi.org:443 files.pythonhosted.org:443"
-                                   : "agentctl policy remove demo pypi.org:443"});
+        if (is_add) {
+            cmd->add_option("--for", args->duration,
+                            "Grant them for this long only (30m, 1h, 7d, 1h30m): then the proxy drops them and ends "
+                            "their connections")
+                ->type_name("DURATION");
+        }
+        if (is_add) {
+            set_examples(*cmd, {"agentctl policy add demo pypi.org:443 files.pythonhosted.org:443",
+                                "agentctl policy add demo uploads.example.com:443 --for 1h"});
+        } else {
+            set_examples(*cmd, {"agentctl policy remove demo pypi.org:443"});
+        }
         cmd->callback([&env, args, is_add] {
             env.action = [&env, args, is_add] { return run_change(env.session, *args, is_add); };
         });
@@ -216,6 +274,23 @@ void add_policy(CLI::App& app, CommandEnv& env) {
     budget->add_option("BUDGET", budget_args->entries, "HOST:PORT=SIZE (50MiB, 1GiB, bytes) or HOST:PORT=none")
         ->required();
     set_examples(*budget, {"agentctl policy budget demo api.github.com:443=50MiB"});
+
+    auto propose_args = std::make_shared<ProposeArgs>();
+    auto* propose = group->add_subcommand(
+        "propose", "Propose an allowlist from what a sandbox used and was refused (its network log)");
+    propose->add_option("NAME", propose_args->name, "Sandbox name")->required()->type_name(value_type::k_sandbox);
+    propose->add_option("--as", propose_args->form, "allow-file (default: for --allow-file) or profile")
+        ->check(CLI::IsMember({"allow-file", "profile"}));
+    propose->add_flag("--wildcards", propose_args->wildcards,
+                      "Group two or more names under one parent domain into *.parent");
+    propose->add_option("--since", propose_args->since, "Only what was logged since a duration ago or a time")
+        ->type_name("DURATION|TIME");
+    set_examples(*propose,
+                 {"agentctl policy propose demo > demo.allow", "agentctl create demo2 --allow-file demo.allow",
+                  "agentctl policy propose demo --as profile --wildcards > ~/.config/agentctl/profiles/demo.yaml"});
+    propose->callback([&env, propose_args] {
+        env.action = [&env, propose_args] { return run_propose(env.session, *propose_args); };
+    });
     budget->callback(
         [&env, budget_args] { env.action = [&env, budget_args] { return run_budget(env.session, *budget_args); }; });
 }

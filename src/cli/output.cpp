@@ -1,9 +1,12 @@
 #include "cli/output.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <ostream>
 
 #include <fmt/format.h>
+
+#include "provider/common/probes.hpp"
 
 namespace agentctl::cli {
 
@@ -119,16 +122,29 @@ nlohmann::json instance_json(const InstanceInfo& info) {
     j["location"] = info.location.empty() ? nlohmann::json() : nlohmann::json(info.location);
     if (info.network) {
         nlohmann::json allow = nlohmann::json::array();
-        for (const auto& rule : info.network->allow)
-            allow.push_back({{"entry", rule.entry()}, {"origin", rule.origin}});
-        j["network"] = {{"enabled", info.network->enabled},
-                        {"denyLAN", info.network->deny_lan},
-                        {"allowLAN", info.network->allow_lan},
-                        {"allow", allow},
-                        {"dns",
-                         {{"servers", info.network->dns.servers},
-                          {"disabled", info.network->dns.disabled},
-                          {"allowlistedOnly", info.dns_allowlisted_only}}}};
+        for (const auto& rule : info.network->allow) {
+            allow.push_back(
+                {{"entry", rule.entry()},
+                 {"origin", rule.origin},
+                 {"expiresAt", rule.expires != 0 ? nlohmann::json(utc_time(rule.expires)) : nlohmann::json()}});
+        }
+        nlohmann::json budgets = nlohmann::json::array();
+        for (const auto& budget : info.network->budgets) {
+            budgets.push_back(
+                {{"destination", policy::destination_text(budget.host, budget.port)}, {"bytes", budget.bytes}});
+        }
+        j["network"] = {
+            {"enabled", info.network->enabled},
+            {"denyLAN", info.network->deny_lan},
+            {"allowLAN", info.network->allow_lan},
+            {"allow", allow},
+            {"budgets", budgets},
+            {"defaultBudget",
+             info.network->default_budget != 0 ? nlohmann::json(info.network->default_budget) : nlohmann::json()},
+            {"dns",
+             {{"servers", info.network->dns.servers},
+              {"disabled", info.network->dns.disabled},
+              {"allowlistedOnly", info.dns_allowlisted_only}}}};
     }
     for (const auto& [key, value] : info.extra) j["extra"][key] = value;
     return j;
@@ -184,11 +200,25 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
                 : net.dns.servers.empty() ? "to any server"
                                           : "to " + join(net.dns.servers, ", "));
             if (net.allow.empty()) out << "  (no destinations allowed)\n";
-            for (const auto& rule : net.allow)
-                out << fmt::format("  allow {:<40} from {}\n", rule.entry(), rule.origin);
+            for (const auto& rule : net.allow) {
+                out << fmt::format("  allow {:<40} from {}{}\n", rule.entry(), rule.origin,
+                                   rule.expires != 0 ? ", until " + utc_time(rule.expires) : std::string());
+            }
+            for (const auto& budget : net.budgets) {
+                out << fmt::format("  budget {:<39} {} bytes up\n", policy::destination_text(budget.host, budget.port),
+                                   budget.bytes);
+            }
+            if (net.default_budget != 0) {
+                out << fmt::format("  budget {:<39} {} bytes up to each\n", "(any other destination)",
+                                   net.default_budget);
+            }
         }
     }
     for (const auto& widening : info.widenings) out << "Warning:     " << widening << "\n";
+}
+
+std::string utc_time(std::int64_t seconds) {
+    return provider::common::utc_stamp(std::chrono::system_clock::time_point(std::chrono::seconds(seconds)));
 }
 
 }  // namespace agentctl::cli

@@ -21,6 +21,9 @@ void print_fields(std::ostream& out, const std::vector<std::pair<std::string, st
 [[nodiscard]] nlohmann::json instance_json(const InstanceInfo& info);
 void print_instance_status(std::ostream& out, const InstanceInfo& info);
 
+// A time in seconds since the epoch as RFC 3339 in UTC: "2026-11-30T12:00:00Z".
+[[nodiscard]] std::string utc_time(std::int64_t seconds);
+
 // The mount report start and status print: `  HOST -> GUEST (read-only|writable)` lines.
 [[nodiscard]] std::vector<std::string> mount_lines(const std::vector<Mount>& mounts);
 

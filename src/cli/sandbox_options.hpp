@@ -33,6 +33,7 @@ struct CreateOptions {
     bool deny_lan = false;
     bool allow_lan = false;
     bool no_network_policy = false;
+    std::vector<std::string> budgets;  // --budget HOST:PORT=SIZE
     std::vector<std::string> ports;
     std::optional<int> cpu_cores;
     std::string memory;

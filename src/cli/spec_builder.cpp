@@ -50,6 +50,7 @@ policy::SpecInputs spec_inputs(Session& session, const CreateOptions& options) {
     inputs.allow_lan = options.allow_lan;
     inputs.deny_lan = options.deny_lan;
     inputs.no_network_policy = options.no_network_policy;
+    inputs.budgets = options.budgets;
     inputs.ports = options.ports;
     if (options.cpu_cores) inputs.cpu_cores = std::to_string(*options.cpu_cores);
     inputs.memory = options.memory;

@@ -257,7 +257,8 @@ int run_egress_proxy(const ProxyOptions& options) {
             ~WriteAtOnceOnExit() { log.defer_writes(nullptr); }
         } write_at_once_on_exit{log};
         shared.policy.set(load_policy_snapshot(options.policy_file));
-        budgets.configure(shared.policy.get()->policy.budgets);
+        const auto& loaded = shared.policy.get()->policy;
+        budgets.configure(loaded.budgets, loaded.default_budget);
         log.write({{"time", utc_timestamp()},
                    {"event", "start"},
                    {"listen", endpoint_text(bound)},

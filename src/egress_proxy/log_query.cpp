@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <ctime>
 
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "agentctl/policy.hpp"
 #include "egress_proxy/access_log.hpp"
 
 namespace agentctl::egress_proxy {
@@ -19,30 +19,6 @@ using std::chrono::system_clock;
     throw Error(fmt::format("invalid --since \"{}\": it is neither a duration nor a time", text),
                 "write a duration such as 30s, 15m, 2h, 7d or 1h30m, or an RFC 3339 time such as "
                 "2026-01-02T03:04:05Z");
-}
-
-// `1h30m` -> its length; nullopt when `text` is not a duration.
-std::optional<std::chrono::milliseconds> parse_duration(std::string_view text) {
-    if (text.empty()) return std::nullopt;
-    std::chrono::milliseconds total{0};
-    while (!text.empty()) {
-        std::uint64_t value = 0;
-        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-        if (ec != std::errc() || end == text.data() || end == text.data() + text.size()) return std::nullopt;
-        const char unit = *end;
-        text.remove_prefix(static_cast<std::size_t>(end - text.data()) + 1);
-        std::uint64_t seconds = 0;
-        switch (unit) {
-            case 's': seconds = 1; break;
-            case 'm': seconds = 60; break;
-            case 'h': seconds = 3600; break;
-            case 'd': seconds = 86400; break;
-            default: return std::nullopt;
-        }
-        if (value > 100ULL * 365 * 86400 / seconds) return std::nullopt;  // past any log's age
-        total += std::chrono::seconds(value * seconds);
-    }
-    return total;
 }
 
 // Reads `digits` decimal digits at `at`; nullopt unless they are all there.
@@ -100,8 +76,8 @@ std::optional<system_clock::time_point> parse_time(std::string_view text) {
 }  // namespace
 
 std::string parse_since(std::string_view text, system_clock::time_point now) {
-    if (auto duration = parse_duration(text)) {
-        return utc_timestamp(now - std::chrono::duration_cast<system_clock::duration>(*duration));
+    if (auto seconds = policy::duration_seconds(text)) {
+        return utc_timestamp(now - std::chrono::duration_cast<system_clock::duration>(std::chrono::seconds(*seconds)));
     }
     if (auto time = parse_time(text)) return utc_timestamp(*time);
     bad_since(text);

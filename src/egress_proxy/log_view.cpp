@@ -17,6 +17,7 @@
 
 #include "egress_proxy/access_log.hpp"
 #include "egress_proxy/egress_proxy.hpp"
+#include "egress_proxy/log_proposal.hpp"
 #include "egress_proxy/log_query.hpp"
 #include "egress_proxy/log_summary.hpp"
 #include "egress_proxy/refusal_log.hpp"
@@ -156,6 +157,14 @@ int print_network_log(const std::string& log_path, const LogRequest& request, st
     }
     auto lines = merge_by_time(std::move(files));
     narrow_lines(lines, request.since, request.tail);
+    if (request.proposal != LogRequest::Proposal::None) {
+        const ProposalOptions options{
+            request.sandbox,
+            request.proposal == LogRequest::Proposal::Profile ? ProposalForm::Profile : ProposalForm::AllowFile,
+            request.wildcards};
+        print_proposal(summarise_log(lines), options, out);
+        return 0;
+    }
     if (request.summary) {
         std::ostringstream summary;
         print_summary(summarise_log(lines), request.json, summary);

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <exception>
 
 #include <nlohmann/json.hpp>
@@ -37,7 +38,12 @@ std::shared_ptr<const PolicySnapshot> load_policy_snapshot(const std::string& pa
             snapshot->problem = "policy file " + path + " is not valid JSON";
             return snapshot;
         }
-        snapshot->policy = policy::from_policy_file(document);
+        const auto now =
+            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        auto policy = policy::from_policy_file(document);
+        snapshot->next_expiry = policy::next_expiry(policy, now);
+        snapshot->policy = policy::in_force_at(std::move(policy), now);
         snapshot->usable = true;
     } catch (const std::exception& e) {
         snapshot->problem = "policy file " + path + ": " + e.what();

@@ -17,6 +17,9 @@ struct PolicySnapshot {
     bool usable = false;                            // false: the file was missing or malformed -> deny everything
     std::string problem;                            // why it is not usable, for the log
     std::vector<policy::IpAddress> host_addresses;  // this machine's own addresses (always refused)
+    // When the next grant of the file ends (seconds since the epoch; 0: none
+    // does): the proxy reloads then, and the rule is gone from `policy`.
+    std::int64_t next_expiry = 0;
 };
 
 // Identity of the policy file as last seen, to notice replacement or edits.
@@ -31,7 +34,8 @@ struct FileStamp {
 
 [[nodiscard]] FileStamp stamp_of(const std::string& path);
 
-// Reads and validates the policy file. Never throws: any failure gives a
+// Reads and validates the policy file, keeping the rules in force now (grants
+// that ended are left out). Never throws: any failure gives a
 // snapshot with usable = false and the problem (file, and what is wrong).
 [[nodiscard]] std::shared_ptr<const PolicySnapshot> load_policy_snapshot(const std::string& path);
 

@@ -88,6 +88,7 @@ Server::Server(ProxyShared& shared, std::size_t loops, std::string policy_file, 
       m_hangup(main_io(), SIGHUP),
       m_poll_timer(main_io()),
       m_backoff_timer(main_io()),
+      m_grant_timer(main_io()),
       m_slot_freed(main_io()) {
     m_shared.slot_freed = [this] { asio::post(main_io(), [this] { m_slot_freed.cancel(); }); };
     m_shared.budget_spent = [this](const std::string& host, std::uint16_t port) { end_budget_spent(host, port); };
@@ -105,6 +106,7 @@ void Server::start(tcp::acceptor acceptor) {
     m_acceptor.emplace(std::move(acceptor));
     asio::co_spawn(main_io(), accept_loop(false), asio::detached);
     asio::co_spawn(main_io(), watch_policy_file(), asio::detached);
+    arm_grant_timer(*m_shared.policy.get());
     wait_for_signal();
     wait_for_hangup();
 }
@@ -280,7 +282,8 @@ void Server::reload(const char* trigger) {
     // In force for every new decision from here on; a decision that started
     // under the old snapshot checks the new one once connected (Session::decide_and_connect).
     m_shared.policy.set(snapshot);
-    m_shared.budgets.configure(snapshot->policy.budgets);
+    arm_grant_timer(*snapshot);
+    m_shared.budgets.configure(snapshot->policy.budgets, snapshot->policy.default_budget);
     log_policy(m_shared.access_log, *snapshot, trigger);
     // Each loop closes its own open tunnels and keep-alive connections whose
     // destination the new policy no longer allows (each logs its `close` line
@@ -322,6 +325,16 @@ void Server::reload(const char* trigger) {
     }
 }
 
+void Server::arm_grant_timer(const PolicySnapshot& snapshot) {
+    m_grant_timer.cancel();
+    if (snapshot.next_expiry == 0 || m_shared.stopping) return;
+    m_grant_timer.expires_at(std::chrono::system_clock::time_point(std::chrono::seconds(snapshot.next_expiry)));
+    m_grant_timer.async_wait([this](const boost::system::error_code& ec) {
+        // The reload leaves the ended grant out and closes what it allowed.
+        if (!ec && !m_shared.stopping) reload("grant expired");
+    });
+}
+
 void Server::end_budget_spent(const std::string& host, std::uint16_t port) {
     for (auto& loop : m_loops) {
         asio::post(loop->io, [&context = loop->context, host, port] {
@@ -342,6 +355,7 @@ void Server::shutdown(int signal_number) {
     m_acceptor->close(ignored);
     m_poll_timer.cancel();
     m_backoff_timer.cancel();
+    m_grant_timer.cancel();
     m_slot_freed.cancel();
     m_stop_signals.cancel(ignored);
     m_hangup.cancel(ignored);

@@ -8,6 +8,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/system_timer.hpp>
 
 #include <memory>
 #include <optional>
@@ -55,6 +56,8 @@ private:
     Loop& least_busy_loop();
     boost::asio::awaitable<void> watch_policy_file();
     void reload(const char* trigger);
+    // Reloads when the next grant of `snapshot` ends (a timer on loop 0, re-armed by every load).
+    void arm_grant_timer(const PolicySnapshot& snapshot);
     void shutdown(int signal_number);
     // A destination's upload budget ran out: every loop ends its open
     // connections there; the counters are saved.
@@ -76,6 +79,7 @@ private:
     boost::asio::signal_set m_hangup;
     boost::asio::steady_timer m_poll_timer;
     boost::asio::steady_timer m_backoff_timer;
+    boost::asio::system_timer m_grant_timer;  // the wall-clock time the next grant ends
     // Cancelled (on loop 0) when a connection ends at the cap, to wake the accept loop.
     boost::asio::steady_timer m_slot_freed;
 };

@@ -47,9 +47,10 @@ std::string BudgetBook::key(const std::string& host, std::uint16_t port) {
     return policy::destination_text(host, port);
 }
 
-void BudgetBook::configure(const std::vector<policy::UploadBudget>& budgets) {
+void BudgetBook::configure(const std::vector<policy::UploadBudget>& budgets, std::uint64_t default_budget) {
     std::lock_guard lock(m_mutex);
-    for (auto& [destination, counter] : m_counters) counter->limit = 0;
+    m_default = default_budget;
+    for (auto& [destination, counter] : m_counters) counter->limit = m_default;
     for (const auto& budget : budgets) {
         auto& counter = m_counters[key(budget.host, budget.port)];
         if (!counter) counter = std::make_shared<BudgetCounter>();
@@ -57,18 +58,20 @@ void BudgetBook::configure(const std::vector<policy::UploadBudget>& budgets) {
     }
 }
 
-std::shared_ptr<BudgetCounter> BudgetBook::find(const std::string& host, std::uint16_t port) const {
+std::shared_ptr<BudgetCounter> BudgetBook::find(const std::string& host, std::uint16_t port) {
     std::lock_guard lock(m_mutex);
-    if (m_counters.empty()) return nullptr;
-    auto it = m_counters.find(key(host, port));
-    if (it == m_counters.end() || it->second->limit.load(std::memory_order_relaxed) == 0) return nullptr;
+    if (m_counters.empty() && m_default == 0) return nullptr;
+    const auto destination = key(host, port);
+    auto it = m_counters.find(destination);
+    if (it == m_counters.end()) {
+        if (m_default == 0) return nullptr;
+        // The first connection to a destination under the default budget.
+        auto counter = std::make_shared<BudgetCounter>();
+        counter->limit = m_default;
+        it = m_counters.emplace(destination, std::move(counter)).first;
+    }
+    if (it->second->limit.load(std::memory_order_relaxed) == 0) return nullptr;
     return it->second;
-}
-
-std::uint64_t BudgetBook::limit_of(const std::string& host, std::uint16_t port) const {
-    std::lock_guard lock(m_mutex);
-    auto it = m_counters.find(key(host, port));
-    return it == m_counters.end() ? 0 : it->second->limit.load(std::memory_order_relaxed);
 }
 
 void BudgetBook::save_if_changed() {

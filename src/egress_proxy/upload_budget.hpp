@@ -43,12 +43,12 @@ public:
     // file starts from zero; a malformed one too, and `problem()` says why.
     explicit BudgetBook(std::string state_path);
 
-    // The policy's budgets, on every load: limits set, removed ones lifted.
-    void configure(const std::vector<policy::UploadBudget>& budgets);
-    // The counter of host:port when it has a budget; null otherwise.
-    [[nodiscard]] std::shared_ptr<BudgetCounter> find(const std::string& host, std::uint16_t port) const;
-    // The budget of host:port in bytes (0: none), for the 429's text.
-    [[nodiscard]] std::uint64_t limit_of(const std::string& host, std::uint16_t port) const;
+    // The policy's budgets, on every load: limits set, removed ones lifted;
+    // `default_budget` (0: none) for every destination without its own.
+    void configure(const std::vector<policy::UploadBudget>& budgets, std::uint64_t default_budget);
+    // The counter of host:port when it has a budget (its own or the
+    // default); null otherwise.
+    [[nodiscard]] std::shared_ptr<BudgetCounter> find(const std::string& host, std::uint16_t port);
     // Writes the counters (atomically) when any moved since the last save.
     void save_if_changed();
     [[nodiscard]] const std::string& problem() const { return m_problem; }
@@ -59,6 +59,7 @@ private:
     mutable std::mutex m_mutex;
     const std::string m_path;
     std::string m_problem;
+    std::uint64_t m_default = 0;                                                    // 0: none
     std::map<std::string, std::shared_ptr<BudgetCounter>, std::less<>> m_counters;  // by host:port
     std::map<std::string, std::uint64_t, std::less<>> m_saved;                      // as last written
 };

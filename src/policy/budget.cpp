@@ -1,4 +1,6 @@
 // Upload budgets: `HOST:PORT=SIZE`.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
@@ -31,6 +33,27 @@ UploadBudget parse_budget_entry(std::string_view entry) {
     if (rule.kind == HostKind::Wildcard) throw bad("a budget is for one host, not a wildcard");
     if (rule.ports.size() != 1) throw bad("it needs exactly one port (HOST:PORT)");
     return {rule.host, rule.ports.front(), *size};
+}
+
+UploadBudget parse_budget_limit(std::string_view entry) {
+    auto budget = parse_budget_entry(entry);
+    if (budget.bytes == 0) {
+        throw Error(fmt::format("invalid budget \"{}\": none lifts a budget of a running sandbox only", entry),
+                    "give a size here, or lift it later with `agentctl policy budget NAME HOST:PORT=none`");
+    }
+    return budget;
+}
+
+void tighten_budgets(std::vector<UploadBudget>& into, const std::vector<UploadBudget>& later) {
+    for (const auto& budget : later) {
+        auto same = std::find_if(into.begin(), into.end(),
+                                 [&](const UploadBudget& b) { return b.host == budget.host && b.port == budget.port; });
+        if (same == into.end()) {
+            into.push_back(budget);
+        } else if (budget.bytes < same->bytes) {
+            same->bytes = budget.bytes;
+        }
+    }
 }
 
 }  // namespace agentctl::policy

@@ -57,6 +57,12 @@ AllowRule read_rule(const nlohmann::json& item, std::size_t index) {
         if (!origin->is_string()) malformed(field + ".origin", "must be a string");
         rule.origin = origin->get<std::string>();
     }
+    if (auto expires = item.find("expires"); expires != item.end()) {
+        if (!expires->is_number_integer() || expires->get<std::int64_t>() <= 0) {
+            malformed(field + ".expires", "must be a time in seconds since the epoch");
+        }
+        rule.expires = expires->get<std::int64_t>();
+    }
     return rule;
 }
 
@@ -84,6 +90,7 @@ nlohmann::json to_policy_file(const NetworkPolicy& policy) {
     for (const auto& rule : policy.allow) {
         std::string domain = rule.kind == HostKind::Wildcard ? "*." + rule.host : rule.host;
         allow.push_back({{"domain", domain}, {"ports", rule.ports}, {"origin", rule.origin}});
+        if (rule.expires != 0) allow.back()["expires"] = rule.expires;
     }
     nlohmann::json document{
         {"version", k_policy_file_version},
@@ -99,6 +106,7 @@ nlohmann::json to_policy_file(const NetworkPolicy& policy) {
             budgets.push_back({{"host", budget.host}, {"port", budget.port}, {"bytes", budget.bytes}});
         }
     }
+    if (policy.default_budget > 0) document["defaultBudget"] = policy.default_budget;
     return document;
 }
 
@@ -135,6 +143,12 @@ NetworkPolicy from_policy_file(const nlohmann::json& document) {
     if (auto budgets = document.find("budgets"); budgets != document.end()) {
         if (!budgets->is_array()) malformed("budgets", "must be an array");
         for (std::size_t i = 0; i < budgets->size(); ++i) policy.budgets.push_back(read_budget((*budgets)[i], i));
+    }
+    if (auto fallback = document.find("defaultBudget"); fallback != document.end()) {
+        if (!fallback->is_number_unsigned() || fallback->get<std::uint64_t>() == 0) {
+            malformed("defaultBudget", "must be a whole number above 0");
+        }
+        policy.default_budget = fallback->get<std::uint64_t>();
     }
     return policy;
 }

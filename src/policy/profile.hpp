@@ -44,6 +44,10 @@ struct ProfileSpec {
     std::vector<std::string> allow_files;    // absolute paths that were read
     std::vector<PortForward> ports;
     DnsSettings dns;
+    // network.budgets and network.defaultBudget: tighten-only, the lowest
+    // (per destination, and of the default) wins.
+    std::vector<UploadBudget> budgets;
+    std::optional<std::uint64_t> default_budget;
     Resources resources;  // 0 = unset
     std::vector<ProfileMount> mounts;
     MountPolicy mount_policy;

@@ -133,7 +133,10 @@ private:
     }
 
     void network(const YAML::Node& node, const std::string& field, ProfileSpec& out) {
-        if (!m_d.expect_map(node, field, {"denyLAN", "allow", "allowPresets", "allowFile", "ports", "dns"})) return;
+        if (!m_d.expect_map(
+                node, field,
+                {"denyLAN", "allow", "allowPresets", "allowFile", "ports", "dns", "budgets", "defaultBudget"}))
+            return;
         if (auto n = node["denyLAN"]) out.deny_lan = m_d.boolean(n, field + ".denyLAN");
         if (auto n = node["allow"]; n && m_d.expect_sequence(n, field + ".allow")) {
             for (std::size_t i = 0; i < n.size(); ++i)
@@ -178,6 +181,32 @@ private:
                 if (good) out.dns.servers = list;
             }
             if (auto disabled = n["disabled"]) out.dns.disabled = m_d.boolean(disabled, field + ".dns.disabled");
+        }
+        budgets(node, field, out);
+    }
+
+    // network.budgets: ["HOST:PORT=SIZE", ...]; network.defaultBudget: SIZE.
+    void budgets(const YAML::Node& node, const std::string& field, ProfileSpec& out) {
+        if (auto n = node["budgets"]; n && m_d.expect_sequence(n, field + ".budgets")) {
+            for (std::size_t i = 0; i < n.size(); ++i) {
+                const auto item_field = fmt::format("{}.budgets[{}]", field, i);
+                auto text = m_d.string(n[i], item_field);
+                if (!text) continue;
+                try {
+                    tighten_budgets(out.budgets, {parse_budget_limit(*text)});
+                } catch (const Error& error) {
+                    m_d.error(n[i], item_field, error.what());
+                }
+            }
+        }
+        if (auto n = node["defaultBudget"]) {
+            auto text = m_d.string(n, field + ".defaultBudget");
+            if (!text) return;
+            if (auto problem = size_problem(*text, false); !problem.empty()) {
+                m_d.error(n, field + ".defaultBudget", fmt::format("\"{}\" is not {}", *text, problem));
+            } else {
+                out.default_budget = *parse_size(*text);
+            }
         }
     }
 

@@ -66,6 +66,11 @@ ProfileSpec merge_profile_specs(const ProfileSpec& base, const ProfileSpec& late
     }
     if (later.dns.servers) out.dns.servers = later.dns.servers;
     out.dns.disabled = either(base.dns.disabled, later.dns.disabled);
+    // Upload budgets only tighten: the lowest of any layer wins, per destination and for the default.
+    tighten_budgets(out.budgets, later.budgets);
+    if (later.default_budget && (!out.default_budget || *later.default_budget < *out.default_budget)) {
+        out.default_budget = later.default_budget;
+    }
     if (later.resources.cpu_cores != 0) out.resources.cpu_cores = later.resources.cpu_cores;
     if (later.resources.memory_bytes != 0) out.resources.memory_bytes = later.resources.memory_bytes;
     if (later.resources.disk_bytes != 0) out.resources.disk_bytes = later.resources.disk_bytes;

@@ -65,6 +65,9 @@ ProfileSpec flags_layer(const SpecInputs& in, Problems& problems) {
         });
     }
     problems.run([&] { cli.allow_presets = preset_names(in.allow_presets); });
+    for (const auto& entry : in.budgets) {
+        problems.run([&] { tighten_budgets(cli.budgets, {parse_budget_limit(entry)}); });
+    }
     for (const auto& text : in.ports) {
         problems.run([&] {
             auto forward = parse_port_flag(text);
@@ -181,6 +184,8 @@ NetworkPolicy network_of(const SpecInputs& in, const ProfileSpec& spec, Problems
     }
     policy.dns.servers = spec.dns.servers.value_or(std::vector<std::string>{});
     policy.dns.disabled = spec.dns.disabled.value_or(false);
+    policy.budgets = spec.budgets;
+    policy.default_budget = spec.default_budget.value_or(0);
     return policy;
 }
 

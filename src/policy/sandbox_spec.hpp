@@ -32,6 +32,7 @@ struct SpecInputs {
     bool allow_lan = false;                  // --allow-lan
     bool deny_lan = false;                   // --deny-lan (the default; conflicts with --allow-lan)
     bool no_network_policy = false;          // --no-network-policy
+    std::vector<std::string> budgets;        // --budget HOST:PORT=SIZE (tighten-only: the lowest wins)
     std::vector<std::string> ports;          // --port [addr:]host:guest[/tcp|udp]
     std::string cpu_cores;                   // --cpu-cores N (empty: from profiles)
     std::string memory;                      // --memory 4GiB

@@ -117,3 +117,23 @@ TEST_CASE("a preview view prints the console command") {
     CHECK(r.exit_code == 0);
     CHECK(contains(r.out, "incus console u12-nosuch --type=vga\n"));
 }
+
+TEST_CASE("a preview create shows the upload budgets, the lowest of --budget and the profiles") {
+    CliSandbox cli;
+    cli.use_incus();
+    cli.write(cli.home() / ".config" / "agentctl" / "profiles" / "capped.yaml",
+              "apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n"
+              "    budgets: [\"api.test:443=1MiB\"]\n    defaultBudget: 10MiB\n");
+    auto r = cli.run({"--preview", "create", "u30-budget", "--isolation", "container", "--image", "agentctl-debian-12",
+                      "--mount-none", "--profile", "capped", "--allow", "api.test:443", "--budget", "api.test:443=5MiB",
+                      "--budget", "uploads.test:443=2KiB"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(contains(r.err, "upload budget: 1048576 bytes to api.test:443\n"));  // the profile's is lower
+    CHECK(contains(r.err, "upload budget: 2048 bytes to uploads.test:443\n"));
+    CHECK(contains(r.err, "upload budget: 10485760 bytes to each other destination\n"));
+    r = cli.run({"--preview", "create", "u30-budget", "--isolation", "container", "--image", "agentctl-debian-12",
+                 "--mount-none", "--budget", "api.test:443=none"});
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.err, "invalid budget \"api.test:443=none\": none lifts a budget of a running sandbox only"));
+}

@@ -37,6 +37,7 @@ TEST_CASE("every command and subcommand has help with a description and examples
         {"policy", "add"},
         {"policy", "remove"},
         {"policy", "budget"},
+        {"policy", "propose"},
         {"profile", "list"},
         {"profile", "show"},
         {"profile", "set"},
@@ -147,4 +148,19 @@ TEST_CASE("policy budget refuses a malformed budget before it looks at any sandb
     CHECK(r.err ==
           "agentctl: invalid budget \"api.example.com:443\": it needs =SIZE\n"
           "hint: write HOST:PORT=SIZE, e.g. api.github.com:443=50MiB\n");
+}
+
+TEST_CASE("policy add --for refuses a bad duration, and an address, before it looks at any sandbox") {
+    CliSandbox cli;
+    auto r = cli.run({"policy", "add", "cli-grant-test", "api.example.com:443", "--for", "0s"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err ==
+          "agentctl: invalid --for \"0s\": a duration such as 90s, 30m, 1h, 7d or 1h30m\n"
+          "hint: agentctl policy add NAME api.example.com:443 --for 1h\n");
+    r = cli.run({"policy", "add", "cli-grant-test", "93.184.216.34:443", "--for", "1h"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.starts_with("agentctl: 93.184.216.34:443 is an address: a grant with --for is for host names"));
+    CHECK(r.err.find("hint: allow it for good (`agentctl policy add cli-grant-test 93.184.216.34:443`)") !=
+          std::string::npos);
 }

@@ -25,6 +25,14 @@ using agentctl::egress_proxy::RefusalLog;
 
 namespace {
 
+// A log request that prints JSON Lines (`json`), following with `follow`.
+[[maybe_unused]] agentctl::LogRequest json_lines(bool json = true, bool follow = false) {
+    agentctl::LogRequest request;
+    request.json = json;
+    request.follow = follow;
+    return request;
+}
+
 fs::path fresh_dir(const std::string& name) {
     auto dir = fs::temp_directory_path() / ("agentctl-test-" + name + "-" + std::to_string(::getpid()));
     fs::remove_all(dir);
@@ -113,8 +121,7 @@ TEST_CASE("print_network_log shows a table or the raw lines") {
                    {"duration_ms", 5}});
     }
     std::ostringstream table;
-    CHECK(agentctl::egress_proxy::print_network_log(path.string(), agentctl::LogRequest{false, false, {}, {}, false},
-                                                    table) == 0);
+    CHECK(agentctl::egress_proxy::print_network_log(path.string(), agentctl::LogRequest{}, table) == 0);
     auto text = table.str();
     CHECK(text.find("DESTINATION") != std::string::npos);
     CHECK(text.find("allowed.test:443") != std::string::npos);
@@ -124,15 +131,14 @@ TEST_CASE("print_network_log shows a table or the raw lines") {
     CHECK(text.find("up 10 B, down 20 B") != std::string::npos);
 
     std::ostringstream json;
-    agentctl::egress_proxy::print_network_log(path.string(), agentctl::LogRequest{false, true, {}, {}, false}, json);
+    agentctl::egress_proxy::print_network_log(path.string(), json_lines(), json);
     std::istringstream lines(json.str());
     int count = 0;
     for (std::string line; std::getline(lines, line); ++count) CHECK_NOTHROW(nlohmann::json::parse(line));
     CHECK(count == 3);
 
     std::ostringstream missing;
-    CHECK(agentctl::egress_proxy::print_network_log((dir / "none.log").string(),
-                                                    agentctl::LogRequest{false, true, {}, {}, false}, missing) == 0);
+    CHECK(agentctl::egress_proxy::print_network_log((dir / "none.log").string(), json_lines(), missing) == 0);
     CHECK(missing.str().empty());
     fs::remove_all(dir);
 }
@@ -143,9 +149,8 @@ TEST_CASE("follow mode keeps printing across rotation until SIGINT") {
     AccessLog log(path.string(), 600);  // small cap: rotates every couple of lines
     log.write(decision(0));
     std::ostringstream out;
-    std::thread follower([&] {
-        agentctl::egress_proxy::print_network_log(path.string(), agentctl::LogRequest{true, true, {}, {}, false}, out);
-    });
+    std::thread follower(
+        [&] { agentctl::egress_proxy::print_network_log(path.string(), json_lines(true, true), out); });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     for (int i = 1; i < 10; ++i) {
         log.write(decision(i));
@@ -333,7 +338,7 @@ TEST_CASE("logs --network reads every kept file, merged in time order", "[egress
     append(log + ".refused.1", line("2026-01-01T00:00:02.000Z", "two"));
     append(log + ".refused", line("2026-01-01T00:00:03.000Z", "three") + line("2026-01-01T00:00:05.000Z", "five"));
     std::ostringstream out;
-    CHECK(print_network_log(log, agentctl::LogRequest{false, true, {}, {}, false}, out) == 0);
+    CHECK(print_network_log(log, json_lines(), out) == 0);
     std::vector<std::string> hosts;
     std::istringstream lines(out.str());
     for (std::string text; std::getline(lines, text);) hosts.push_back(nlohmann::json::parse(text)["host"]);
@@ -359,7 +364,7 @@ TEST_CASE("logs --network escapes control characters, whatever is in the file", 
            "31m control\n");
     for (bool json : {false, true}) {
         std::ostringstream out;
-        print_network_log(log, agentctl::LogRequest{false, json, {}, {}, false}, out);
+        print_network_log(log, json_lines(json), out);
         const auto text = out.str();
         CAPTURE(json, text);
         for (char c : text) CHECK((c == '\n' || static_cast<unsigned char>(c) >= 0x20));

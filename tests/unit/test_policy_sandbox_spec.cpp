@@ -6,6 +6,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "agentctl/error.hpp"
 #include "policy/sandbox_spec.hpp"
 #include "support/error_text.hpp"
@@ -330,4 +332,62 @@ TEST_CASE("sizes: docker's units get a did-you-mean, and memory a sandbox cannot
     CHECK(size_problem("1B", true) == "at least 64MiB: a sandbox cannot boot with less");
     CHECK(size_problem("1B", false).empty());  // a disk size has no such floor here
     CHECK(size_problem("64MiB", true).empty());
+}
+
+TEST_CASE("upload budgets: --budget and profiles only tighten, the organisation's floor included", "[spec][budgets]") {
+    Tree t;
+    // The organisation's `work` is the floor under the project's `work`.
+    t.profile(t.in.env.org_dir, "work", R"(  network:
+    budgets: ["api.test:443=10MiB"]
+    defaultBudget: 100MiB
+)");
+    t.profile(t.in.env.project_dir, "work", R"(  network:
+    budgets: ["api.test:443=1GiB", "uploads.test:443=5MiB"]
+    defaultBudget: 1GiB
+)");
+    t.in.profiles = {"work"};
+    auto network = compute_sandbox_spec(t.in).network;
+    auto budget_of = [&](const std::string& host) -> std::uint64_t {
+        for (const auto& budget : network.budgets) {
+            if (budget.host == host && budget.port == 443) return budget.bytes;
+        }
+        return 0;
+    };
+    CHECK(budget_of("api.test") == 10ULL << 20);  // the project cannot raise the organisation's
+    CHECK(budget_of("uploads.test") == 5ULL << 20);
+    CHECK(network.default_budget == 100ULL << 20);
+
+    // --budget lowers, and cannot raise.
+    t.in.budgets = {"api.test:443=1MiB", "uploads.test:443=1GiB", "new.test:443=2KiB"};
+    network = compute_sandbox_spec(t.in).network;
+    CHECK(budget_of("api.test") == 1ULL << 20);
+    CHECK(budget_of("uploads.test") == 5ULL << 20);
+    CHECK(budget_of("new.test") == 2048);
+
+    // The policy file carries both to the proxy.
+    auto file = to_policy_file(network);
+    CHECK(file["defaultBudget"] == 100ULL << 20);
+    CHECK(from_policy_file(file).default_budget == 100ULL << 20);
+}
+
+TEST_CASE("a bad budget names the flag or the profile's file, line and field", "[spec][budgets]") {
+    Tree t;
+    t.in.budgets = {"api.test:443=none"};
+    CHECK(error_of(t.in) == "invalid budget \"api.test:443=none\": none lifts a budget of a running sandbox only");
+    t.in.budgets = {"api.test=5MiB"};
+    CHECK(error_of(t.in) == "invalid budget \"api.test=5MiB\": it needs exactly one port (HOST:PORT)");
+    t.in.budgets.clear();
+    t.profile(t.in.env.project_dir, "capped", R"(  network:
+    budgets: ["*.api.test:443=5MiB"]
+    defaultBudget: 5Q
+)");
+    t.in.profiles = {"capped"};
+    const auto file = t.in.env.project_dir + "/capped.yaml";
+    const auto error = error_of(t.in);
+    INFO(error);
+    CHECK(error.find(file +
+                     ":5:15: field spec.network.budgets[0]: invalid budget \"*.api.test:443=5MiB\": a budget is for "
+                     "one host, not a wildcard") != std::string::npos);
+    CHECK(error.find(file + ":6:20: field spec.network.defaultBudget: \"5Q\" is not a size above 0") !=
+          std::string::npos);
 }
