@@ -5,8 +5,9 @@
 # plain HTTP and CONNECT, 403s with the reason, direct connections refused at
 # once, DNS only for allowlisted names, the host unreachable (also under
 # --allow-lan), live policy add/remove, the proxy's lifecycle (fail closed,
-# restored by start), logs --network, the guest's proxy settings and the
-# confinement probe battery.
+# restored by start), logs --network, an upload budget set at create and a
+# grant that ends on time (policy add --for), the guest's proxy settings and
+# the confinement probe battery.
 #
 # Every test destination is on this machine: "public" servers in a network
 # namespace the suite creates, routed only to that namespace (checked with
@@ -66,7 +67,8 @@ printf 'apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  network:\n    dns:\
 t0=$(date +%s%N)
 agentctl create "$A" --image "$IMAGE" --isolation container --mount-none --profile e10dns \
   --allow allowed.test:$PORT --allow "*.wild.test:$PORT" --allow allowed.test:$SSH_PORT \
-  --allow "$PUB_IP:$RAW_PORT" >"$WORK/create-a.out" 2>&1
+  --allow "$PUB_IP:$RAW_PORT" --allow allowed.test:$RAW_PORT --budget allowed.test:$RAW_PORT=64KiB \
+  >"$WORK/create-a.out" 2>&1
 rc=$?
 echo "# create $A took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 if [ $rc -ne 0 ]; then cat "$WORK/create-a.out"; bad "create $A"; echo "# $PASS passed, $FAIL failed"; exit 1; fi
@@ -224,6 +226,53 @@ check "a CONNECT tunnel to other.test was open" grep -q "^open HTTP/1.1 200" "$W
 check "policy remove closed the open tunnel" grep -q "^cut" "$WORK/tunnel"
 check "after remove, other.test gets 403 again" test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_code}' http://other.test:$PORT/)" = 403
 check "and the resolver answers NXDOMAIN for it again" test "$(udp53 "$GW" other.test)" = "answer 3 0"
+
+# ---------------------------------------------------------------- an upload budget set at create
+check "status lists the upload budget set at create" grep -Eq "^  budget allowed\.test:$RAW_PORT +65536 bytes up" "$WORK/status-a"
+# UPLOAD_PY HOST PORT TARGET: a CONNECT tunnel to TARGET through the proxy at
+# HOST:PORT, then 1 KiB lines up it (the echo comes back) until 512 KiB are
+# sent; prints "cut after N" when the proxy ends it, "alive" otherwise.
+UPLOAD_PY='
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (sys.argv[3].encode(), sys.argv[3].encode()))
+head = b""
+while b"\r\n\r\n" not in head: head += s.recv(1)
+print("open", head.split(b"\r\n")[0].decode(), flush=True)
+sent = 0
+try:
+    for _ in range(512):
+        s.sendall(b"u" * 1023 + b"\n"); sent += 1024
+    while s.recv(65536): pass
+    print("cut after", sent, flush=True)
+except socket.timeout:
+    print("alive after", sent, flush=True)
+except OSError as e:
+    print("cut after", sent, e, flush=True)'
+in_a python3 -c "$UPLOAD_PY" "$GW" 3128 "allowed.test:$RAW_PORT" >"$WORK/upload" 2>&1
+check "an upload tunnel to the budgeted destination opened" grep -q "^open HTTP/1.1 200" "$WORK/upload"
+check "the budget set at create cut the guest's upload ($(tail -n1 "$WORK/upload"))" grep -q "^cut after" "$WORK/upload"
+check "the next CONNECT there gets 429" \
+  test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_connect}' -p "http://allowed.test:$RAW_PORT/")" = 429
+check "the budget is that destination's only: allowed.test:$PORT still answers" bash -c \
+  "'$AGENTCTL' --provider incus exec '$A' -- curl -s -p -m 10 http://allowed.test:$PORT/ | grep -q hello"
+
+# ---------------------------------------------------------------- a grant that ends on time
+check "policy add --for succeeds" agentctl policy add "$A" other.test:$RAW_PORT --for 10s
+# A tunnel opened while the grant lasts is held until the proxy ends it (HOLD_CONNECTION_PY waits 15 s).
+before=$(established "$NS" "$RAW_PORT")
+in_a python3 -c "$HOLD_CONNECTION_PY" "$GW" 3128 other.test:$RAW_PORT >"$WORK/grant" 2>&1 &
+LONG=$!
+wait_until 60 more_established "$NS" "$RAW_PORT" "$before"
+check "status shows when the grant ends" bash -c \
+  "'$AGENTCTL' --provider incus status '$A' | grep -Eq '^  allow other\.test:$RAW_PORT .*, until [0-9T:-]+Z\$'"
+check "status --output json: the grant's expiresAt" bash -c \
+  "'$AGENTCTL' --provider incus status '$A' -o json | python3 -c 'import json,sys; a=[r for r in json.load(sys.stdin)[\"network\"][\"allow\"] if r[\"entry\"]==\"other.test:$RAW_PORT\"]; sys.exit(not (a and a[0][\"expiresAt\"].endswith(\"Z\")))'"
+wait $LONG
+check "the grant let the guest through" grep -q "^open HTTP/1.1 200" "$WORK/grant"
+check "the tunnel ended when the grant did" grep -q "^cut" "$WORK/grant"
+check "after the grant, other.test:$RAW_PORT gets 403" \
+  test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_connect}' -p "http://other.test:$RAW_PORT/")" = 403
 
 # ---------------------------------------------------------------- logs --network
 agentctl logs "$A" --network >"$WORK/logs" 2>&1
