@@ -5,6 +5,10 @@
 //        new connection (+ CONNECT) + GET + read + close, repeated; rate and latency percentiles
 //   proxy_bench download --via PROXY|direct --target ADDR:PORT --path P --repeat N
 //        GET through one tunnel N times; MB/s per transfer (median) and overall
+//   proxy_bench upload   --via PROXY|direct --target ADDR:PORT --megabytes M --repeat N
+//        sends M MiB up a fresh tunnel to a sink N times; MB/s per transfer (median) and overall
+//   proxy_bench sink     --listen ADDR:PORT
+//        the upload's origin: reads each connection to its end, answers "received N\n", closes
 //   proxy_bench idle     --via PROXY --target ADDR:PORT --count N
 //        opens N tunnels, prints {"ready":N}, holds them until stdin closes
 //   proxy_bench spawn    --port PORT -- COMMAND...
@@ -46,14 +50,19 @@ Endpoint parse_endpoint(const std::string& text) {
     return {text.substr(0, colon), std::stoi(text.substr(colon + 1))};
 }
 
-int dial(const Endpoint& endpoint) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+sockaddr_in address_of(const Endpoint& endpoint) {
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_port = htons(static_cast<std::uint16_t>(endpoint.port));
     ::inet_pton(AF_INET, endpoint.host.c_str(), &address.sin_addr);
+    return address;
+}
+
+int dial(const Endpoint& endpoint) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in address = address_of(endpoint);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
         ::close(fd);
         return -1;
@@ -176,6 +185,14 @@ int rate(std::map<std::string, std::string> o) {
     return failures.load() > 0 && all.empty() ? 1 : 0;
 }
 
+// The figures of a run of transfers: bytes, the median transfer's MB/s, and overall MB/s since `started`.
+void print_transfers(long long total, std::vector<double> rates, Clock::time_point started) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+    std::sort(rates.begin(), rates.end());
+    std::printf("{\"bytes\":%lld,\"median_MBps\":%.1f,\"overall_MBps\":%.1f}\n", total, rates[rates.size() / 2],
+                static_cast<double>(total) / 1e6 / elapsed);
+}
+
 int download(std::map<std::string, std::string> o) {
     Endpoint target = parse_endpoint(o["--target"]);
     int repeat = std::stoi(o["--repeat"]);
@@ -197,12 +214,62 @@ int download(std::map<std::string, std::string> o) {
         total += n;
         rates.push_back(static_cast<double>(n) / 1e6 / std::chrono::duration<double>(Clock::now() - begin).count());
     }
-    double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
     ::close(fd);
-    std::sort(rates.begin(), rates.end());
-    std::printf("{\"bytes\":%lld,\"median_MBps\":%.1f,\"overall_MBps\":%.1f}\n", total, rates[rates.size() / 2],
-                static_cast<double>(total) / 1e6 / elapsed);
+    print_transfers(total, rates, started);
     return 0;
+}
+
+int upload(std::map<std::string, std::string> o) {
+    Endpoint target = parse_endpoint(o["--target"]);
+    const long long bytes = std::stoll(o["--megabytes"]) << 20;
+    const int repeat = std::stoi(o["--repeat"]);
+    const std::string block(1 << 20, 'u');
+    std::vector<double> rates;
+    long long total = 0;
+    auto started = Clock::now();
+    for (int i = 0; i < repeat; ++i) {
+        auto begin = Clock::now();
+        int fd = open_tunnel(o["--via"], target);
+        bool sent = fd >= 0;
+        for (long long done = 0; sent && done < bytes; done += static_cast<long long>(block.size())) {
+            sent = send_all(fd, block);
+        }
+        char answer[64] = {};
+        if (sent) ::shutdown(fd, SHUT_WR);
+        const bool answered = sent && ::recv(fd, answer, sizeof answer - 1, MSG_WAITALL) > 0 &&
+                              std::atoll(answer + 9) == bytes;  // "received N"
+        if (fd >= 0) ::close(fd);
+        if (!answered) {
+            std::printf("{\"error\":\"upload %d failed\"}\n", i);
+            return 1;
+        }
+        total += bytes;
+        rates.push_back(static_cast<double>(bytes) / 1e6 / std::chrono::duration<double>(Clock::now() - begin).count());
+    }
+    print_transfers(total, rates, started);
+    return 0;
+}
+
+int sink(std::map<std::string, std::string> o) {
+    int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in address = address_of(parse_endpoint(o["--listen"]));
+    if (::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(listener, 128) != 0) {
+        std::perror("proxy_bench sink");
+        return 1;
+    }
+    for (;;) {
+        int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        std::thread([fd] {
+            std::vector<char> chunk(1 << 20);
+            long long got = 0;
+            for (ssize_t n; (n = ::recv(fd, chunk.data(), chunk.size(), 0)) > 0;) got += n;
+            send_all(fd, "received " + std::to_string(got) + "\n");
+            ::close(fd);
+        }).detach();
+    }
 }
 
 int idle(std::map<std::string, std::string> o) {
@@ -268,7 +335,7 @@ int spawn(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: proxy_bench rate|download|idle|spawn ...\n");
+        std::fprintf(stderr, "usage: proxy_bench rate|download|upload|sink|idle|spawn ...\n");
         return 2;
     }
     ::signal(SIGPIPE, SIG_IGN);
@@ -276,6 +343,8 @@ int main(int argc, char** argv) {
     try {
         if (mode == "rate") return rate(options(argc, argv, 2));
         if (mode == "download") return download(options(argc, argv, 2));
+        if (mode == "upload") return upload(options(argc, argv, 2));
+        if (mode == "sink") return sink(options(argc, argv, 2));
         if (mode == "idle") return idle(options(argc, argv, 2));
         if (mode == "spawn") return spawn(argc, argv);
     } catch (const std::exception& e) {

@@ -58,50 +58,10 @@ PB=$BUILD/bench/proxy_bench
 FLOOR=$BUILD/bench/floor_relay
 PROXIES="floor agentctl squid tinyproxy"  # the order in which they take their turns
 
-WORK=$(mktemp -d /tmp/agentctl-bench.XXXXXX)
-chmod 755 "$WORK"
-NS=ag11bench$$
-VETH=ag11b$$
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  sleep 0.3
-  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  ip netns pids "$NS" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
-  ip netns del "$NS" 2>/dev/null || true
-  ip link del "${VETH}a" 2>/dev/null || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
+. "$ROOT/bench/egress_proxy/origin.sh" bench b
 
 # ---------------------------------------------------------------- origin
-ip netns add "$NS"
-ip link add "${VETH}a" type veth peer name "${VETH}b"
-ip link set "${VETH}b" netns "$NS"
-ip addr add 192.0.3.1/24 dev "${VETH}a"
-ip link set "${VETH}a" up
-ip netns exec "$NS" ip link set lo up
-ip netns exec "$NS" ip addr add "$ORIGIN/24" dev "${VETH}b"
-ip netns exec "$NS" ip link set "${VETH}b" up
-
-mkdir -p "$WORK/www"
-head -c 1024 /dev/urandom > "$WORK/www/1k"
-head -c $((100 * 1024 * 1024)) /dev/urandom > "$WORK/www/100m"
-chmod 644 "$WORK/www/"*
-chmod 755 "$WORK/www"
-cat > "$WORK/nginx.conf" <<NGINX
-worker_processes 1;
-pid $WORK/nginx.pid;
-error_log $WORK/nginx-error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  sendfile on; tcp_nopush on; tcp_nodelay on;
-  keepalive_requests 10000000; keepalive_timeout 600;
-  server { listen $ORIGIN:80 backlog=4096; root $WORK/www; location / { } }
-}
-NGINX
-ip netns exec "$NS" nginx -c "$WORK/nginx.conf" -g 'daemon off;' & PIDS+=($!)
+start_origin
 ip netns exec "$NS" iperf3 -s -B "$ORIGIN" -p 5201 >/dev/null 2>&1 & PIDS+=($!)
 
 # ---------------------------------------------------------------- contenders
@@ -159,7 +119,6 @@ squid -N -f "$WORK/squid.conf" >/dev/null 2>&1 & PID[squid]=$!
 tinyproxy -d -c "$WORK/tinyproxy.conf" >/dev/null 2>&1 & PID[tinyproxy]=$!
 PIDS+=("${PID[@]}")
 
-wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "run.sh: $1:$2 did not come up" >&2; exit 1; }
 wait_port "$ORIGIN" 80; wait_port 127.0.0.1 ${PORT[agentctl]}; wait_port 127.0.0.1 ${PORT[squid]}; wait_port 127.0.0.1 ${PORT[tinyproxy]}
 # The floor relay runs as many event loops as agentctl's proxy reports in its
 # start line (written within the log's flush interval of listening).
@@ -176,11 +135,7 @@ done
 wait_port 127.0.0.1 ${PORT[floor]}
 sleep 1
 
-HZ=$(getconf CLK_TCK)
-cpu_us() { awk -v hz="$HZ" '{print ($14+$15) * 1000000 / hz}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
-json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
-calc() { python3 -c "print(round($1, ${2:-2}))"; }
 
 declare -A R
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
@@ -252,10 +207,6 @@ run_contender() {  # name via pid
   fi
 }
 
-median() {  # DIGITS VALUE...: the median, an integer when every value is one
-  python3 -c "import statistics,sys; v=sys.argv[2:]; m=statistics.median(float(x) for x in v)
-print(int(m) if all(x.lstrip('-').isdigit() for x in v) and m == int(m) else round(m, int(sys.argv[1])))" "$@"
-}
 # Figures kept per round (text, such as wrk's error line, is the last round's;
 # memory is measured in the first round only).
 FIGURES="dl cpu_mb iperf rate32 p50_32 p99_32 fail32 cpu_conn p50_1 p99_1 wrk"
