@@ -52,6 +52,7 @@ inline constexpr std::string_view k_feature_names[] = {
     "provision.packages",
     "placement.target",
     "network.credentials",
+    "gc",
 };
 
 constexpr bool is_feature_name(std::string_view name) {

@@ -290,6 +290,29 @@ public:
     virtual void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) = 0;
 };
 
+// What `agentctl gc` found: one thing agentctl made whose sandbox is gone.
+struct Leftover {
+    std::string kind;     // "instance", "bridge", "network ACL", "nft table", "egress proxy", ...
+    std::string name;     // as the backend or the host names it
+    std::string sandbox;  // the sandbox it was made for; empty when only its name is known
+    bool removed = false;
+    std::string problem;  // not removed: why
+};
+
+// Finding and removing what agentctl made whose sandbox is gone (an
+// interrupted create or delete, a sandbox deleted behind agentctl's back).
+class Collector {
+public:
+    static constexpr std::array<Feature, 1> k_features{"gc"};
+
+    virtual ~Collector() = default;
+
+    // Every leftover, removed (under --preview: only found, nothing changes).
+    // MUST NOT touch anything agentctl did not make, or that belongs to a
+    // sandbox that exists or that another agentctl is creating or deleting now.
+    [[nodiscard]] virtual std::vector<Leftover> collect() = 0;
+};
+
 // A provider instance: its name and version, and its parts. A part it does not
 // implement is nullptr (Lifecycle it always has). Providers derive from
 // Implements<...>, which answers these from the parts it is given.
@@ -311,6 +334,7 @@ public:
     [[nodiscard]] virtual Snapshots* snapshots() = 0;
     [[nodiscard]] virtual Images* images() = 0;
     [[nodiscard]] virtual EgressPolicy* egress_policy() = 0;
+    [[nodiscard]] virtual Collector* collector() = 0;
 };
 
 // The base of a provider class that implements `Parts` (Lifecycle among them):
@@ -336,6 +360,7 @@ public:
     [[nodiscard]] Snapshots* snapshots() final { return part<Snapshots>(); }
     [[nodiscard]] Images* images() final { return part<Images>(); }
     [[nodiscard]] EgressPolicy* egress_policy() final { return part<EgressPolicy>(); }
+    [[nodiscard]] Collector* collector() final { return part<Collector>(); }
 
 private:
     template <class Part>

@@ -1,9 +1,12 @@
 // create NAME: everything that shapes a sandbox, then the provider builds it.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
 #include "policy/secret_store.hpp"
 #include "cli/commands_list.hpp"
+#include "cli/for_each_name.hpp"
 #include "cli/sandbox_options.hpp"
 
 namespace agentctl::cli {
@@ -40,11 +43,75 @@ CLI::Option* add_policy_flags(CLI::App& command, CreateOptions& o) {
     return profile;
 }
 
+namespace {
+
+// The names `create` makes: the names given, or with --count N the one name
+// given as a prefix, NAME-1 ... NAME-N. Throws agentctl::Error for a name
+// given twice, and for --count with more than one name.
+std::vector<std::string> sandbox_names(const std::vector<std::string>& given, int count) {
+    if (count > 0) {
+        if (given.size() != 1) {
+            throw Error(fmt::format("--count takes one name, the prefix of the sandboxes' names, not {}", given.size()),
+                        "e.g. agentctl create --count 3 work (makes work-1, work-2, work-3)");
+        }
+        std::vector<std::string> names;
+        for (int i = 1; i <= count; ++i) names.push_back(fmt::format("{}-{}", given.front(), i));
+        return names;
+    }
+    for (auto it = given.begin(); it != given.end(); ++it) {
+        if (std::find(it + 1, given.end(), *it) != given.end()) {
+            throw Error(fmt::format("the sandbox name {} is given twice", *it), "give each name once");
+        }
+    }
+    return given;
+}
+
+// One sandbox of `create`: its spec from the options, behind the gates, then the provider builds it.
+void create_one(Session& session, CreateOptions& o) {
+    // Checked first without touching the disk: the gate decides before anything is made.
+    std::vector<std::string> notices;
+    auto spec = build_sandbox_spec(session, o, false, &notices);
+    for (const auto& notice : notices) session.reporter().notice(notice);
+    spec.secrets = policy::secret_uses(session.state_dir(), o.secrets, spec.agent, spec.network.enabled);
+    if (!spec.secrets.empty()) session.gate("network.credentials");
+    if (!spec.target.empty()) session.gate("placement.target");
+    if (!spec.mounts.empty()) session.gate("fs.mount");
+    if (!spec.ports.empty()) session.gate("network.port-publish");
+    if (!spec.packages.empty()) session.gate("provision.packages");
+    if (spec.network.enabled) {
+        session.gate("network.acl");
+        if (spec.network.deny_lan) session.gate("network.deny-lan");
+    }
+    for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
+    for (const auto& budget : spec.network.budgets) {
+        session.reporter().notice(fmt::format("upload budget: {} bytes to {}", budget.bytes,
+                                              policy::destination_text(budget.host, budget.port)));
+    }
+    if (spec.network.default_budget != 0) {
+        session.reporter().notice(
+            fmt::format("upload budget: {} bytes to each other destination", spec.network.default_budget));
+    }
+    if (!session.globals().preview) {
+        auto secrets = std::move(spec.secrets);
+        spec = build_sandbox_spec(session, o, true);
+        spec.secrets = std::move(secrets);
+    }
+    spec.keep_on_failure = o.keep_on_failure;
+    session.lock_instance(o.name);
+    session.lifecycle().create(spec);
+}
+
+}  // namespace
+
 void add_create(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("create", "Create a sandbox with a default-deny network policy");
     auto o = std::make_shared<CreateOptions>();
     auto cpu = std::make_shared<int>(0);
-    cmd->add_option("NAME", o->name, "Name of the new sandbox")->required();
+    auto names = std::make_shared<std::vector<std::string>>();
+    auto count = std::make_shared<int>(0);
+    cmd->add_option("NAME", *names, "Name of the new sandbox (several may be given; with --count, the prefix)")
+        ->required();
+    cmd->add_option("--count", *count, "Create N sandboxes, named NAME-1 ... NAME-N")->check(CLI::Range(1, 1000));
     auto* image = cmd->add_option("--image", o->image, "Image to start from (provider-specific reference)");
     auto* profile = add_policy_flags(*cmd, *o);
     cmd->add_option("--spec", o->spec_file, "A kind: Spec file (image, profiles, overrides)")
@@ -82,46 +149,24 @@ void add_create(CLI::App& app, CommandEnv& env) {
                            "agentctl create ci --profile strict --isolation container",
                            "agentctl create build --isolation container --target member2",
                            "agentctl --preview create demo",
+                           "agentctl create task-a task-b task-c --agent claude",
+                           "agentctl create --count 4 worker --isolation container",
                        });
-    cmd->callback([&env, o, cpu] {
-        env.action = [&env, o, cpu] {
-            validate_instance_name(o->name);
+    cmd->callback([&env, o, cpu, names, count] {
+        env.action = [&env, o, cpu, names, count] {
             if (*cpu > 0) o->cpu_cores = *cpu;
-            auto& session = env.session;
-            session.gate("create");
-            // Checked first without touching the disk: the gate decides before anything is made.
-            std::vector<std::string> notices;
-            auto spec = build_sandbox_spec(session, *o, false, &notices);
-            for (const auto& notice : notices) session.reporter().notice(notice);
-            spec.secrets = policy::secret_uses(session.state_dir(), o->secrets, spec.agent, spec.network.enabled);
-            if (!spec.secrets.empty()) session.gate("network.credentials");
-            if (!spec.target.empty()) session.gate("placement.target");
-            if (!spec.mounts.empty()) session.gate("fs.mount");
-            if (!spec.ports.empty()) session.gate("network.port-publish");
-            if (!spec.packages.empty()) session.gate("provision.packages");
-            if (spec.network.enabled) {
-                session.gate("network.acl");
-                if (spec.network.deny_lan) session.gate("network.deny-lan");
+            env.session.gate("create");
+            const auto all = sandbox_names(*names, *count);
+            if (all.size() > 1 && !o->ports.empty()) {
+                throw Error(fmt::format("--port publishes a host port, which only one of the {} sandboxes can have",
+                                        all.size()),
+                            "create the sandbox that publishes the port on its own");
             }
-            for (const auto& widening : widenings(spec)) session.reporter().warning(widening);
-            for (const auto& budget : spec.network.budgets) {
-                session.reporter().notice(fmt::format("upload budget: {} bytes to {}", budget.bytes,
-                                                      policy::destination_text(budget.host, budget.port)));
-            }
-            if (spec.network.default_budget != 0) {
-                session.reporter().notice(
-                    fmt::format("upload budget: {} bytes to each other destination", spec.network.default_budget));
-            }
-            if (!session.globals().preview) {
-                auto secrets = std::move(spec.secrets);
-                spec = build_sandbox_spec(session, *o, true);
-                spec.secrets = std::move(secrets);
-            }
-            spec.keep_on_failure = o->keep_on_failure;
-            session.lock_instance(o->name);
-            session.lifecycle().create(spec);
-            if (!session.globals().preview) session.reporter().notice(fmt::format("created sandbox {}", o->name));
-            return 0;
+            return for_each_name(env.session, all, "created sandbox", [&](const std::string& name) {
+                auto one = *o;
+                one.name = name;
+                create_one(env.session, one);
+            });
         };
     });
 }

@@ -1,67 +1,11 @@
 // start, stop, delete (alias rm): the lifecycle verbs that take one or more names.
-#include <algorithm>
-#include <iostream>
-
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
-#include "agentctl/error.hpp"
 #include "cli/commands_list.hpp"
+#include "cli/for_each_name.hpp"
 #include "cli/sandbox_options.hpp"
 
 namespace agentctl::cli {
-namespace {
-
-// Each name once, in the order first given: `stop a a` stops a once.
-std::vector<std::string> unique_names(const std::vector<std::string>& names) {
-    std::vector<std::string> unique;
-    for (const auto& name : names) {
-        if (std::find(unique.begin(), unique.end(), name) == unique.end()) unique.push_back(name);
-    }
-    return unique;
-}
-
-// Runs `act` for each name in turn, as `docker rm a b` does: every name is
-// checked first; each success is reported (`agentctl: stopped NAME`); a
-// failure is reported (`agentctl: NAME: ...`) and the next name is still
-// tried; the exit status is the first failure's, 0 when every name worked. A
-// single name fails as any command does (its error propagates).
-int for_each_name(Session& session, const std::vector<std::string>& given, std::string_view done,
-                  const std::function<void(const std::string&)>& act) {
-    const auto names = unique_names(given);
-    for (const auto& name : names) validate_instance_name(name);
-    // Also ends the name's last step, so that a failure of the next name is
-    // never shown as a failure of this one's step.
-    auto report = [&](const std::string& name) {
-        if (!session.globals().preview) session.reporter().notice(fmt::format("{} {}", done, name));
-    };
-    if (names.size() == 1) {
-        act(names.front());
-        report(names.front());
-        return 0;
-    }
-    int status = 0;
-    std::vector<std::string> failed;
-    for (const auto& name : names) {
-        try {
-            act(name);
-            report(name);
-        } catch (const Error& e) {
-            session.fail_step();
-            std::cerr << fmt::format("agentctl: {}: {}\n", name, e.what());
-            if (!e.hint().empty()) std::cerr << "hint: " << e.hint() << "\n";
-            if (status == 0) status = e.code();
-            failed.push_back(name);
-        }
-    }
-    if (!failed.empty()) {
-        std::cerr << fmt::format("agentctl: {} of {} failed: {}\n", failed.size(), names.size(),
-                                 fmt::join(failed, " "));
-    }
-    return status;
-}
-
-}  // namespace
 
 void add_start(CLI::App& app, CommandEnv& env) {
     auto* cmd = app.add_subcommand("start", "Start one or more sandboxes with their network policy in force");

@@ -18,6 +18,7 @@ constexpr std::array k_commands{
     CommandEntry{"delete", &add_delete},
     CommandEntry{"list", &add_list},
     CommandEntry{"status", &add_status},
+    CommandEntry{"gc", &add_gc},
     CommandEntry{"shell", &add_shell},
     CommandEntry{"exec", &add_exec},
     CommandEntry{"cp", &add_cp},

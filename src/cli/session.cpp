@@ -166,6 +166,7 @@ Images& Session::images() { return gated(provider().images(), provider_entry().n
 EgressPolicy& Session::egress_policy() {
     return gated(provider().egress_policy(), provider_entry().name, "egress policy");
 }
+Collector& Session::collector() { return gated(provider().collector(), provider_entry().name, "collector"); }
 
 Provider& Session::provider() {
     if (m_state->provider) return *m_state->provider;

@@ -83,6 +83,7 @@ public:
     [[nodiscard]] Snapshots& snapshots();
     [[nodiscard]] Images& images();
     [[nodiscard]] EgressPolicy& egress_policy();
+    [[nodiscard]] Collector& collector();
 
     // Serialises agentctl processes acting on one sandbox; held until the session
     // ends. Says so on stderr when it has to wait for another agentctl. A name

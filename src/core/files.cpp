@@ -99,6 +99,25 @@ FileLock::FileLock(const std::filesystem::path& path, const std::function<void()
     }
 }
 
+std::unique_ptr<FileLock> FileLock::try_acquire(const std::filesystem::path& path, bool create) {
+    std::unique_ptr<FileLock> lock(new FileLock());
+    if (create) {
+        std::error_code ec;
+        std::filesystem::create_directories(path.parent_path(), ec);
+    }
+    lock->m_fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+    if (lock->m_fd < 0) {
+        if (errno == ENOENT && !create) return lock;
+        fail("cannot open lock file", path, errno);
+    }
+    while (::flock(lock->m_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        if (errno == EWOULDBLOCK) return nullptr;
+        fail("cannot lock", path, errno);
+    }
+    return lock;
+}
+
 FileLock::~FileLock() {
     if (m_fd >= 0) ::close(m_fd);  // closing releases the lock
 }

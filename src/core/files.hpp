@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,7 +31,16 @@ public:
     FileLock(const FileLock&) = delete;
     FileLock& operator=(const FileLock&) = delete;
 
+    // The lock if no other process holds it now, else null (never waits).
+    // Without `create`, a lock file that does not exist is free: null is not
+    // returned, and nothing is created (a lock that nobody took is held by
+    // nobody).
+    [[nodiscard]] static std::unique_ptr<FileLock> try_acquire(const std::filesystem::path& path, bool create = true);
+    // True when the lock was free (try_acquire without creating a file).
+    [[nodiscard]] bool held() const { return m_fd >= 0; }
+
 private:
+    FileLock() = default;
     int m_fd = -1;
 };
 

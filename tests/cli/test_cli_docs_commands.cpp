@@ -404,6 +404,8 @@ const std::vector<Entry> k_documented = {
     {"plain", Mode::Surface, "agentctl exec -- true"},
     {"plain", Mode::Surface, "agentctl cp ./src NAME:/workspace"},
     {"plain", Mode::Surface, "agentctl cp NAME:/workspace/out ./out"},
+    {"plain", Mode::Surface, "agentctl create a b c"},
+    {"plain", Mode::Surface, "agentctl create --count 3 work"},
 };
 
 const std::set<std::string> k_sandbox_names = {"demo", "work", "test"};

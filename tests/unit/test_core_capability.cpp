@@ -26,6 +26,7 @@ std::map<std::string, int> owners() {
     add(Snapshots::k_features);
     add(Images::k_features);
     add(EgressPolicy::k_features);
+    add(Collector::k_features);
     return count;
 }
 

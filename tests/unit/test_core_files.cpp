@@ -81,3 +81,28 @@ TEST_CASE("FileLock serialises two processes") {
     ::waitpid(child, &status, 0);
     CHECK(core::read_file(log) == "parent-start\nparent-end\nchild\n");
 }
+
+TEST_CASE("FileLock::try_acquire takes a free lock and never waits for a held one") {
+    TempDir dir;
+    const auto lock_path = dir.path / "locks/incus-demo.lock";
+    // Without create, a lock file nobody made is free, and stays unmade.
+    auto unmade = core::FileLock::try_acquire(lock_path, false);
+    REQUIRE(unmade != nullptr);
+    CHECK_FALSE(unmade->held());
+    CHECK_FALSE(std::filesystem::exists(lock_path));
+    core::FileLock held(lock_path);
+    // flock is per open file: another open of the same file is another holder.
+    CHECK(core::FileLock::try_acquire(lock_path) == nullptr);
+    CHECK(core::FileLock::try_acquire(lock_path, false) == nullptr);
+}
+
+TEST_CASE("FileLock::try_acquire holds the lock it took") {
+    TempDir dir;
+    const auto lock_path = dir.path / "gc.lock";
+    auto lock = core::FileLock::try_acquire(lock_path);
+    REQUIRE(lock != nullptr);
+    CHECK(lock->held());
+    CHECK(core::FileLock::try_acquire(lock_path) == nullptr);
+    lock.reset();
+    CHECK(core::FileLock::try_acquire(lock_path) != nullptr);
+}

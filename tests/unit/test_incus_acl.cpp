@@ -220,6 +220,17 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
     check_nft_accepts({script, firewall_delete_script("agc-0123456789a")});
 }
 
+TEST_CASE("firewall_bridges: the bridges of agentctl's tables, from nft's JSON", "[firewall]") {
+    const std::string listing = R"({"nftables": [{"metainfo": {"version": "1.0.6", "json_schema_version": 1}},
+        {"table": {"family": "inet", "name": "agentctl-agc-0123456789a", "handle": 7}},
+        {"table": {"family": "ip", "name": "agentctl-agc-fffffffffff", "handle": 8}},
+        {"table": {"family": "inet", "name": "incus", "handle": 9}},
+        {"table": {"family": "inet", "name": "mine", "handle": 10}}]})";
+    CHECK(firewall_bridges(listing) == std::vector<std::string>{"agc-0123456789a"});
+    CHECK(firewall_bridges(R"({"nftables": []})").empty());
+    CHECK_THROWS_WITH(firewall_bridges("table inet x {}"), Catch::Contains("nft's JSON"));
+}
+
 TEST_CASE("ACL payload", "[acl]") {
     AclRules rules;
     rules.egress.push_back({{"action", "allow"}});

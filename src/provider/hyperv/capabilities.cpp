@@ -98,6 +98,9 @@ constexpr std::array k_entries{
           "drives (--target is for Incus clusters today)"},
     Entry{"network.credentials", Status::UnderDevelopment,
           "credential injection needs the egress proxy, which Hyper-V sandboxes do not have yet"},
+    Entry{"gc", Status::UnderDevelopment,
+          "finding what an interrupted create left is not built on Hyper-V; `agentctl delete NAME` removes what "
+          "agentctl made for NAME"},
 };
 
 }  // namespace

@@ -40,6 +40,9 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
     m.set("network.credentials", CapabilityStatus::UnderDevelopment,
           "the egress proxy injects secrets, but handing a Lima guest its placeholders and the sandbox CA is not built "
           "yet; use Incus");
+    m.set("gc", CapabilityStatus::UnderDevelopment,
+          "finding what an interrupted create left is not built on Lima; `agentctl delete NAME` removes a half-made "
+          "instance and its proxy");
     return m;
 }
 

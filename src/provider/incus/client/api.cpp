@@ -167,6 +167,11 @@ Json Api::instances() {
     return metadata.is_array() ? metadata : Json::array();
 }
 
+Json Api::instances_in_every_project() {
+    auto metadata = m_client.query("GET", "/1.0/instances?all-projects=true&recursion=1").metadata;
+    return metadata.is_array() ? metadata : Json::array();
+}
+
 Json Api::instance_state(const std::string& name) {
     auto metadata = m_client.query("GET", fmt::format("/1.0/instances/{}/state", name)).metadata;
     return metadata.is_object() ? metadata : Json::object();
@@ -273,6 +278,11 @@ bool Api::delete_network(const std::string& name) {
 
 std::optional<Json> Api::acl(const std::string& name) {
     return get_optional(fmt::format("/1.0/network-acls/{}", name));
+}
+
+Json Api::acls() {
+    auto metadata = m_client.query("GET", "/1.0/network-acls?recursion=1").metadata;
+    return metadata.is_array() ? metadata : Json::array();
 }
 
 void Api::create_acl(const Json& payload) { run("POST", "/1.0/network-acls", &payload, 60); }

@@ -57,6 +57,9 @@ public:
     std::optional<Json> instance(const std::string& name);
     // GET /1.0/instances?recursion=2: every instance with its state.
     Json instances();
+    // GET /1.0/instances?all-projects=true&recursion=1: every instance of
+    // every project (each with its "project"), without state.
+    Json instances_in_every_project();
     // GET /1.0/instances/NAME/state.
     Json instance_state(const std::string& name);
     // POST /1.0/instances, waited on; with `target`, on that cluster member (?target=).
@@ -92,6 +95,7 @@ public:
     bool delete_network(const std::string& name);
 
     std::optional<Json> acl(const std::string& name);
+    Json acls();  // recursion=1
     void create_acl(const Json& payload);
     void put_acl(const std::string& name, const Json& payload);  // `name` dropped from the body
     bool delete_acl(const std::string& name);

@@ -21,7 +21,8 @@ constexpr std::string_view k_wait_timed_out = "context deadline exceeded";
 
 std::string with_project(std::string_view path, std::string_view project) {
     std::string target(path);
-    if (!project.empty()) {
+    // Incus refuses a project next to all-projects.
+    if (!project.empty() && !contains(path, "all-projects=true")) {
         target += (target.find('?') == std::string::npos ? '?' : '&');
         target += "project=";
         target += project;
@@ -154,13 +155,13 @@ private:
         return std::string(path.substr(0, slash));
     }
 
-    // What a preview may ask the daemon: the sandbox's instance, bridges and
-    // ACLs, and what the real command checks before it makes anything (the
+    // What a preview may ask the daemon: the sandbox's instance (and the list
+    // of instances, which gc reads), bridges and ACLs, and what the real command checks before it makes anything (the
     // server's drivers and cluster, the images), so that a preview is refused
     // where the real command would be.
     static bool readable(std::string_view path) {
         const auto bare = path.substr(0, path.find('?'));
-        if (bare == "/1.0" || bare == "/1.0/cluster/members") return true;
+        if (bare == "/1.0" || bare == "/1.0/cluster/members" || bare == "/1.0/instances") return true;
         for (std::string_view prefix : {"/1.0/instances/", "/1.0/networks", "/1.0/network-acls", "/1.0/images/"}) {
             if (path.starts_with(prefix)) return true;
         }

@@ -99,6 +99,20 @@ std::unique_ptr<core::FileLock> IncusProvider::lock_network() const {
     return std::make_unique<core::FileLock>(host_network_lock_path());
 }
 
+std::function<void(const PortForward&)> IncusProvider::port_wait_notice() const {
+    return [this](const PortForward& port) {
+        m_context.reporter.notice(
+            fmt::format("waiting for another agentctl that publishes host port {}/{}", port.host_port, port.protocol));
+    };
+}
+
+std::unique_ptr<core::FileLock> IncusProvider::lock_sandbox(const std::string& name) const {
+    if (m_api.preview()) return nullptr;
+    return std::make_unique<core::FileLock>(host_sandbox_lock_path(name), [&] {
+        m_context.reporter.notice(fmt::format("waiting for another agentctl that is working on {}", name));
+    });
+}
+
 void IncusProvider::patch_bridge(const std::string& bridge, const Json& config) {
     const auto lock = lock_network();
     m_api.patch_network_config(bridge, config);
@@ -187,6 +201,7 @@ void IncusProvider::refuse_mounts_elsewhere(const std::vector<Mount>& mounts) co
 
 void IncusProvider::create(const SandboxSpec& requested) {
     check_sandbox_name(requested.name);
+    const auto lock = lock_sandbox(requested.name);
     m_api.require_extensions();
     auto existing = m_api.instance(requested.name);
     if (existing && config_value(*existing, key::k_managed) == "true" &&
@@ -210,7 +225,9 @@ void IncusProvider::create(const SandboxSpec& requested) {
     refuse_mounts_elsewhere(spec.mounts);
     if (!spec.agent.empty()) refuse_agent_without_tools(spec);
     // A published port listens on the server: only this machine's ports can be checked here.
+    std::vector<std::unique_ptr<core::FileLock>> reserved;
     if (server_is_this_machine()) {
+        if (!m_api.preview()) reserved = reserve_host_ports(spec.ports, port_wait_notice());
         for (const auto& port : spec.ports) check_host_port_free(port);
     }
     spec.target = place(spec);
@@ -508,6 +525,7 @@ void IncusProvider::remove(const std::string& name, bool force) {
     // An agentctl killed mid-create leaves its operations running in the
     // daemon, and while they run the instance is busy and its bridge in use:
     // wait for them and retry, for a bounded time.
+    const auto lock = lock_sandbox(name);
     retry_transient(
         [&] {
             if (m_api.wait_for_instance_operations(name, 120) > 0) {

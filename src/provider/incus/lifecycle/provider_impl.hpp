@@ -2,6 +2,7 @@
 // of verbs). Only the factory in incus_provider.hpp is public.
 #pragma once
 
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -38,7 +39,7 @@ inline constexpr int k_install_timeout = 1800;
 void check_subordinate_ids(const IdentityMap& map);
 
 class IncusProvider final
-    : public Implements<Lifecycle, Commands, Console, EgressLog, Snapshots, Images, EgressPolicy> {
+    : public Implements<Lifecycle, Commands, Console, EgressLog, Snapshots, Images, EgressPolicy, Collector> {
 public:
     // `egress`: the host placement of the sandboxes' proxies; `egress_instance`:
     // the companion-instance placement (egress_host.hpp).
@@ -73,6 +74,7 @@ public:
     void image_build(const std::string& output, const std::string& base,
                      const std::vector<std::string>& packages) override;
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
+    [[nodiscard]] std::vector<Leftover> collect() override;
 
 private:
     // One run of the confinement probe battery (provider_confinement.cpp).
@@ -106,6 +108,11 @@ private:
     // bridge's subnet and host ids are chosen until it exists, and around
     // every change and delete of a bridge; null under --preview.
     [[nodiscard]] std::unique_ptr<core::FileLock> lock_network() const;
+    // The host's lock of sandbox `name` (host_sandbox_lock_path), held by
+    // create and delete from start to end; null under --preview.
+    [[nodiscard]] std::unique_ptr<core::FileLock> lock_sandbox(const std::string& name) const;
+    // What a create or start says while it waits for a host port's lock (reserve_host_ports).
+    [[nodiscard]] std::function<void(const PortForward&)> port_wait_notice() const;
     // POST /1.0/networks for the sandbox's bridge; in a cluster first pending
     // on every member, then globally (Incus's two-step contract).
     // Under --preview, a `target` stands for the cluster's members.
@@ -181,6 +188,17 @@ private:
     // sandbox holds: throws agentctl::Error naming that project.
     void refuse_name_of_other_project(const std::string& name);
     void remove_once(const std::string& name, bool force);
+
+    // provider_gc.cpp: the leftovers as they are now. `held`: the sandbox locks
+    // gc holds, null for a sandbox whose lock another agentctl holds (it is
+    // left out, and said so once).
+    struct Scan;
+    std::vector<Leftover> find_leftovers(std::map<std::string, std::unique_ptr<core::FileLock>>& held);
+    // Removes the leftovers of sandbox `name` (gc holds its lock).
+    void remove_leftovers_of(const std::string& name);
+    // Removes the host's firewall tables and cgroups of bridges that no
+    // longer exist, under the host's network lock.
+    void remove_stray_host_pieces(const std::vector<Leftover>& found);
 
     // provider_lifecycle.cpp
     // Everything after a boot: wait until ready, user bootstrap, confinement

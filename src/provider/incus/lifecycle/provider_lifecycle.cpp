@@ -315,7 +315,12 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
             replace_mounts(name, instance, mounts);
             instance = require_instance(name);
         }
-        for (const auto& p : parse_ports_record(config_value(instance, key::k_ports))) check_host_port_free(p);
+        const auto ports = parse_ports_record(config_value(instance, key::k_ports));
+        // Held until the instance has started (host_ports.hpp).
+        const auto reserved = server_is_this_machine() && !m_api.preview()
+                                  ? reserve_host_ports(ports, port_wait_notice())
+                                  : std::vector<std::unique_ptr<core::FileLock>>{};
+        for (const auto& p : ports) check_host_port_free(p);
         const auto checked = m_api.preview() ? std::vector<std::pair<dev_t, ino_t>>{} : identities(mounts);
         const auto pass = open_start_gate(name, instance);
         m_context.reporter.step(fmt::format("starting {}", name));

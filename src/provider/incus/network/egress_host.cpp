@@ -45,6 +45,14 @@ Ipv4Net proxy_address(ProxyPlacement placement, const Ipv4Net& bridge) {
     return placement == ProxyPlacement::Instance ? bridge.host(3) : bridge.host(1);
 }
 
+std::string proxy_record_path(const std::string& state_dir) {
+    return (std::filesystem::path(state_dir) / "egress-proxy.process").string();
+}
+
+std::string resolver_record_path(const std::string& state_dir) {
+    return (std::filesystem::path(state_dir) / "resolver.process").string();
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -64,9 +72,9 @@ struct Paths {
     fs::path pid() const { return run / "egress-proxy.pid"; }
     fs::path log() const { return run / "egress.log"; }
     fs::path output() const { return dir / "egress-proxy.out"; }
-    fs::path record() const { return dir / "egress-proxy.process"; }
+    fs::path record() const { return proxy_record_path(dir.string()); }
     fs::path resolver_output() const { return dir / "resolver.out"; }
-    fs::path resolver_record() const { return dir / "resolver.process"; }
+    fs::path resolver_record() const { return resolver_record_path(dir.string()); }
     // Where the resolver an earlier agentctl started (as root, dropping to
     // nobody) wrote its pid.
     fs::path earlier_resolver_pid() const { return dir / "resolver.pid"; }

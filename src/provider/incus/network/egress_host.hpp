@@ -64,6 +64,11 @@ struct EgressSite {
     HostRecord host;
 };
 
+// The files in a sandbox's host directory (EgressSite::host.state_dir) that
+// record the proxy and the resolver agentctl started (process_identity.hpp).
+[[nodiscard]] std::string proxy_record_path(const std::string& state_dir);
+[[nodiscard]] std::string resolver_record_path(const std::string& state_dir);
+
 struct ProxyStatus {
     int pid = 0;       // 0: not running (as agentctl started it)
     unsigned uid = 0;  // the user it runs as, while running

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -70,16 +71,36 @@ fs::path make_dir(const fs::path& dir) {
     return dir;
 }
 
+// Where the `agentctl/` cgroups are: one directory on v2, one per controller on v1.
+std::vector<fs::path> parents_of(const std::string& root, bool v2) {
+    if (v2) return {fs::path(root) / k_parent};
+    return {fs::path(root) / "memory" / k_parent, fs::path(root) / "pids" / k_parent};
+}
+
 std::vector<std::string> dirs_of(const std::string& name, const std::string& root, bool v2) {
-    if (v2) return {(fs::path(root) / k_parent / name).string()};
-    return {(fs::path(root) / "memory" / k_parent / name).string(),
-            (fs::path(root) / "pids" / k_parent / name).string()};
+    std::vector<std::string> dirs;
+    for (const auto& parent : parents_of(root, v2)) dirs.push_back((parent / name).string());
+    return dirs;
 }
 
 }  // namespace
 
 std::vector<std::string> cgroup_dirs(const std::string& name, const std::string& root) {
     return dirs_of(name, root, unified(root));
+}
+
+std::vector<std::string> cgroup_names(const std::string& root) {
+    std::vector<std::string> names;
+    for (const auto& parent : parents_of(root, unified(root))) {
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(parent, ec)) {
+            auto name = entry.path().filename().string();
+            if (entry.is_directory(ec) && std::find(names.begin(), names.end(), name) == names.end()) {
+                names.push_back(std::move(name));
+            }
+        }
+    }
+    return names;
 }
 
 PreparedCgroup prepare_cgroup(const std::string& name, const CgroupLimits& limits, const std::string& root) {

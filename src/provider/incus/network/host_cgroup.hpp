@@ -30,6 +30,10 @@ struct CgroupLimits {
 // The cgroup directories of `name` under `root`, whether they exist or not.
 [[nodiscard]] std::vector<std::string> cgroup_dirs(const std::string& name, const std::string& root = "/sys/fs/cgroup");
 
+// The names that have a cgroup `agentctl/NAME` under `root` (in any of its
+// hierarchies).
+[[nodiscard]] std::vector<std::string> cgroup_names(const std::string& root = "/sys/fs/cgroup");
+
 struct PreparedCgroup {
     std::vector<std::string> procs;  // the cgroup.procs files a process joins
     // A limit lowered below what the cgroup still holds (sockets a stopped

@@ -1,6 +1,9 @@
 #include "provider/incus/network/host_firewall.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "agentctl/error.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -62,6 +65,23 @@ table inet {table} {{
                        fmt::arg("table", table), fmt::arg("bridge", spec.bridge), fmt::arg("gw", spec.gateway),
                        fmt::arg("host_dns", host_dns), fmt::arg("host_tcp", host_tcp), fmt::arg("uid", spec.proxy_uids),
                        fmt::arg("direct", direct), fmt::arg("companion", companion), fmt::arg("bridged", bridged));
+}
+
+std::vector<std::string> firewall_bridges(const std::string& nft_json) {
+    const auto document = nlohmann::json::parse(nft_json, nullptr, false);
+    if (!document.is_object() || !document.contains("nftables") || !document["nftables"].is_array()) {
+        throw Error("nft -j list tables did not print nft's JSON", "check that nft runs: nft -j list tables");
+    }
+    const auto prefix = firewall_table("");
+    std::vector<std::string> bridges;
+    for (const auto& entry : document["nftables"]) {
+        if (!entry.is_object() || !entry.contains("table")) continue;
+        const auto& table = entry["table"];
+        const auto name = table.value("name", std::string());
+        if (table.value("family", std::string()) != "inet" || !name.starts_with(prefix)) continue;
+        bridges.push_back(name.substr(prefix.size()));
+    }
+    return bridges;
 }
 
 std::string firewall_delete_script(const std::string& bridge) {

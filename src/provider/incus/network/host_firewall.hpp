@@ -66,6 +66,10 @@ struct FirewallSpec {
 // The `nft -f -` input that (re)defines the table.
 [[nodiscard]] std::string firewall_script(const FirewallSpec& spec);
 
+// The bridges whose agentctl table the host has, from `nft -j list tables`.
+// Throws agentctl::Error when `nft_json` is not nft's JSON.
+[[nodiscard]] std::vector<std::string> firewall_bridges(const std::string& nft_json);
+
 // The `nft -f -` input that removes the table if it exists.
 [[nodiscard]] std::string firewall_delete_script(const std::string& bridge);
 

@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -43,6 +45,23 @@ void check_host_port_free(const PortForward& port) {
                                 err == EADDRINUSE ? "the port is already in use on this host" : std::strerror(err)),
                     "pick a free host port: --port HOST:GUEST");
     }
+}
+
+std::vector<std::unique_ptr<core::FileLock>> reserve_host_ports(
+    const std::vector<PortForward>& ports, const std::function<void(const PortForward&)>& on_wait) {
+    auto ordered = ports;
+    const auto key = [](const PortForward& p) { return std::tie(p.protocol, p.host_port); };
+    std::sort(ordered.begin(), ordered.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+    ordered.erase(
+        std::unique(ordered.begin(), ordered.end(), [&](const auto& a, const auto& b) { return key(a) == key(b); }),
+        ordered.end());
+    std::vector<std::unique_ptr<core::FileLock>> locks;
+    for (const auto& port : ordered) {
+        locks.push_back(std::make_unique<core::FileLock>(
+            fmt::format("/run/lock/agentctl-incus-port-{}-{}.lock", port.protocol, port.host_port),
+            [&] { on_wait(port); }));
+    }
+    return locks;
 }
 
 }  // namespace agentctl::provider::incus

@@ -63,6 +63,10 @@ bool id_known_on_host(uid_t id) { return ::getpwuid(id) != nullptr || ::getgrgid
 
 std::string host_network_lock_path() { return "/run/lock/agentctl-incus-network.lock"; }
 
+std::string host_sandbox_lock_path(const std::string& sandbox) {
+    return fmt::format("/run/lock/agentctl-incus-sandbox-{}.lock", sandbox);
+}
+
 std::string default_state_dir(const ProviderContext& context, const std::string& sandbox) {
     namespace fs = std::filesystem;
     const fs::path base =
