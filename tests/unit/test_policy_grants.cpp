@@ -10,7 +10,7 @@
 
 using namespace agentctl::policy;
 
-TEST_CASE("--for takes a duration above 0 and at most 366 days") {
+TEST_CASE("policy add --for takes a duration above 0 and at most 366 days") {
     CHECK(parse_grant_duration("90s") == 90);
     CHECK(parse_grant_duration("30m") == 1800);
     CHECK(parse_grant_duration("1h30m") == 5400);
