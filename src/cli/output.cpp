@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "provider/common/probes.hpp"
+#include "core/utc_time.hpp"
 
 namespace agentctl::cli {
 
@@ -218,7 +218,7 @@ void print_instance_status(std::ostream& out, const InstanceInfo& info) {
 }
 
 std::string utc_time(std::int64_t seconds) {
-    return provider::common::utc_stamp(std::chrono::system_clock::time_point(std::chrono::seconds(seconds)));
+    return core::utc_stamp(std::chrono::system_clock::time_point(std::chrono::seconds(seconds)));
 }
 
 }  // namespace agentctl::cli

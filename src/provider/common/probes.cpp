@@ -1,9 +1,10 @@
 #include "provider/common/probes.hpp"
 
-#include <ctime>
 #include <sstream>
 
 #include <fmt/format.h>
+
+#include "core/utc_time.hpp"
 
 namespace agentctl::provider::common {
 
@@ -53,18 +54,9 @@ BatterySummary summarise(const std::vector<ProbeResult>& results) {
     return summary;
 }
 
-std::string utc_stamp(std::chrono::system_clock::time_point when) {
-    const std::time_t t = std::chrono::system_clock::to_time_t(when);
-    std::tm tm{};
-    ::gmtime_r(&t, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return stamp;
-}
-
 ConfinementStatus confinement_line(const BatterySummary& summary, std::chrono::system_clock::time_point when,
                                    std::string_view source_note) {
-    const auto stamp = utc_stamp(when);
+    const auto stamp = core::utc_stamp(when);
     std::string skipped;
     for (const auto* r : summary.skipped) skipped += fmt::format("{}{}", skipped.empty() ? "" : ", ", r->name);
     if (!skipped.empty()) skipped = fmt::format(", {} skipped: {}", summary.skipped.size(), skipped);

@@ -67,7 +67,4 @@ struct BatterySummary {
 // The note for probes the guest ran and reported: its word, which root inside can forge.
 inline constexpr std::string_view k_guest_word = "reported by the guest";
 
-// `when` as RFC 3339 in UTC, to the second: "2026-11-30T12:00:00Z".
-[[nodiscard]] std::string utc_stamp(std::chrono::system_clock::time_point when);
-
 }  // namespace agentctl::provider::common

@@ -9,7 +9,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
-#include "provider/common/probes.hpp"
+#include "core/utc_time.hpp"
 #include "provider/lima/lima_backend.hpp"
 #include "provider/lima/lima_paths.hpp"
 #include "provider/lima/loopback.hpp"
@@ -131,7 +131,7 @@ void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& imag
         state.name = spec.name;
         state.image = image;
         state.profiles = spec.profiles;
-        state.created_at = common::utc_stamp(std::chrono::system_clock::now());
+        state.created_at = core::utc_stamp(std::chrono::system_clock::now());
         state.user = spec.user.empty() ? "agent" : spec.user;
         state.unrestricted = !confined;
         state.dns_disabled = settings.dns_disabled;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "core/utc_time.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/lifecycle/provider_impl.hpp"
 
@@ -92,7 +93,7 @@ std::map<std::string, std::string> IncusProvider::evidence_records(const std::st
     return {{std::string(key::k_confinement), to_string(line)},
             {std::string(key::k_confinement_probes), probes.dump()},
             {std::string(key::k_confinement_source), probed ? (run.by_host ? "host" : "guest") : ""},
-            {std::string(key::k_confinement_at), common::utc_stamp(std::chrono::system_clock::now())},
+            {std::string(key::k_confinement_at), core::utc_stamp(std::chrono::system_clock::now())},
             {std::string(key::k_confinement_pid), probed && run.pid > 0 ? std::to_string(run.pid) : ""},
             {std::string(key::k_confinement_firewall), firewall}};
 }
