@@ -72,9 +72,10 @@ struct ProviderContext {
     // Checks the recorded mounts of sandbox NAME again with the rules `create`
     // applied (the mountPolicy of `profiles`, the built-in deny list), from
     // their canonical paths: returns them unchanged, or throws agentctl::Error
-    // when one is refused or no longer resolves to the recorded path. Providers
-    // call it right before anything boots with those mounts (start, snapshot
-    // restore). Empty in tests that do not exercise mounts.
+    // when one is refused or no longer resolves to the recorded path. Every
+    // provider calls it (through common::recheck_recorded_mounts) right before
+    // anything boots with recorded mounts (start, snapshot restore); a sandbox
+    // with mounts does not start when it is not set.
     std::function<void(const std::string& name, const std::vector<std::string>& profiles,
                        const std::vector<Mount>& recorded)>
         recheck_mounts = {};

@@ -20,6 +20,8 @@
 
 #include "agentctl/provider.hpp"
 #include "core/files.hpp"
+#include "policy/profile_store.hpp"
+#include "policy/sandbox_spec.hpp"
 #include "provider/lima/lima_paths.hpp"
 #include "provider/lima/lima_provider.hpp"
 #include "provider/lima/proxy_process.hpp"
@@ -94,6 +96,18 @@ public:
                     .runtime_dir = (m_home / ".local" / "state" / "agentctl" / "run").string()} {
         fs::create_directories(m_home / ".lima" / "_config");
         fs::create_directories(workspace());
+        // The start-time mount check the CLI installs, with this world's home.
+        m_context.recheck_mounts = [this](const std::string& name, const std::vector<std::string>& profiles,
+                                          const std::vector<agentctl::Mount>& recorded) {
+            agentctl::policy::Environment env;
+            env.home = env.cwd = m_home.string();
+            env.user_dir = (m_home / ".config" / "agentctl" / "profiles").string();
+            env.org_dir = (m_home / "org-profiles").string();
+            env.config_dir = m_context.config_dir;
+            env.state_dir = m_context.state_dir;
+            env.runtime_dir = m_context.runtime_dir;
+            agentctl::policy::recheck_start_mounts(name, profiles, recorded, env);
+        };
     }
 
     ~LimaWorld() {

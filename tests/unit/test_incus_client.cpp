@@ -274,3 +274,17 @@ TEST_CASE("no daemon: the error names the socket and how to start one", "[client
         CHECK_THAT(e.hint(), Catch::Contains("up.sh"));
     }
 }
+
+TEST_CASE("incus client: the status of an instance or operation is read in one place", "[incus][client]") {
+    CHECK(instance_running(Json{{"status", "Running"}, {"status_code", 103}}));
+    CHECK_FALSE(instance_running(Json{{"status", "Stopped"}}));
+    CHECK_FALSE(instance_running(Json{{"status", "running"}}));  // Incus's names are exact
+    CHECK(operation_in_progress(Json{{"status", "Pending"}}));
+    CHECK(operation_in_progress(Json{{"status", "Running"}}));
+    CHECK_FALSE(operation_in_progress(Json{{"status", "Success"}}));
+    CHECK(incus_status(Json{{"status", "Frozen"}}) == IncusStatus::Frozen);
+    CHECK(incus_status(Json{{"status", "Cancelled"}}) == IncusStatus::Cancelled);
+    CHECK(incus_status(Json{{"status", 103}}) == IncusStatus::Other);
+    CHECK(incus_status(Json::object()) == IncusStatus::Other);
+    CHECK(incus_status(Json::array()) == IncusStatus::Other);
+}

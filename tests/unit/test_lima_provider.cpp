@@ -5,6 +5,8 @@
 #include <chrono>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -290,6 +292,35 @@ TEST_CASE("a guest that gets out is stopped and start fails", "[lima][fake]") {
     CHECK(world.verbs().back() == "stop");
     CHECK(provider->lifecycle().status("demo").status == "Stopped");
     CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
+}
+
+TEST_CASE("a writable mount swapped for a symlink while stopped is refused at start, before limactl starts",
+          "[lima][fake][mounts]") {
+    LimaWorld world;
+    auto provider = world.provider();
+    provider->lifecycle().create(demo_spec(world));
+    // While the sandbox is stopped, its writable workspace becomes a symlink to ~/.ssh.
+    fs::create_directories(world.home() / ".ssh");
+    fs::remove_all(world.workspace());
+    fs::create_directory_symlink(world.home() / ".ssh", world.workspace());
+    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}), Catch::Contains(world.workspace().string()));
+    const auto verbs = world.verbs();
+    CHECK(std::count(verbs.begin(), verbs.end(), "start") == 0);  // limactl was never asked to start it
+    CHECK(provider->lifecycle().status("demo").status == "Stopped");
+
+    // --preview refuses the same way
+    world.context().preview = true;
+    CHECK_THROWS_WITH(world.provider()->lifecycle().start("demo", {}), Catch::Contains(world.workspace().string()));
+}
+
+TEST_CASE("a sandbox with mounts does not start when nothing checks them", "[lima][fake][mounts]") {
+    LimaWorld world;
+    world.context().recheck_mounts = {};
+    auto provider = world.provider();
+    provider->lifecycle().create(demo_spec(world));
+    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}), Catch::Contains("nothing to check them with"));
+    const auto verbs = world.verbs();
+    CHECK(std::count(verbs.begin(), verbs.end(), "start") == 0);
 }
 
 TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not verified", "[lima][fake]") {

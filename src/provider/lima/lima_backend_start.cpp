@@ -258,7 +258,11 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
     }
     const std::vector<Mount>* mounts = request.mounts ? &*request.mounts : nullptr;
     const auto expression = start_edit(state, mounts);
+    // The sticky mounts are checked again from their canonical paths (a
+    // directory swapped for a symlink since create is refused); mounts this
+    // start was given were checked just now by the same rules.
     if (m_ctx.preview) {
+        if (!mounts) common::recheck_recorded_mounts(m_ctx, name, state.profiles, state.mounts);
         preview_start(state, expression, mounts);
         return;
     }
@@ -275,6 +279,7 @@ void LimaBackend::start(const std::string& name, const StartRequest& request) {
         return;
     }
     refuse_start_conflicts(state);
+    if (!mounts) common::recheck_recorded_mounts(m_ctx, name, state.profiles, state.mounts);
     configure(state, expression, mounts);
     boot(state);
     if (!state.agent.empty() && !state.agent_installed) install_agent(state);

@@ -124,8 +124,7 @@ Json Api::wait(const std::string& operation, int timeout_seconds) {
         const auto left = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now());
         const int slice = static_cast<int>(std::clamp<long>(left.count(), 1, 30));
         auto op = m_client.wait(operation, slice);
-        const auto status = op.value("status", std::string("Success"));
-        if (status != "Running" && status != "Pending") return op;
+        if (!operation_in_progress(op)) return op;
         if (std::chrono::steady_clock::now() >= deadline) {
             throw Error(fmt::format("Incus operation \"{}\" did not finish within {} s",
                                     op.value("description", operation), timeout_seconds),

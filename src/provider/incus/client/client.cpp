@@ -65,9 +65,8 @@ public:
             if (!contains(e.what(), k_wait_timed_out)) throw;
             return Json{{"id", operation_id(operation)}, {"status", "Running"}};
         }
+        if (incus_status(op) == IncusStatus::Success || operation_in_progress(op)) return op;
         const auto status = op.value("status", std::string());
-        if (status == "Success") return op;
-        if (status == "Running" || status == "Pending") return op;
         const auto err = op.value("err", std::string());
         const int code = op.value("status_code", 0);
         throw IncusError(fmt::format("Incus operation \"{}\" failed: {}", op.value("description", std::string("?")),
@@ -270,6 +269,18 @@ Response parse_envelope(std::string_view body, int http_status) {
     response.operation = document.value("operation", std::string());
     if (auto it = document.find("metadata"); it != document.end()) response.metadata = std::move(*it);
     return response;
+}
+
+IncusStatus incus_status(const Json& object) {
+    static const std::map<std::string, IncusStatus, std::less<>> names{
+        {"Running", IncusStatus::Running},     {"Pending", IncusStatus::Pending}, {"Stopped", IncusStatus::Stopped},
+        {"Frozen", IncusStatus::Frozen},       {"Success", IncusStatus::Success}, {"Failure", IncusStatus::Failure},
+        {"Cancelled", IncusStatus::Cancelled},
+    };
+    const auto* status = object.is_object() && object.contains("status") ? &object["status"] : nullptr;
+    if (status == nullptr || !status->is_string()) return IncusStatus::Other;
+    const auto found = names.find(status->get_ref<const std::string&>());
+    return found == names.end() ? IncusStatus::Other : found->second;
 }
 
 IncusRefusal classify_refusal(std::string_view incus_error) {

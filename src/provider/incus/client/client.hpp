@@ -123,6 +123,20 @@ struct Response {
 // Empty when nothing useful can be said.
 [[nodiscard]] std::string hint_for_incus_error(std::string_view error, int code);
 
+// The `status` of an Incus instance or operation (Incus's shared/api status
+// codes by name), read in one place.
+enum class IncusStatus { Running, Pending, Stopped, Frozen, Success, Failure, Cancelled, Other };
+[[nodiscard]] IncusStatus incus_status(const Json& object);
+// An instance that is running.
+[[nodiscard]] inline bool instance_running(const Json& instance) {
+    return incus_status(instance) == IncusStatus::Running;
+}
+// An operation that has not finished yet.
+[[nodiscard]] inline bool operation_in_progress(const Json& operation) {
+    const auto status = incus_status(operation);
+    return status == IncusStatus::Running || status == IncusStatus::Pending;
+}
+
 class Client {
 public:
     virtual ~Client() = default;

@@ -105,8 +105,6 @@ std::string IncusProvider::backend_version() {
     return fmt::format("{} {}", server == "incus" ? "Incus" : server, version);
 }
 
-bool IncusProvider::running(const Json& instance) { return instance.value("status", std::string()) == "Running"; }
-
 std::string IncusProvider::config_value(const Json& instance, std::string_view key) {
     const auto& config = instance.contains("config") ? instance["config"] : Json::object();
     auto it = config.find(std::string(key));

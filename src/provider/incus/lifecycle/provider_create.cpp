@@ -401,7 +401,7 @@ int IncusProvider::remove_pieces(const std::string& name) {
     // A create that failed after booting leaves the instance running, and Incus
     // deletes only stopped instances. (Callers have checked that it is ours.)
     const auto instance = m_api.instance(name);
-    if (instance && running(*instance)) m_api.change_state(name, state_payload("stop", true, -1), 120);
+    if (instance && instance_running(*instance)) m_api.change_state(name, state_payload("stop", true, -1), 120);
     // A preview asks for the companion only when the sandbox records one; a
     // real delete always looks (a create may have stopped before recording).
     const bool companion = !m_api.preview() || (instance && placement_of(*instance) == ProxyPlacement::Instance);
@@ -462,7 +462,7 @@ bool IncusProvider::remove_bridge(const std::string& name) {
     // global create leaves it pending for good, without config: Incus refuses
     // every key but the member-specific ones on a pending definition, so only
     // its name (agentctl's, derived from the sandbox's) says whose it is.
-    const auto pending = [](const Json& net) { return net.value("status", "") == "Pending"; };
+    const auto pending = [](const Json& net) { return incus_status(net) == IncusStatus::Pending; };
     const auto never_created = [&](const Json& net) { return pending(net) && owner_of(net).empty(); };
     for (int i = 0; i < 300 && network && pending(*network) && !never_created(*network); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -547,7 +547,7 @@ void IncusProvider::remove_once(const std::string& name, bool force) {
             throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
                         "agentctl only deletes its own sandboxes; use `incus delete` for others");
         }
-        if (running(*instance)) {
+        if (instance_running(*instance)) {
             if (!force) {
                 throw Error(fmt::format("sandbox {} is running", name),
                             "stop it first (agentctl stop " + name + ") or pass --force");

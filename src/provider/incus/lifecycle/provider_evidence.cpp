@@ -110,7 +110,7 @@ void IncusProvider::read_evidence(const Json& instance, InstanceInfo& info) {
         }
     }
     const auto recorded = info.confinement;
-    if (!running(instance) && recorded.state == ConfinementState::Verified) {
+    if (!instance_running(instance) && recorded.state == ConfinementState::Verified) {
         info.confinement = {ConfinementState::NotVerified,
                             fmt::format("the sandbox is not running (last verified: {}); `agentctl start {}` "
                                         "checks it again",
@@ -119,7 +119,7 @@ void IncusProvider::read_evidence(const Json& instance, InstanceInfo& info) {
 }
 
 void IncusProvider::judge_confinement(const std::string& name, const Json& instance, InstanceInfo& info) {
-    if (!info.network || !info.network->enabled || m_api.preview() || !running(instance)) return;
+    if (!info.network || !info.network->enabled || m_api.preview() || !instance_running(instance)) return;
     const auto recorded = info.confinement;
     auto& missing = info.evidence.missing;
     const auto verified_pid = config_value(instance, key::k_confinement_pid);

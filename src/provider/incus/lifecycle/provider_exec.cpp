@@ -55,7 +55,7 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
 int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     if (request.argv.empty()) throw Error("exec needs a command", "agentctl exec NAME -- CMD [ARGS...]");
     auto instance = require_instance(name);
-    if (!running(instance)) {
+    if (!instance_running(instance)) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
     if (!request.cwd.empty() && !m_context.preview) require_directory(name, instance, request);
@@ -115,8 +115,7 @@ int IncusProvider::exec_outcome(const std::string& name, const std::string& oper
     for (;;) {
         try {
             auto op = m_client->wait(operation, 60);
-            const auto status = op.value("status", std::string());
-            if (status == "Running" || status == "Pending") continue;
+            if (operation_in_progress(op)) continue;
             return op.value("metadata", Json::object()).value("return", -1);
         } catch (const Error&) {
             break;  // failed: read below what it left
@@ -155,7 +154,7 @@ int IncusProvider::exec_outcome(const std::string& name, const std::string& oper
 
 int IncusProvider::shell(const std::string& name, bool root) {
     auto instance = require_instance(name);
-    if (!running(instance)) {
+    if (!instance_running(instance)) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
     std::string login_shell = root ? "/bin/sh" : config_value(instance, key::k_shell);

@@ -77,7 +77,7 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     }
     if (taken) {
         const auto config = taken->value("config", Json::object());
-        if (running(instance) && !parse_mounts_record(config.value(std::string(key::k_mounts), "")).empty()) {
+        if (instance_running(instance) && !parse_mounts_record(config.value(std::string(key::k_mounts), "")).empty()) {
             // Incus would restart it with those mounts at once, past start's
             // checks of the directories it actually mounts.
             throw Error(fmt::format("{} is running and snapshot {} has host mounts", name, snapshot),
@@ -88,7 +88,7 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     m_context.reporter.step(fmt::format("restoring {} to snapshot {}", name, snapshot));
     {
         // A running container is started again by Incus: with a pass (start_gate.hpp).
-        const auto pass = running(instance) ? open_start_gate(name, instance) : nullptr;
+        const auto pass = instance_running(instance) ? open_start_gate(name, instance) : nullptr;
         m_api.restore_snapshot(name, snapshot);
     }
     // The ACL on the bridge is not part of the snapshot and stays in force; keep

@@ -272,7 +272,6 @@ private:
     // NAME as the incus client addresses it on this server: REMOTE:NAME for a remote.
     [[nodiscard]] std::string on_server(const std::string& name) const;
     Json require_instance(const std::string& name);  // GET; clear error if absent or not ours
-    [[nodiscard]] static bool running(const Json& instance);
     [[nodiscard]] static std::string config_value(const Json& instance, std::string_view key);
     // The isolation a sandbox records (key::k_isolation): a VM or a container.
     [[nodiscard]] static Isolation isolation_of(const Json& instance);

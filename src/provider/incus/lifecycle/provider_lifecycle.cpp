@@ -221,7 +221,6 @@ void IncusProvider::replace_mounts(const std::string& name, Json instance, const
 }
 
 void IncusProvider::recheck_recorded_mounts(const std::string& name, const Json& config) {
-    if (!m_context.recheck_mounts) return;
     auto field = [&](std::string_view key) { return config.value(std::string(key), std::string()); };
     std::vector<std::string> profiles;
     auto list = Json::parse(field(key::k_profiles), nullptr, false);
@@ -230,7 +229,7 @@ void IncusProvider::recheck_recorded_mounts(const std::string& name, const Json&
             if (p.is_string()) profiles.push_back(p.get<std::string>());
         }
     }
-    m_context.recheck_mounts(name, profiles, parse_mounts_record(field(key::k_mounts)));
+    common::recheck_recorded_mounts(m_context, name, profiles, parse_mounts_record(field(key::k_mounts)));
 }
 
 void IncusProvider::verify_started_mounts(const std::string& name, const std::vector<Mount>& mounts,
@@ -295,14 +294,14 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
     try {
         restore_egress(name, instance);
     } catch (const Error&) {
-        if (running(instance) && !m_api.preview()) {
+        if (instance_running(instance) && !m_api.preview()) {
             m_context.reporter.step(
                 fmt::format("stopping {}: its egress proxy or resolver could not be put in place", name));
             m_api.change_state(name, state_payload("stop", true, -1), 120);
         }
         throw;
     }
-    if (!running(instance) || m_api.preview()) {
+    if (!instance_running(instance) || m_api.preview()) {
         auto mounts = parse_mounts_record(config_value(instance, key::k_mounts));
         // Every recorded mount is checked again from its canonical path: a
         // directory swapped for a symlink since the last check is refused here.
@@ -334,7 +333,7 @@ void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     auto instance = require_instance(name);
     auto& host = egress(placement_of(instance));
     const auto site = site_of(name, instance);
-    if (!running(instance) && !m_api.preview()) {
+    if (!instance_running(instance) && !m_api.preview()) {
         m_context.reporter.step(fmt::format("{} is already stopped", name));
         stop_egress_services(site, host);
         return;

@@ -284,7 +284,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                        {std::string(key::k_acl), network.enabled ? acl : ""},
                        {std::string(key::k_widenings), Json(widenings(view)).dump()},
                        {std::string(key::k_confinement), ""}});
-    if (running(instance) && !m_api.preview()) verify_confinement(name, require_instance(name));
+    if (instance_running(instance) && !m_api.preview()) verify_confinement(name, require_instance(name));
 }
 
 }  // namespace agentctl::provider::incus

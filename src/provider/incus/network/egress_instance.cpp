@@ -69,7 +69,7 @@ public:
             return;
         }
         auto companion = ours(sandbox);
-        if (!companion || companion->value("status", "") != "Running") return;  // start_proxy writes it
+        if (!companion || !instance_running(*companion)) return;  // start_proxy writes it
         m_api.push_file(name, companion_policy_path(), m_policies[sandbox]);
         // Reload only a running proxy (SIGHUP through the unit): it re-reads the
         // policy and closes the tunnels it no longer allows.
@@ -101,7 +101,7 @@ public:
         if (!companion) {
             m_context.reporter.step(fmt::format("creating the egress proxy instance {} on {}", name, address));
             m_api.create_instance(companion_payload(site, pool), 300);
-        } else if (companion->value("status", "") != "Running") {
+        } else if (!instance_running(*companion)) {
             m_context.reporter.step(fmt::format("starting the egress proxy instance {}", name));
             m_api.change_state(name, state_payload("start", false, -1), 120);
         }
@@ -129,7 +129,7 @@ public:
 
     bool stop_proxy(const EgressSite& site) override {
         auto companion = ours(site.sandbox);
-        if (!companion || companion->value("status", "") != "Running") return false;
+        if (!companion || !instance_running(*companion)) return false;
         m_api.change_state(companion_name(site.sandbox), state_payload("stop", true, -1), 120);
         return true;
     }
@@ -146,7 +146,7 @@ public:
             status.problem = "the instance does not exist";
             return status;
         }
-        if (companion->value("status", "") != "Running") {
+        if (!instance_running(*companion)) {
             status.problem = fmt::format("the instance is {}", companion->value("status", std::string("?")));
             return status;
         }
@@ -247,7 +247,7 @@ public:
         const auto name = companion_name(sandbox);
         auto companion = ours(sandbox);
         if (!companion) return;
-        if (companion->value("status", "") == "Running") m_api.change_state(name, state_payload("stop", true, -1), 120);
+        if (instance_running(*companion)) m_api.change_state(name, state_payload("stop", true, -1), 120);
         m_context.reporter.step(fmt::format("deleting the egress proxy instance {}", name));
         m_api.delete_instance(name);
     }
