@@ -205,6 +205,16 @@ public:
 
     [[nodiscard]] virtual std::vector<InstanceInfo> list() = 0;
     [[nodiscard]] virtual InstanceInfo status(const std::string& name) = 0;
+
+    // `secret set NAME`: hands the secret's new value to the egress proxy of
+    // every running sandbox that uses it, without restarting anything; one
+    // sentence per sandbox it reached or could not reach. MUST NOT pass the
+    // value by argument, environment or file. A provider that injects no
+    // secrets reaches none.
+    virtual std::vector<std::string> refresh_secret(const std::string& secret) {
+        (void)secret;
+        return {};
+    }
 };
 
 // Running commands in a sandbox.

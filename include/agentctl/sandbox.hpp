@@ -50,9 +50,22 @@ enum class Isolation { Vm, Container };
 // A secret (`agentctl secret`) the sandbox may use: the guest variable `env`
 // holds a placeholder, and the sandbox's egress proxy puts the value in where
 // the placeholder stands, in requests to the hosts the secret is bound to.
+// Where the proxy puts a secret: requests to `host` (port 443), in the request
+// header `header` (lower case), which may carry it as is, after `Bearer` or
+// `token`, or inside Basic credentials.
+struct SecretHost {
+    std::string host;
+    std::string header;
+    friend bool operator==(const SecretHost&, const SecretHost&) = default;
+};
+
 struct SecretUse {
     std::string name;
     std::string env;
+    // Where it is injected: the binding's hosts, else the secret's own, else
+    // the catalog's, less the hosts a profile forbids it on.
+    std::vector<SecretHost> hosts;
+    std::string origin;  // "--secret", "agent claude", "profile team (FILE:LINE)"
 
     friend bool operator==(const SecretUse&, const SecretUse&) = default;
 };

@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -17,6 +18,7 @@
 #include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/sandbox_ca.hpp"
 #include "egress_proxy/secret_injection.hpp"
+#include "egress_proxy/secret_rotation.hpp"
 #include "suite_support.hpp"
 
 using namespace std::chrono_literals;
@@ -127,19 +129,28 @@ struct Fixture {
     std::optional<suite::Proxy> proxy;
 
     // `trust_origin`: the proxy trusts the test origin's CA (--upstream-ca), as a test setting.
+    fs::path secrets_socket = files.dir / "secrets.sock";
+
+    // The payload agentctl writes at start, and again (with the new value) on `secret set`.
+    [[nodiscard]] std::string payload_with(const std::string& value) const {
+        return ep::secret_payload_json(
+            {ca.cert, ca.key, {{"github", k_placeholder, value, {{"api.test", "authorization"}}}}});
+    }
+
+    ep::CaPem ca = ep::make_sandbox_ca("secrets-test");
+
     explicit Fixture(bool trust_origin = true) {
         files.write_policy(suite::policy_allowing({"api.test:443", "other.test:443"}));
         files.write_resolve("192.0.3.2 api.test other.test\n");
-        const auto ca = ep::make_sandbox_ca("secrets-test");
         agentctl::core::write_file_atomic(sandbox_ca, ca.cert, 0644);
-        ep::SecretPayload payload{
-            ca.cert, ca.key, {{"github", k_placeholder, k_value, {{"api.test", "authorization"}}}}};
         int fds[2];
         REQUIRE(::pipe(fds) == 0);
-        const auto text = ep::secret_payload_json(payload);
+        const auto text = payload_with(k_value);
         REQUIRE(::write(fds[1], text.data(), text.size()) == static_cast<ssize_t>(text.size()));
         ::close(fds[1]);
-        std::vector<std::string> flags{"--sandbox", "secrets-test", "--secrets-fd", std::to_string(fds[0])};
+        std::vector<std::string> flags{"--sandbox",        "secrets-test",
+                                       "--secrets-fd",     std::to_string(fds[0]),
+                                       "--secrets-socket", secrets_socket.string()};
         if (trust_origin) flags.insert(flags.end(), {"--upstream-ca", certificates.ca.string()});
         proxy.emplace(files, flags, AGENTCTL_BINARY);
         ::close(fds[0]);
@@ -251,4 +262,49 @@ TEST_CASE("secrets: no secret goes to a bound host whose certificate does not ve
     CHECK(response.rfind("HTTP/1.1 502", 0) == 0);
     CHECK(response.find("X-Agentctl-Reason: upstream-untrusted") != std::string::npos);
     CHECK(fixture.log_text().find("\"reason\":\"upstream-untrusted\"") != std::string::npos);
+}
+
+TEST_CASE("secrets: a new value reaches the running proxy on its socket, from root only", "[egress][secrets]") {
+    SUITE_REQUIRE_READY();
+    Fixture fixture;
+    constexpr const char* k_new = "ghp_rotatedValue9876543210fedcba";
+    const auto bearer = std::string("Authorization: Bearer ") + k_placeholder + "\r\n";
+    TlsClient before(fixture.proxy->port, "api.test", fixture.sandbox_ca);
+    REQUIRE(before.handshake_ok);
+    CHECK(before.get("/", bearer).find(std::string("Bearer ") + k_value) != std::string::npos);
+
+    // Another user cannot hand the proxy a value (the socket is 0600 and the proxy checks the peer is root).
+    const pid_t child = ::fork();
+    if (child == 0) {
+        int code = 0;
+        if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(3);
+        try {
+            (void)ep::send_secret_rotation(fixture.secrets_socket.string(), fixture.payload_with("forged"));
+            code = 1;
+        } catch (...) {
+            code = 0;
+        }
+        ::_exit(code);
+    }
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+
+    CHECK(ep::send_secret_rotation(fixture.secrets_socket.string(), fixture.payload_with(k_new)) == "rotated github");
+    // A new connection, no restart: the same proxy process injects the new value.
+    TlsClient after(fixture.proxy->port, "api.test", fixture.sandbox_ca);
+    REQUIRE(after.handshake_ok);
+    const auto response = after.get("/", bearer);
+    CHECK(response.find(std::string("Bearer ") + k_new) != std::string::npos);
+    CHECK(response.find(k_value) == std::string::npos);
+    // Not by argument, environment or file: the proxy's /proc and the proxy's files hold no value.
+    const auto proc = "/proc/" + std::to_string(fixture.proxy->process().pid());
+    CHECK(agentctl::core::read_file(proc + "/cmdline").find(k_new) == std::string::npos);
+    CHECK(agentctl::core::read_file(proc + "/environ").find(k_new) == std::string::npos);
+    for (const auto& entry : fs::recursive_directory_iterator(fixture.files.dir)) {
+        if (!entry.is_regular_file()) continue;
+        INFO(entry.path());
+        CHECK(agentctl::core::read_file(entry.path()).find(k_new) == std::string::npos);
+    }
+    fixture.check_log({"\"event\":\"secrets\"", "\"decision\":\"rotated\""});
 }

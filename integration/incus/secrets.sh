@@ -106,6 +106,19 @@ check "the placeholder sent to another allowed host arrives untouched" grep -qF 
 check "that host never receives the value" bash -c "! has_value '$WORK/origin-other.log'"
 check "no sandbox certificate is presented for it (the tunnel is opaque)" bash -c "! agentctl exec '$A' -- curl -sS -o /dev/null https://other.test/ 2>/dev/null"
 
+# ---------------------------------------------------------------- rotation: live, no restart
+VALUE2="s28r-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+printf '%s\n' "$VALUE2" >>"$WORK/value.pattern"
+proxy_pid_before=$(agentctl status "$A" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["egressProxy"]["pid"])')
+printf '%s' "$VALUE2" | agentctl secret set s28token --host api.secret.test --header authorization >"$WORK/rotate.out" 2>&1
+check "secret set tells the running sandbox's proxy" grep -q "$A: rotated s28token" "$WORK/rotate.out"
+agentctl exec "$A" -- sh -c 'curl -sS -o /dev/null -H "Authorization: Bearer $S28_TOKEN" https://api.secret.test/rotated' >/dev/null
+check "the next request carries the new value" grep -qF "Authorization: Bearer $VALUE2" "$WORK/origin-api.log"
+proxy_pid_after=$(agentctl status "$A" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["egressProxy"]["pid"])')
+check "the proxy was not restarted" test "$proxy_pid_before" = "$proxy_pid_after"
+agentctl status "$A" >"$WORK/status-bindings.out" 2>&1
+check "status shows the binding (variable, host, header), not the value" bash -c "grep -q 'S28_TOKEN, injected into api.secret.test (authorization)' '$WORK/status-bindings.out' && ! has_value '$WORK/status-bindings.out'"
+
 # ---------------------------------------------------------------- the value is nowhere but the host's store and the proxy
 PID=$(incus query "/1.0/instances/$A/state?project=${INCUS_PROJECT:-default}" |
   python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')

@@ -72,7 +72,7 @@ void create_one(Session& session, CreateOptions& o) {
     std::vector<std::string> notices;
     auto spec = build_sandbox_spec(session, o, false, &notices);
     for (const auto& notice : notices) session.reporter().notice(notice);
-    spec.secrets = policy::secret_uses(session.state_dir(), o.secrets, spec.agent, spec.network.enabled);
+    for (const auto& use : spec.secrets) session.reporter().notice("secret " + policy::describe_secret_use(use));
     if (!spec.secrets.empty()) session.gate("network.credentials");
     if (!spec.target.empty()) session.gate("placement.target");
     if (!spec.mounts.empty()) session.gate("fs.mount");
@@ -91,11 +91,7 @@ void create_one(Session& session, CreateOptions& o) {
         session.reporter().notice(
             fmt::format("upload budget: {} bytes to each other destination", spec.network.default_budget));
     }
-    if (!session.globals().preview) {
-        auto secrets = std::move(spec.secrets);
-        spec = build_sandbox_spec(session, o, true);
-        spec.secrets = std::move(secrets);
-    }
+    if (!session.globals().preview) spec = build_sandbox_spec(session, o, true);
     spec.keep_on_failure = o.keep_on_failure;
     session.lock_instance(o.name);
     session.lifecycle().create(spec);

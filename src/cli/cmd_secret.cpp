@@ -79,7 +79,7 @@ policy::StoredSecret build_secret(const SetOptions& options) {
     policy::check_header_name(options.header.empty() ? "authorization" : options.header);
     const auto header = policy::ascii_lower(options.header.empty() ? "authorization" : options.header);
     for (const auto& host : options.hosts) {
-        if (host.empty() || host.find_first_of(":/ ") != std::string::npos) {
+        if (!policy::is_secret_host(host)) {
             throw Error(fmt::format("--host \"{}\": expected a host name, such as api.example.com", host),
                         "the secret is injected on port 443 of that host");
         }
@@ -130,6 +130,16 @@ void add_secret(CLI::App& app, CommandEnv& env) {
             }
             policy::save_secret(state, secret);
             env.session.reporter().notice(fmt::format("secret {} stored", secret.name));
+            // Running sandboxes that use it get the new value now (a command secret: its output now).
+            try {
+                for (const auto& line : env.session.lifecycle().refresh_secret(secret.name))
+                    env.session.reporter().notice(line);
+            } catch (const Error& e) {
+                env.session.reporter().warning(fmt::format(
+                    "running sandboxes that use secret {} were not given the new value ({}); they get it at their "
+                    "next start",
+                    secret.name, e.what()));
+            }
             return 0;
         };
     });

@@ -61,6 +61,7 @@ policy::SpecInputs spec_inputs(Session& session, const CreateOptions& options) {
     inputs.mount_flags = mount_flags(options.mount);
     inputs.isolation = options.isolation;
     inputs.target = options.target;
+    inputs.secrets = options.secrets;
     return inputs;
 }
 

@@ -19,6 +19,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -31,6 +32,7 @@
 #include "core/files.hpp"
 #include "egress_proxy/asio_address.hpp"
 #include "egress_proxy/server.hpp"
+#include "egress_proxy/secret_listener.hpp"
 #include "egress_proxy/tls_intercept.hpp"
 
 namespace agentctl::egress_proxy {
@@ -214,6 +216,10 @@ int run_egress_proxy(const ProxyOptions& options) {
         shared.resolve_map.set(resolve_map);
         const std::size_t loops = event_loop_count(limits.event_loops);
         Server server(shared, loops, options.policy_file, options.resolve_file);
+
+        std::optional<SecretListener> rotation;
+        if (shared.intercept && !options.secrets_socket.empty())
+            rotation.emplace(server.main_io(), options.secrets_socket, *shared.intercept, log);
 
         tcp::acceptor acceptor(server.main_io());
         boost::system::error_code ec;

@@ -85,6 +85,9 @@ struct ProxyOptions {
     // -1: none. Secrets never come by argument, environment or file: the proxy
     // holds them in memory only, and makes itself non-dumpable first.
     int secrets_fd = -1;
+    // Optional, with secrets: a Unix socket path the proxy listens on for new
+    // values while it runs (`secret set`, secret_rotation.hpp); root only.
+    std::string secrets_socket;
     // Optional, for test origins only (agentctl never sets it by default): a
     // CA file trusted besides the system's trust store for terminated hosts.
     std::string upstream_ca_file;

@@ -23,6 +23,7 @@
 #include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/policy_state.hpp"
 #include "egress_proxy/resolve_file.hpp"
+#include "egress_proxy/shared_snapshot.hpp"
 #include "egress_proxy/upload_budget.hpp"
 
 namespace agentctl::egress_proxy {
@@ -34,27 +35,6 @@ class TlsIntercept;
 // tunnel), shared out among its event loops: saves pipe2 and two closes per
 // direction on short connections (Linux splice relay).
 inline constexpr std::size_t k_spare_pipes = 16;
-
-// A value every loop reads and loop 0 replaces (the policy on a reload, the
-// resolve map on SIGHUP). A reader gets the snapshot in force and keeps it
-// alive for as long as it holds it.
-template <class T>
-class SharedSnapshot {
-public:
-    [[nodiscard]] std::shared_ptr<const T> get() const {
-        std::lock_guard lock(m_mutex);
-        return m_value;
-    }
-    // The replaced snapshot is released by its last holder, outside the lock.
-    void set(std::shared_ptr<const T> value) {
-        std::lock_guard lock(m_mutex);
-        m_value.swap(value);
-    }
-
-private:
-    mutable std::mutex m_mutex;
-    std::shared_ptr<const T> m_value;
-};
 
 // What the proxy's event loops share. Loop 0 runs the listener, the signals
 // and the reloads; the fields other loops write are atomic.

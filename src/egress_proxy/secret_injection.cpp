@@ -121,8 +121,22 @@ bool SecretTable::binds(std::string_view host, std::uint16_t port) const {
     const auto wanted = ascii_lower(host);
     return std::any_of(m_secrets.begin(), m_secrets.end(), [&](const InjectedSecret& secret) {
         return std::any_of(secret.bindings.begin(), secret.bindings.end(),
-                           [&](const SecretBinding& binding) { return binding.host == wanted; });
+                           [&](const SecretHost& binding) { return binding.host == wanted; });
     });
+}
+
+SecretTable SecretTable::with_values(const std::vector<InjectedSecret>& fresh,
+                                     std::vector<std::string>& changed) const {
+    auto secrets = m_secrets;
+    for (auto& secret : secrets) {
+        const auto update = std::find_if(fresh.begin(), fresh.end(), [&](const InjectedSecret& candidate) {
+            return candidate.name == secret.name && candidate.placeholder == secret.placeholder;
+        });
+        if (update == fresh.end() || update->value == secret.value) continue;
+        secret.value = update->value;
+        changed.push_back(secret.name);
+    }
+    return SecretTable(std::move(secrets));
 }
 
 InjectionResult SecretTable::inject(std::string_view host, std::string_view target,

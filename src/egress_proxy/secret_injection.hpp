@@ -12,18 +12,15 @@
 
 #include <boost/beast/http/fields.hpp>
 
-namespace agentctl::egress_proxy {
+#include "agentctl/sandbox.hpp"
 
-struct SecretBinding {
-    std::string host;    // lower case; port 443
-    std::string header;  // lower case
-};
+namespace agentctl::egress_proxy {
 
 struct InjectedSecret {
     std::string name;
     std::string placeholder;
     std::string value;
-    std::vector<SecretBinding> bindings;
+    std::vector<SecretHost> bindings;  // host and header lower case; port 443
 };
 
 // The secrets and the sandbox CA a proxy gets at start, as one JSON document
@@ -68,6 +65,12 @@ public:
     // where its secret does not go; `target` is the request target (URL).
     [[nodiscard]] InjectionResult inject(std::string_view host, std::string_view target,
                                          boost::beast::http::fields& fields) const;
+
+    // The same table with the values of `fresh` for the secrets of the same
+    // name and placeholder (a rotation: placeholders and hosts stay as they
+    // were); `changed` receives the names whose value changed.
+    [[nodiscard]] SecretTable with_values(const std::vector<InjectedSecret>& fresh,
+                                          std::vector<std::string>& changed) const;
 
 private:
     std::vector<InjectedSecret> m_secrets;

@@ -63,7 +63,7 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
     if (const auto& intercept = m_context.shared.intercept) {
         // Plain HTTP never carries a secret: a placeholder in it is refused.
         const auto request_target = request.target();
-        const auto injection = intercept->secrets().inject(
+        const auto injection = intercept->secrets()->inject(
             "", std::string_view(request_target.data(), request_target.size()), request.base());
         if (injection.misplaced) {
             LogLine entry = decision_line(method);

@@ -121,7 +121,7 @@ asio::awaitable<void> Session::intercept_tls(std::shared_ptr<TlsIntercept> inter
         entry.add("host", host).add("port", 443).add("terminated", true);
         const auto target = request.target();
         const auto injection =
-            intercept->secrets().inject(host, std::string_view(target.data(), target.size()), request.base());
+            intercept->secrets()->inject(host, std::string_view(target.data(), target.size()), request.base());
         if (injection.misplaced) {
             const Refusal refusal{403, ProxyReason::SecretMisplaced,
                                   fmt::format("the placeholder of secret {} may not go to {} ({})",

@@ -151,7 +151,7 @@ asio::awaitable<void> Session::handle_connect(const RequestTarget& target,
     co_await write_all(m_client, asio::buffer(k_established), ec);
     // (The shared pointer is copied only for a connection that is terminated.)
     if (const auto& intercept = m_context.shared.intercept;
-        !ec && intercept && intercept->secrets().binds(target.host, target.port)) {
+        !ec && intercept && intercept->secrets()->binds(target.host, target.port)) {
         co_await intercept_tls(intercept, target.host);
         co_return;
     }

@@ -31,8 +31,7 @@ ssl::context context_for(ssl::context::method method) {
 }  // namespace
 
 TlsIntercept::TlsIntercept(SecretPayload payload, const std::string& extra_ca_file)
-    : m_secrets(std::move(payload.secrets)),
-      m_leaves(payload.ca_cert_pem, payload.ca_key_pem),
+    : m_leaves(payload.ca_cert_pem, payload.ca_key_pem),
       m_sandbox_side(context_for(ssl::context::tls_server)),
       m_origin_side(context_for(ssl::context::tls_client)) {
     boost::system::error_code ec;
@@ -44,6 +43,13 @@ TlsIntercept::TlsIntercept(SecretPayload payload, const std::string& extra_ca_fi
                     "install ca-certificates");
     }
     m_origin_side.set_verify_mode(ssl::verify_peer);
+    m_secrets.set(std::make_shared<const SecretTable>(std::move(payload.secrets)));
+}
+
+std::vector<std::string> TlsIntercept::rotate(const std::vector<InjectedSecret>& fresh) {
+    std::vector<std::string> changed;
+    m_secrets.set(std::make_shared<const SecretTable>(m_secrets.get()->with_values(fresh, changed)));
+    return changed;
 }
 
 SecretPayload read_secret_payload(int fd) {

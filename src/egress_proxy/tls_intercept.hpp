@@ -9,10 +9,13 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "egress_proxy/sandbox_ca.hpp"
 #include "egress_proxy/secret_injection.hpp"
+#include "egress_proxy/shared_snapshot.hpp"
 
 namespace agentctl::egress_proxy {
 
@@ -22,13 +25,17 @@ public:
     // (test origins); empty: the system's trust store only.
     TlsIntercept(SecretPayload payload, const std::string& extra_ca_file);
 
-    [[nodiscard]] const SecretTable& secrets() const { return m_secrets; }
+    // The secrets in force: a request keeps the table it started with.
+    [[nodiscard]] std::shared_ptr<const SecretTable> secrets() const { return m_secrets.get(); }
+    // `secret set` on a running sandbox: the values of `fresh` from the next
+    // request on (with_values). Returns the names whose value changed.
+    std::vector<std::string> rotate(const std::vector<InjectedSecret>& fresh);
     [[nodiscard]] LeafCertificates& leaves() { return m_leaves; }
     [[nodiscard]] boost::asio::ssl::context& sandbox_side() { return m_sandbox_side; }
     [[nodiscard]] boost::asio::ssl::context& origin_side() { return m_origin_side; }
 
 private:
-    SecretTable m_secrets;
+    SharedSnapshot<SecretTable> m_secrets;
     LeafCertificates m_leaves;
     boost::asio::ssl::context m_sandbox_side;
     boost::asio::ssl::context m_origin_side;

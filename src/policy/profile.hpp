@@ -11,6 +11,7 @@
 #include "agentctl/error.hpp"
 #include "agentctl/policy.hpp"
 #include "agentctl/sandbox.hpp"
+#include "policy/secret_store.hpp"
 #include "policy/units.hpp"
 
 namespace agentctl::policy {
@@ -54,7 +55,9 @@ struct ProfileSpec {
     std::string viewer;  // empty = unset
     std::vector<std::string> packages;
     std::optional<Isolation> isolation;
-    std::string isolation_origin;  // who asked
+    std::string isolation_origin;              // who asked
+    std::vector<SecretBinding> secrets;        // in layer order; a secret or variable twice is refused at create
+    std::vector<SecretForbid> secret_forbids;  // every layer's: no later layer or flag lifts one
 };
 
 enum class ProfileSource { Project, User, Organisation, BuiltIn, File };

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "policy/addresses.hpp"
 #include "policy/allow_text.hpp"
 #include "policy/catalog.hpp"
 #include "policy/paths.hpp"
@@ -59,9 +60,11 @@ public:
 
     ProfileSpec spec(const YAML::Node& node, const std::string& field) {
         ProfileSpec out;
-        if (!m_d.expect_map(node, field,
-                            {"network", "resources", "mounts", "mountPolicy", "console", "packages", "isolation"}))
+        if (!m_d.expect_map(
+                node, field,
+                {"network", "resources", "mounts", "mountPolicy", "console", "packages", "isolation", "secrets"}))
             return out;
+        if (auto n = node["secrets"]) secrets(n, field + ".secrets", out);
         if (auto n = node["network"]) network(n, field + ".network", out);
         if (auto n = node["resources"]) resources(n, field + ".resources", out.resources);
         if (auto n = node["mounts"]) mounts(n, field + ".mounts", out.mounts);
@@ -391,6 +394,98 @@ private:
         }
         if (auto n = node["allowHome"]) out.allow_home = m_d.boolean(n, field + ".allowHome");
         if (auto n = node["createMissing"]) out.create_missing = m_d.boolean(n, field + ".createMissing");
+    }
+
+    // secrets: {bind: [{name, env, hosts: [{host, header}]}], forbid: [{secret, host}]}
+    void secrets(const YAML::Node& node, const std::string& field, ProfileSpec& out) {
+        if (!m_d.expect_map(node, field, {"bind", "forbid"})) return;
+        if (auto n = node["bind"]; n && m_d.expect_sequence(n, field + ".bind")) {
+            for (std::size_t i = 0; i < n.size(); ++i) secret_binding(n[i], fmt::format("{}.bind[{}]", field, i), out);
+        }
+        if (auto n = node["forbid"]; n && m_d.expect_sequence(n, field + ".forbid")) {
+            for (std::size_t i = 0; i < n.size(); ++i) {
+                const auto item_field = fmt::format("{}.forbid[{}]", field, i);
+                if (!m_d.expect_map(n[i], item_field, {"secret", "host"})) continue;
+                SecretForbid forbid{"", "", origin(n[i]) + " " + item_field};
+                if (auto secret = required_string(n[i], item_field, "secret")) {
+                    if (*secret == "*" || secret_name_ok(n[i]["secret"], item_field + ".secret", *secret))
+                        forbid.secret = *secret;
+                }
+                if (auto host = required_string(n[i], item_field, "host"))
+                    forbid.host = secret_host(n[i]["host"], item_field + ".host", *host);
+                if (!forbid.secret.empty() && !forbid.host.empty()) out.secret_forbids.push_back(std::move(forbid));
+            }
+        }
+    }
+
+    void secret_binding(const YAML::Node& node, const std::string& field, ProfileSpec& out) {
+        if (!m_d.expect_map(node, field, {"name", "env", "hosts"})) return;
+        SecretBinding binding{"", "", {}, origin(node) + " " + field};
+        bool good = true;
+        if (auto name = required_string(node, field, "name");
+            name && secret_name_ok(node["name"], field + ".name", *name)) {
+            binding.name = *name;
+        } else {
+            good = false;
+        }
+        if (auto n = node["env"]) {
+            auto env = m_d.string(n, field + ".env");
+            const auto problem = env ? variable_problem(*env) : std::nullopt;
+            if (problem) m_d.error(n, field + ".env", *problem);
+            good = good && env && !problem;
+            if (env) binding.env = *env;
+        }
+        if (auto n = node["hosts"]; n && m_d.expect_sequence(n, field + ".hosts")) {
+            for (std::size_t i = 0; i < n.size(); ++i) {
+                const auto host_field = fmt::format("{}.hosts[{}]", field, i);
+                if (!m_d.expect_map(n[i], host_field, {"host", "header"})) {
+                    good = false;
+                    continue;
+                }
+                SecretHost host{"", "authorization"};
+                if (auto text = required_string(n[i], host_field, "host"))
+                    host.host = secret_host(n[i]["host"], host_field + ".host", *text);
+                if (auto h = n[i]["header"]) {
+                    auto header = m_d.string(h, host_field + ".header");
+                    if (header && !is_header_name(*header)) {
+                        m_d.error(h, host_field + ".header",
+                                  fmt::format("\"{}\" is not an HTTP header name (e.g. authorization)", *header));
+                        header.reset();
+                    }
+                    host.header = header ? ascii_lower(*header) : std::string();
+                }
+                if (host.host.empty() || host.header.empty()) good = false;
+                binding.hosts.push_back(std::move(host));
+            }
+        }
+        if (good) out.secrets.push_back(std::move(binding));
+    }
+
+    std::optional<std::string> required_string(const YAML::Node& node, const std::string& field, const char* key) {
+        auto n = node[key];
+        if (!n) {
+            m_d.error(node, field + "." + key, "is required");
+            return std::nullopt;
+        }
+        return m_d.string(n, field + "." + key);
+    }
+
+    bool secret_name_ok(const YAML::Node& node, const std::string& field, const std::string& name) {
+        try {
+            check_secret_name(name);
+            return true;
+        } catch (const Error& error) {
+            m_d.error(node, field, fmt::format("{}: {}", error.what(), error.hint()));
+            return false;
+        }
+    }
+
+    // The host lower-cased; empty (and reported) when it cannot carry a secret.
+    std::string secret_host(const YAML::Node& node, const std::string& field, const std::string& host) {
+        if (is_secret_host(host)) return ascii_lower(host);
+        m_d.error(node, field,
+                  fmt::format("\"{}\" is not a host name (no port or path: secrets go to port 443)", host));
+        return {};
     }
 
     YamlDecoder& m_d;

@@ -91,6 +91,8 @@ ProfileSpec merge_profile_specs(const ProfileSpec& base, const ProfileSpec& late
     out.mount_policy.create_missing = either(base.mount_policy.create_missing, later.mount_policy.create_missing);
     if (!later.viewer.empty()) out.viewer = later.viewer;
     union_into(out.packages, later.packages);
+    out.secrets.insert(out.secrets.end(), later.secrets.begin(), later.secrets.end());
+    out.secret_forbids.insert(out.secret_forbids.end(), later.secret_forbids.begin(), later.secret_forbids.end());
     if (base.isolation == Isolation::Vm) {
         // an explicit vm stays
     } else if (later.isolation) {

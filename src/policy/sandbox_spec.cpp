@@ -13,6 +13,7 @@
 #include "policy/catalog.hpp"
 #include "policy/mounts.hpp"
 #include "policy/paths.hpp"
+#include "policy/secret_store.hpp"
 
 namespace agentctl::policy {
 namespace {
@@ -125,6 +126,7 @@ ProfileSpec flags_layer(const SpecInputs& in, Problems& problems) {
         }
     }
     if (in.deny_lan) cli.deny_lan = true;
+    for (const auto& flag : in.secrets) problems.run([&] { cli.secrets.push_back(parse_secret_flag(flag)); });
     return cli;
 }
 
@@ -242,6 +244,10 @@ SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::stri
     spec.isolation = layered.spec.isolation.value_or(Isolation::Vm);
     spec.viewer = layered.spec.viewer;
     spec.target = inputs.target;
+    problems.run([&] {
+        spec.secrets = secret_uses(inputs.env.state_dir, layered.spec.secrets, layered.spec.secret_forbids,
+                                   inputs.agent, spec.network.enabled, notices);
+    });
     auto requests = with_flags(requests_from(layered.spec.mounts), inputs.mount_flags, inputs.name, problems, notices);
     // Mounts are resolved last and only when everything else is valid, because
     // resolving may create directories.

@@ -41,8 +41,9 @@ struct SpecInputs {
     std::string agent;                       // --agent NAME
     std::vector<std::string> packages;       // --package NAME
     MountFlags mount_flags;
-    std::string isolation;  // --isolation vm|container (empty: from profiles)
-    std::string target;     // --target MEMBER (empty: the backend places the sandbox)
+    std::string isolation;             // --isolation vm|container (empty: from profiles)
+    std::string target;                // --target MEMBER (empty: the backend places the sandbox)
+    std::vector<std::string> secrets;  // --secret NAME[=ENV], after the profiles' secrets.bind
     Environment env;
     // false: create no missing mount directory (see MountContext::create_directories).
     bool create_directories = true;
@@ -56,7 +57,8 @@ struct SpecInputs {
 // createMissing is set and every check passed). Throws agentctl::Error (exit
 // 1) listing every problem; nothing on disk changes then. A --mount onto the
 // guest path of a profile's mount replaces that mount; `notices` (when given)
-// receives one sentence per replacement, for the user to see.
+// receives one sentence per replacement, for the user to see, and one per
+// host a profile's secrets.forbid takes from a secret (see secret_uses).
 [[nodiscard]] SandboxSpec compute_sandbox_spec(const SpecInputs& inputs, std::vector<std::string>* notices = nullptr);
 
 // Only the network policy of the same computation (no mounts resolved, no

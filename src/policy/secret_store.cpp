@@ -10,7 +10,6 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "core/paths.hpp"
-#include "policy/addresses.hpp"
 #include "policy/catalog.hpp"
 
 namespace agentctl::policy {
@@ -104,12 +103,19 @@ void check_secret_value(std::string_view name, std::string_view value) {
     }
 }
 
-void check_header_name(std::string_view header) {
-    const bool ok = !header.empty() && std::all_of(header.begin(), header.end(), [](char c) {
+bool is_header_name(std::string_view header) {
+    return !header.empty() && std::all_of(header.begin(), header.end(), [](char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
     });
-    if (!ok)
+}
+
+void check_header_name(std::string_view header) {
+    if (!is_header_name(header))
         throw Error(fmt::format("--header \"{}\": not an HTTP header name", header), "e.g. --header authorization");
+}
+
+bool is_secret_host(std::string_view host) {
+    return !host.empty() && host.find_first_of(":/ ") == std::string_view::npos;
 }
 
 std::string without_trailing_line_breaks(std::string text) {
@@ -183,91 +189,6 @@ std::string secret_value(const StoredSecret& secret, ProcessRunner& runner) {
         throw Error(fmt::format("secret {}: its command `{}` printed nothing", secret.name, secret.from), hint);
     check_secret_value(secret.name, value);
     return value;
-}
-
-std::span<const SandboxCaVariable> sandbox_ca_variables() {
-    static constexpr std::array<SandboxCaVariable, 5> k_variables{{
-        {"NODE_EXTRA_CA_CERTS", k_sandbox_ca_file},
-        {"SSL_CERT_FILE", k_system_ca_bundle},
-        {"REQUESTS_CA_BUNDLE", k_system_ca_bundle},
-        {"CURL_CA_BUNDLE", k_system_ca_bundle},
-        {"GIT_SSL_CAINFO", k_system_ca_bundle},
-    }};
-    return k_variables;
-}
-
-std::optional<std::string> reserved_variable(std::string_view env) {
-    for (const auto& variable : sandbox_ca_variables()) {
-        if (variable.name == env) return fmt::format("where programs find the sandbox CA: {}", variable.path);
-    }
-    constexpr std::string_view k_proxy = "_proxy";
-    if (env.size() >= k_proxy.size() && ascii_lower(env.substr(env.size() - k_proxy.size())) == k_proxy)
-        return "it points programs at the egress proxy";
-    return std::nullopt;
-}
-
-std::vector<SecretUse> secret_uses(const fs::path& state_dir, const std::vector<std::string>& flags,
-                                   const std::string& agent, bool network_policy) {
-    std::vector<SecretUse> uses;
-    auto add = [&](SecretUse use) {
-        for (const auto& known : uses) {
-            if (known.name == use.name || known.env == use.env) {
-                throw Error(fmt::format("--secret {}: {} is given twice", use.name,
-                                        known.name == use.name ? "the secret" : "the variable " + use.env),
-                            "give each secret, and each variable, once");
-            }
-        }
-        uses.push_back(std::move(use));
-    };
-    for (const auto& flag : flags) {
-        const auto eq = flag.find('=');
-        SecretUse use{flag.substr(0, eq), eq == std::string::npos ? std::string() : flag.substr(eq + 1)};
-        check_secret_name(use.name);
-        if (!load_secret(state_dir, use.name)) {
-            throw Error(fmt::format("--secret {}: no secret of that name is stored", use.name),
-                        fmt::format("store it first: agentctl secret set {}", use.name));
-        }
-        if (use.env.empty()) {
-            const auto* credential = find_credential(use.name);
-            use.env = credential != nullptr ? std::string(credential->env) : use.name;
-            for (auto& c : use.env) {
-                c = c == '-' || c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-            }
-        }
-        const bool env_ok = !use.env.empty() && !(use.env.front() >= '0' && use.env.front() <= '9') &&
-                            std::all_of(use.env.begin(), use.env.end(),
-                                        [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-        if (!env_ok) {
-            throw Error(fmt::format("--secret {}: \"{}\" is not an environment variable name", flag, use.env),
-                        "write --secret NAME=VARIABLE, e.g. --secret github=GH_TOKEN");
-        }
-        if (const auto why = reserved_variable(use.env)) {
-            throw Error(fmt::format("--secret {}: agentctl sets {} in the sandbox itself ({})", flag, use.env, *why),
-                        "bind the secret to another variable: --secret NAME=VARIABLE");
-        }
-        add(std::move(use));
-    }
-    if (const auto* credential = agent.empty() ? nullptr : credential_for_agent(agent)) {
-        const bool listed =
-            std::any_of(uses.begin(), uses.end(), [&](const auto& u) { return u.name == credential->name; });
-        if (!listed && load_secret(state_dir, credential->name)) {
-            for (const auto& use : uses) {
-                if (use.env != credential->env) continue;
-                throw Error(fmt::format("--secret {}={}: --agent {} already puts its stored secret {} in {}", use.name,
-                                        use.env, agent, credential->name, use.env),
-                            fmt::format("one secret per variable: drop --secret {}={}, or bind {} elsewhere "
-                                        "(--secret {}=ANOTHER_VARIABLE)",
-                                        use.name, use.env, credential->name, credential->name));
-            }
-            uses.push_back({std::string(credential->name), std::string(credential->env)});
-        }
-    }
-    if (!uses.empty() && !network_policy) {
-        throw Error(
-            "--secret needs the egress proxy, and --no-network-policy has none: the secret could not be injected",
-            "drop --no-network-policy, or hand the sandbox no secret");
-    }
-    return uses;
 }
 
 nlohmann::json secrets_to_json(const std::vector<StoredSecret>& secrets) {

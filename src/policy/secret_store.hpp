@@ -31,13 +31,21 @@ enum class SecretSource {
 
 [[nodiscard]] std::string_view to_string(SecretSource source);
 
-// Where the proxy puts a secret: requests to `host` (port 443), in the request
-// header `header` (lower case), which may carry it as is, after `Bearer` or
-// `token`, or inside Basic credentials.
-struct SecretHost {
-    std::string host;
-    std::string header;
-    bool operator==(const SecretHost&) const = default;
+// `secrets.bind[i]`, or one `create --secret NAME[=ENV]`: a secret the
+// sandbox uses, its guest variable (empty: the default) and the hosts it goes
+// to (empty: the secret's own, else the catalog's).
+struct SecretBinding {
+    std::string name;
+    std::string env;
+    std::vector<SecretHost> hosts;
+    std::string origin;  // "--secret", "profile team (FILE:LINE), spec.secrets.bind[0]"
+};
+
+// `secrets.forbid[i]`: secret `secret` ("*": every secret) never goes to `host`.
+struct SecretForbid {
+    std::string secret;
+    std::string host;  // lower case
+    std::string origin;
 };
 
 struct StoredSecret {
@@ -59,8 +67,12 @@ void check_secret_name(std::string_view name);
 void check_secret_value(std::string_view name, std::string_view value);
 // `text` without the line breaks (LF, CR) it ends with: a file's or a command's last newline.
 [[nodiscard]] std::string without_trailing_line_breaks(std::string text);
+// Whether `header` is an HTTP header name (a token).
+[[nodiscard]] bool is_header_name(std::string_view header);
 // Throws agentctl::Error for a header name that is not an HTTP token.
 void check_header_name(std::string_view header);
+// Whether `host` can carry a secret: a host name, no port, path or space.
+[[nodiscard]] bool is_secret_host(std::string_view host);
 
 [[nodiscard]] std::filesystem::path secrets_dir(const std::filesystem::path& state_dir);
 
@@ -90,20 +102,31 @@ struct SandboxCaVariable {
 };
 [[nodiscard]] std::span<const SandboxCaVariable> sandbox_ca_variables();
 
-// Why agentctl sets the guest variable `env` itself (a CA variable, or one
-// ending in `_proxy`, any case); nullopt when a secret may be bound to it.
-[[nodiscard]] std::optional<std::string> reserved_variable(std::string_view env);
+// Why the guest variable `env` cannot hold a secret's placeholder: not a
+// variable name, or one agentctl sets itself (a CA variable, or one ending in
+// `_proxy`, any case); nullopt when it can.
+[[nodiscard]] std::optional<std::string> variable_problem(std::string_view env);
 
-// `create --secret NAME[=ENV]...` and the agent's credential: what the sandbox
-// uses, each secret once. ENV defaults to the catalog credential's variable,
-// else NAME upper-cased ('-' and '.' as '_'). The agent's credential (claude:
-// anthropic, ...) is added when a secret of that name is stored. Throws
-// agentctl::Error for a secret that is not stored, a bad or reserved ENV, a
-// variable or secret given twice (the agent's credential included), or
-// secrets on a sandbox without a network policy (nothing would inject them).
+// `create --secret NAME[=ENV]` as a binding. Throws agentctl::Error for a bad name.
+[[nodiscard]] SecretBinding parse_secret_flag(const std::string& flag);
+
+// The secrets a sandbox uses: `bindings` (the profiles', then the flags'),
+// then the agent's credential (claude: anthropic, ...) when a secret of that
+// name is stored and not bound already. ENV defaults to the catalog
+// credential's variable, else NAME upper-cased ('-' and '.' as '_'); hosts to
+// the secret's own, else the catalog's; then every host a forbid names is
+// taken out (each one a sentence in `notices`). Throws agentctl::Error naming
+// the binding's origin for a secret that is not stored, a bad or reserved
+// variable, a secret or variable bound twice (the agent's credential
+// included), a secret left with no host, or secrets on a sandbox without a
+// network policy (nothing would inject them).
 [[nodiscard]] std::vector<SecretUse> secret_uses(const std::filesystem::path& state_dir,
-                                                 const std::vector<std::string>& flags, const std::string& agent,
-                                                 bool network_policy);
+                                                 const std::vector<SecretBinding>& bindings,
+                                                 const std::vector<SecretForbid>& forbids, const std::string& agent,
+                                                 bool network_policy, std::vector<std::string>* notices = nullptr);
+
+// One line per secret for `create` and `status`: variable, hosts and origin, never a value.
+[[nodiscard]] std::string describe_secret_use(const SecretUse& use);
 
 // `secret list -o json`: names, sources and hosts; never a value.
 [[nodiscard]] nlohmann::json secrets_to_json(const std::vector<StoredSecret>& secrets);

@@ -156,3 +156,86 @@ TEST_CASE("create refuses a variable bound twice, for real and under --preview, 
         CHECK(agentctl::test::tree_listing(cli.root()) == before);
     }
 }
+
+TEST_CASE("profile secret bindings and organisation forbids: create --preview shows the bindings, never the value",
+          "[cli][secret]") {
+    CliSandbox cli;
+    cli.use_incus();
+    REQUIRE(cli.run({"secret", "set", "github"}, {}, k_value).exit_code == 0);
+    const auto org_profile = cli.org_dir() / "profiles/team.yaml";
+    cli.write(org_profile, R"(apiVersion: agentctl.dev/v1
+kind: Profile
+spec:
+  secrets:
+    forbid:
+      - {secret: github, host: github.com}
+)");
+    const auto user_profile = cli.home() / ".config/agentctl/profiles/team.yaml";
+    cli.write(user_profile, R"(apiVersion: agentctl.dev/v1
+kind: Profile
+spec:
+  network:
+    allowPresets: [github]
+  secrets:
+    bind:
+      - name: github
+        env: TEAM_GH
+)");
+    const auto before = agentctl::test::tree_listing(cli.root());
+    auto r = cli.run({"--preview", "create", "u28-profile", "--isolation", "container", "--image", "agentctl-debian-12",
+                      "--profile", "team", "--mount-none"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    check_never_shows_value(r);
+    CHECK(r.err.find("secret github is not injected into github.com: profile team (" + org_profile.string() +
+                     ":6) spec.secrets.forbid[0] forbids it") != std::string::npos);
+    CHECK(r.err.find("secret github in TEAM_GH, injected into api.github.com (authorization); from profile team (" +
+                     user_profile.string() + ":8) spec.secrets.bind[0]") != std::string::npos);
+    CHECK(r.out.find("environment.TEAM_GH\":\"agentctl-secret-github-") != std::string::npos);
+    CHECK(agentctl::test::tree_listing(cli.root()) == before);
+
+    // A --secret flag cannot bind the secret a second time, nor lift the forbid.
+    r = cli.run({"--preview", "create", "u28-profile", "--profile", "team", "--mount-none", "--secret", "github"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("agentctl: --secret github: secret github is already bound by profile team (" +
+                     user_profile.string() + ":8) spec.secrets.bind[0]") != std::string::npos);
+
+    // A binding the store cannot satisfy names the file, line and field; so does a malformed one.
+    cli.write(user_profile, R"(apiVersion: agentctl.dev/v1
+kind: Profile
+spec:
+  secrets:
+    bind:
+      - name: nosuch
+)");
+    r = cli.run({"--preview", "create", "u28-profile", "--profile", "team", "--mount-none"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("profile team (" + user_profile.string() +
+                     ":6) spec.secrets.bind[0]: no secret named nosuch is "
+                     "stored") != std::string::npos);
+    cli.write(user_profile, R"(apiVersion: agentctl.dev/v1
+kind: Profile
+spec:
+  secrets:
+    bind:
+      - name: github
+        hosts: [{host: github.com}]
+)");
+    r = cli.run({"--preview", "create", "u28-profile", "--profile", "team", "--mount-none"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("profile team (" + user_profile.string() +
+                     ":6) spec.secrets.bind[0]: secret github has no host "
+                     "left to go to (profile team (" +
+                     org_profile.string() +
+                     ":6) spec.secrets.forbid[0] forbids "
+                     "it on github.com)") != std::string::npos);
+    cli.write(user_profile,
+              "apiVersion: agentctl.dev/v1\nkind: Profile\nspec:\n  secrets:\n    bind:\n"
+              "      - {name: github, env: HTTPS_PROXY}\n");
+    r = cli.run({"--preview", "create", "u28-profile", "--profile", "team", "--mount-none"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find(user_profile.string() + ":6:") != std::string::npos);
+    CHECK(r.err.find("field spec.secrets.bind[0].env: agentctl sets HTTPS_PROXY in the sandbox itself") !=
+          std::string::npos);
+    CHECK_FALSE(fs::exists(cli.home() / ".local/state/agentctl/incus"));  // no sandbox state was made
+}

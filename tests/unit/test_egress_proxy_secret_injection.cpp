@@ -94,3 +94,21 @@ TEST_CASE("the secret payload reads back and its errors name the field, never a 
         CHECK(std::string(e.what()) == "secret payload: field `secrets[0].placeholder` is missing or empty");
     }
 }
+
+TEST_CASE("a rotation takes the new value for the same name and placeholder, and nothing else", "[secrets]") {
+    std::vector<std::string> changed;
+    // Another placeholder or bindings in the update change nothing: only the value moves.
+    auto rotated = table().with_values({{"github", k_placeholder, "gho_NEW", {{"evil.test", "authorization"}}},
+                                        {"anthropic", "agentctl-secret-placeholder-other", "sk-ant-FORGED", {}}},
+                                       changed);
+    CHECK(changed == std::vector<std::string>{"github"});
+    http::fields fields;
+    fields.insert("Authorization", std::string("Bearer ") + k_placeholder);
+    CHECK(rotated.inject("api.github.com", "/", fields).injected == std::vector<std::string>{"github"});
+    CHECK(fields["Authorization"] == "Bearer gho_NEW");
+    CHECK_FALSE(rotated.binds("evil.test", 443));
+    http::fields key;
+    key.insert("x-api-key", "agentctl-secret-placeholder-fedcba9876543210");
+    (void)rotated.inject("api.anthropic.com", "/", key);
+    CHECK(key["x-api-key"] == "sk-ant-REAL");
+}

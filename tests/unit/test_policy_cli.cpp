@@ -101,7 +101,7 @@ TEST_CASE("cli: an invalid profile fails with every problem and exit 1", "[cli]"
     CHECK(
         result.err.find("  " + cli.org() +
                         "/bad.yaml:5:3: field spec.cpu: unknown field (known fields here: network, resources, mounts, "
-                        "mountPolicy, console, packages, isolation)\n") != std::string::npos);
+                        "mountPolicy, console, packages, isolation, secrets)\n") != std::string::npos);
     CHECK(result.err.find("  " + cli.org() +
                           "/bad.yaml:4:22: field spec.network.denyLAN: must be true or false, got "
                           "\"maybe\"\n") != std::string::npos);

@@ -166,7 +166,7 @@ spec:
     std::vector<std::string> expected = {
         "/p/x.yaml:5:3: field metadata.colour: unknown field (known fields here: name, description)",
         "/p/x.yaml:37:3: field spec.extra: unknown field (known fields here: network, resources, mounts, mountPolicy, "
-        "console, packages, isolation)",
+        "console, packages, isolation, secrets)",
         "/p/x.yaml:8:14: field spec.network.denyLAN: must be true or false, got \"yes\"",
         "/p/x.yaml:11:22: field spec.network.allow[0].ports[1]: must be between 1 and 65535, got 70000",
         "/p/x.yaml:12:17: field spec.network.allow[1].domain: invalid allow entry \"https://example.com/v1\": a URL "
@@ -350,4 +350,75 @@ TEST_CASE("resources.processes: a process limit from 1 to 1000000", "[profile][l
                    Catch::Contains("/p/z.yaml:4:26: field spec.resources.processes: must be between 1 and 1000000, "
                                    "got 0"));
     }
+}
+
+TEST_CASE("secrets: bindings and forbids decode, every problem named by file, line and field", "[profile][secret]") {
+    auto profile = parse_profile(R"(apiVersion: agentctl.dev/v1
+kind: Profile
+spec:
+  secrets:
+    bind:
+      - name: github
+      - name: internal
+        env: INTERNAL_TOKEN
+        hosts:
+          - host: API.Example.test
+            header: X-Api-Key
+    forbid:
+      - secret: github
+        host: Gist.GitHub.com
+      - {secret: "*", host: paste.example.test}
+)",
+                                 "/org/team.yaml", ProfileSource::Organisation, context());
+    const auto& bind = profile.spec.secrets;
+    REQUIRE(bind.size() == 2);
+    CHECK(bind[0].name == "github");
+    CHECK(bind[0].env.empty());
+    CHECK(bind[0].hosts.empty());
+    CHECK(bind[0].origin == "profile team (/org/team.yaml:6) spec.secrets.bind[0]");
+    CHECK(bind[1].env == "INTERNAL_TOKEN");
+    CHECK(bind[1].hosts == std::vector<SecretHost>{{"api.example.test", "x-api-key"}});
+    const auto& forbid = profile.spec.secret_forbids;
+    REQUIRE(forbid.size() == 2);
+    CHECK(forbid[0].secret == "github");
+    CHECK(forbid[0].host == "gist.github.com");
+    CHECK(forbid[0].origin == "profile team (/org/team.yaml:13) spec.secrets.forbid[0]");
+    CHECK(forbid[1].secret == "*");
+
+    auto found = problems(R"(apiVersion: agentctl.dev/v1
+kind: Profile
+spec:
+  secrets:
+    bind:
+      - env: X
+      - name: ../up
+      - name: ok
+        env: SSL_CERT_FILE
+      - name: ok2
+        hosts:
+          - host: api.example.test:443
+            header: "bad header"
+      - {name: ok3, colour: red}
+    forbid:
+      - secret: github
+      - {secret: github, host: a.test/x}
+    unbind: []
+)");
+    std::vector<std::string> expected = {
+        "/p/x.yaml:18:5: field spec.secrets.unbind: unknown field (known fields here: bind, forbid)",
+        "/p/x.yaml:6:9: field spec.secrets.bind[0].name: is required",
+        "/p/x.yaml:7:15: field spec.secrets.bind[1].name: invalid secret name \"../up\": use a letter or digit "
+        "followed by letters, digits, '_', '.' or '-' (at most 64), e.g. github",
+        "/p/x.yaml:9:14: field spec.secrets.bind[2].env: agentctl sets SSL_CERT_FILE in the sandbox itself (where "
+        "programs find the sandbox CA: /etc/ssl/certs/ca-certificates.crt)",
+        "/p/x.yaml:12:19: field spec.secrets.bind[3].hosts[0].host: \"api.example.test:443\" is not a host name (no "
+        "port or path: secrets go to port 443)",
+        "/p/x.yaml:13:21: field spec.secrets.bind[3].hosts[0].header: \"bad header\" is not an HTTP header name (e.g. "
+        "authorization)",
+        "/p/x.yaml:14:21: field spec.secrets.bind[4].colour: unknown field (known fields here: name, env, hosts)",
+        "/p/x.yaml:16:9: field spec.secrets.forbid[0].host: is required",
+        "/p/x.yaml:17:32: field spec.secrets.forbid[1].host: \"a.test/x\" is not a host name (no port or path: "
+        "secrets go to port 443)",
+    };
+    CHECK(found == expected);
 }

@@ -192,3 +192,20 @@ TEST_CASE("merge: the process limit only tightens", "[merge]") {
     CHECK(merge_profile_specs(base, later).resources.processes == 2048);
     CHECK(merge_profile_specs(ProfileSpec{}, base).resources.processes == 2048);
 }
+
+TEST_CASE("merge: secret bindings and forbids add up; a later layer cannot drop a forbid", "[merge][secret]") {
+    ProfileSpec org;
+    org.secret_forbids.push_back({"github", "gist.github.com", "profile org (/o/org.yaml:12)"});
+    org.secrets.push_back({"github", "", {}, "profile org (/o/org.yaml:5)"});
+    ProfileSpec mine;
+    mine.secrets.push_back(
+        {"internal", "TOKEN", {{"api.example.test", "authorization"}}, "profile mine (/u/m.yaml:4)"});
+    auto merged = merge_profile_specs(org, mine);
+    REQUIRE(merged.secrets.size() == 2);
+    CHECK(merged.secrets[0].name == "github");
+    CHECK(merged.secrets[1].name == "internal");
+    REQUIRE(merged.secret_forbids.size() == 1);
+    CHECK(merged.secret_forbids[0].origin == "profile org (/o/org.yaml:12)");
+    // Whatever comes later, the forbid stays.
+    CHECK(merge_profile_specs(merge_profile_specs(ProfileSpec{}, org), ProfileSpec{}).secret_forbids.size() == 1);
+}

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 
 #include "agentctl/error.hpp"
 #include "policy/secret_store.hpp"
@@ -68,34 +69,63 @@ TEST_CASE("secret names and values are checked", "[secret]") {
     CHECK_THROWS_AS(check_secret_value("x", ""), Error);
 }
 
+namespace {
+
+std::vector<SecretBinding> flags_of(const std::vector<std::string>& flags) {
+    std::vector<SecretBinding> bindings;
+    for (const auto& flag : flags) bindings.push_back(parse_secret_flag(flag));
+    return bindings;
+}
+
+// The names and variables of `uses`, as "name=ENV".
+std::vector<std::string> variables_of(const std::vector<SecretUse>& uses) {
+    std::vector<std::string> out;
+    for (const auto& use : uses) out.push_back(use.name + "=" + use.env);
+    return out;
+}
+
+std::string error_of(const std::function<void()>& step) {
+    try {
+        step();
+    } catch (const Error& e) {
+        return std::string(e.what()) + "\nhint: " + e.hint();
+    }
+    return {};
+}
+
+}  // namespace
+
 TEST_CASE("create --secret resolves variables, adds the agent's stored credential and refuses what is missing",
           "[secret]") {
     test::TempDir state;
     save_secret(state.path, {"github", SecretSource::Value, "x", "", {}});
     save_secret(state.path, {"anthropic", SecretSource::Value, "y", "", {}});
     save_secret(state.path, {"my-api.key", SecretSource::Value, "z", "", {{"api.example.test", "x-api-key"}}});
-    auto uses = secret_uses(state.path, {"github", "my-api.key", "anthropic=CLAUDE_KEY"}, "", true);
+    auto uses = secret_uses(state.path, flags_of({"github", "my-api.key", "anthropic=CLAUDE_KEY"}), {}, "", true);
     REQUIRE(uses.size() == 3);
-    CHECK(uses[0] == SecretUse{"github", "GH_TOKEN"});
-    CHECK(uses[1] == SecretUse{"my-api.key", "MY_API_KEY"});
-    CHECK(uses[2] == SecretUse{"anthropic", "CLAUDE_KEY"});
+    CHECK(uses[0] == SecretUse{"github",
+                               "GH_TOKEN",
+                               {{"api.github.com", "authorization"}, {"github.com", "authorization"}},
+                               "--secret github"});
+    CHECK(uses[1] == SecretUse{"my-api.key", "MY_API_KEY", {{"api.example.test", "x-api-key"}}, "--secret my-api.key"});
+    CHECK(variables_of(uses).back() == "anthropic=CLAUDE_KEY");
     // --agent claude brings the stored anthropic secret; codex's openai secret is not stored.
-    CHECK(secret_uses(state.path, {}, "claude", true) == std::vector<SecretUse>{{"anthropic", "ANTHROPIC_API_KEY"}});
-    CHECK(secret_uses(state.path, {}, "codex", true).empty());
-    CHECK(secret_uses(state.path, {}, "", false).empty());
+    CHECK(secret_uses(state.path, {}, {}, "claude", true) ==
+          std::vector<SecretUse>{
+              {"anthropic", "ANTHROPIC_API_KEY", {{"api.anthropic.com", "x-api-key"}}, "agent claude"}});
+    CHECK(secret_uses(state.path, {}, {}, "codex", true).empty());
+    CHECK(secret_uses(state.path, {}, {}, "", false).empty());
 
-    auto error_of = [&](std::vector<std::string> flags, bool network = true) {
-        try {
-            (void)secret_uses(state.path, flags, "", network);
-        } catch (const Error& e) {
-            return std::string(e.what());
-        }
-        return std::string();
+    auto flags_error = [&](std::vector<std::string> flags, bool network = true) {
+        return error_of([&] { (void)secret_uses(state.path, flags_of(flags), {}, "", network); });
     };
-    CHECK(error_of({"openai"}) == "--secret openai: no secret of that name is stored");
-    CHECK(error_of({"github=1BAD"}) == "--secret github=1BAD: \"1BAD\" is not an environment variable name");
-    CHECK(error_of({"github", "anthropic=GH_TOKEN"}) == "--secret anthropic: the variable GH_TOKEN is given twice");
-    CHECK(error_of({"github"}, false).starts_with("--secret needs the egress proxy"));
+    CHECK(flags_error({"openai"}).starts_with("--secret openai: no secret named openai is stored\n"));
+    CHECK(
+        flags_error({"github=1BAD"}).starts_with("--secret github=1BAD: \"1BAD\" is not an environment variable name"));
+    CHECK(flags_error({"github", "anthropic=GH_TOKEN"})
+              .starts_with("--secret anthropic=GH_TOKEN: the variable GH_TOKEN already holds secret github (--secret "
+                           "github)\n"));
+    CHECK(flags_error({"github"}, false).starts_with("--secret needs the egress proxy"));
 }
 
 TEST_CASE("a variable bound twice is refused, the agent's credential and agentctl's own variables included",
@@ -103,34 +133,52 @@ TEST_CASE("a variable bound twice is refused, the agent's credential and agentct
     test::TempDir state;
     save_secret(state.path, {"github", SecretSource::Value, "x", "", {}});
     save_secret(state.path, {"anthropic", SecretSource::Value, "y", "", {}});
-    auto error_of = [&](std::vector<std::string> flags, const std::string& agent) {
-        try {
-            (void)secret_uses(state.path, flags, agent, true);
-        } catch (const Error& e) {
-            return std::string(e.what()) + "\nhint: " + e.hint();
-        }
-        return std::string();
+    auto flags_error = [&](std::vector<std::string> flags, const std::string& agent) {
+        return error_of([&] { (void)secret_uses(state.path, flags_of(flags), {}, agent, true); });
     };
     // --agent claude brings the stored anthropic secret into ANTHROPIC_API_KEY: a second one there is refused.
-    CHECK(error_of({"github=ANTHROPIC_API_KEY"}, "claude") ==
+    CHECK(flags_error({"github=ANTHROPIC_API_KEY"}, "claude") ==
           "--secret github=ANTHROPIC_API_KEY: --agent claude already puts its stored secret anthropic in "
-          "ANTHROPIC_API_KEY\nhint: one secret per variable: drop --secret github=ANTHROPIC_API_KEY, or bind "
-          "anthropic elsewhere (--secret anthropic=ANOTHER_VARIABLE)");
+          "ANTHROPIC_API_KEY\nhint: one secret per variable: drop that binding, or bind anthropic elsewhere (--secret "
+          "anthropic=ANOTHER_VARIABLE)");
     // Binding the agent's own secret elsewhere frees the variable.
-    CHECK(secret_uses(state.path, {"anthropic=CLAUDE_KEY", "github=ANTHROPIC_API_KEY"}, "claude", true) ==
-          std::vector<SecretUse>{{"anthropic", "CLAUDE_KEY"}, {"github", "ANTHROPIC_API_KEY"}});
-    CHECK(error_of({"github", "github=OTHER"}, "") ==
-          "--secret github: the secret is given twice\nhint: give each "
-          "secret, and each variable, once");
+    CHECK(variables_of(secret_uses(state.path, flags_of({"anthropic=CLAUDE_KEY", "github=ANTHROPIC_API_KEY"}), {},
+                                   "claude", true)) ==
+          std::vector<std::string>{"anthropic=CLAUDE_KEY", "github=ANTHROPIC_API_KEY"});
+    CHECK(flags_error({"github", "github=OTHER"}, "") ==
+          "--secret github=OTHER: secret github is already bound by --secret github\nhint: bind each secret once: "
+          "drop one of the two");
     // The variables agentctl sets itself would silently win over the placeholder.
-    CHECK(error_of({"github=SSL_CERT_FILE"}, "")
+    CHECK(flags_error({"github=SSL_CERT_FILE"}, "")
               .starts_with("--secret github=SSL_CERT_FILE: agentctl sets SSL_CERT_FILE in the sandbox itself (where "
-                           "programs find the "
-                           "sandbox CA: /etc/ssl/certs/ca-certificates.crt)"));
-    CHECK(error_of({"github=NODE_EXTRA_CA_CERTS"}, "") != "");
-    CHECK(error_of({"github=HTTPS_PROXY"}, "")
+                           "programs find the sandbox CA: /etc/ssl/certs/ca-certificates.crt)"));
+    CHECK(flags_error({"github=NODE_EXTRA_CA_CERTS"}, "") != "");
+    CHECK(flags_error({"github=HTTPS_PROXY"}, "")
               .starts_with("--secret github=HTTPS_PROXY: agentctl sets HTTPS_PROXY in the sandbox itself (it points "
-                           "programs at the "
-                           "egress proxy)"));
-    CHECK(error_of({"github=npm_config_https_proxy"}, "") != "");
+                           "programs at the egress proxy)"));
+    CHECK(flags_error({"github=npm_config_https_proxy"}, "") != "");
+}
+
+TEST_CASE("a profile's secret forbid takes the host out of every binding and nothing lifts it", "[secret]") {
+    test::TempDir state;
+    save_secret(state.path, {"github", SecretSource::Value, "x", "", {}});
+    const std::vector<SecretForbid> forbid{
+        {"github", "github.com", "profile org (/org/org.yaml:9) spec.secrets.forbid[0]"}};
+    std::vector<std::string> notices;
+    // The catalog's two hosts: github.com is taken out, api.github.com stays.
+    auto uses = secret_uses(state.path, flags_of({"github"}), forbid, "", true, &notices);
+    REQUIRE(uses.size() == 1);
+    CHECK(uses[0].hosts == std::vector<SecretHost>{{"api.github.com", "authorization"}});
+    CHECK(notices == std::vector<std::string>{"secret github is not injected into github.com: profile org "
+                                              "(/org/org.yaml:9) spec.secrets.forbid[0] forbids it"});
+    // A later binding naming the forbidden host itself does not lift the forbid.
+    SecretBinding later{
+        "github", "", {{"GitHub.com", "authorization"}}, "profile mine (/u/mine.yaml:4) spec.secrets.bind[0]"};
+    CHECK(error_of([&] { (void)secret_uses(state.path, {later}, forbid, "", true); }) ==
+          "profile mine (/u/mine.yaml:4) spec.secrets.bind[0]: secret github has no host left to go to (profile org "
+          "(/org/org.yaml:9) spec.secrets.forbid[0] forbids it on GitHub.com)\nhint: a forbid cannot be lifted by a "
+          "later profile or a flag: bind the secret to another host, or leave it out");
+    // "*" forbids every secret on the host.
+    const std::vector<SecretForbid> all{{"*", "api.github.com", "x"}, {"*", "github.com", "y"}};
+    CHECK(error_of([&] { (void)secret_uses(state.path, flags_of({"github"}), all, "", true); }) != "");
 }

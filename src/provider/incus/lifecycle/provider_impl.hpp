@@ -62,6 +62,9 @@ public:
     void remove(const std::string& name, bool force) override;
     [[nodiscard]] std::vector<InstanceInfo> list() override;
     [[nodiscard]] InstanceInfo status(const std::string& name) override;
+    std::vector<std::string> refresh_secret(const std::string& secret) override {
+        return m_egress->refresh_secret(secret);
+    }
     int exec(const std::string& name, const ExecRequest& request) override;
     int shell(const std::string& name, bool root) override;
     void view(const std::string& name, bool read_only) override;

@@ -9,9 +9,11 @@
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
 #include "agentctl/host_network.hpp"
+#include "policy/secret_store.hpp"
 #include "provider/common/process_identity.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/lifecycle/sandbox_secrets.hpp"
 #include "provider/incus/network/proxy_instance.hpp"
 
 namespace agentctl::provider::incus {
@@ -175,6 +177,11 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
     }
     info.egress_proxy = proxy;
     if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
+    // Bindings only: the record holds no value.
+    for (const auto& secret : read_sandbox_secrets(state_dir_of(m_context, site.host, site.sandbox))) {
+        info.extra.emplace_back("Secret " + secret.name,
+                                policy::describe_secret_use({secret.name, secret.env, secret.hosts, secret.origin}));
+    }
     HostProcess resolver;
     resolver.listen = fmt::format("{}:{}", gateway->address_text(), k_dns_port);
     resolver.scope = !info.network->dns.disabled ? "answers allowlisted names only"

@@ -34,7 +34,8 @@ std::string random_hex(std::size_t bytes) {
 std::vector<SandboxSecret> plan_sandbox_secrets(const std::vector<SecretUse>& uses) {
     std::vector<SandboxSecret> secrets;
     for (const auto& use : uses)
-        secrets.push_back({use.name, use.env, fmt::format("agentctl-secret-{}-{}", use.name, random_hex(16))});
+        secrets.push_back(
+            {use.name, use.env, fmt::format("agentctl-secret-{}-{}", use.name, random_hex(16)), use.hosts, use.origin});
     return secrets;
 }
 
@@ -45,8 +46,15 @@ void write_sandbox_secrets(const fs::path& sandbox_dir, const std::vector<Sandbo
         return;
     }
     auto list = nlohmann::json::array();
-    for (const auto& secret : secrets)
-        list.push_back({{"name", secret.name}, {"env", secret.env}, {"placeholder", secret.placeholder}});
+    for (const auto& secret : secrets) {
+        auto hosts = nlohmann::json::array();
+        for (const auto& host : secret.hosts) hosts.push_back({{"host", host.host}, {"header", host.header}});
+        list.push_back({{"name", secret.name},
+                        {"env", secret.env},
+                        {"placeholder", secret.placeholder},
+                        {"hosts", std::move(hosts)},
+                        {"origin", secret.origin}});
+    }
     core::write_file_atomic(record_file(sandbox_dir), list.dump(2) + "\n", 0600);
 }
 
@@ -64,7 +72,15 @@ std::vector<SandboxSecret> read_sandbox_secrets(const fs::path& sandbox_dir) {
                 throw Error(fmt::format("{}: field `[{}].{}` is missing", file.string(), i, field),
                             "recreate the sandbox");
         }
-        secrets.push_back({entry["name"], entry["env"], entry["placeholder"]});
+        SandboxSecret secret{entry["name"], entry["env"], entry["placeholder"], {}, entry.value("origin", "")};
+        for (const auto& host : entry.value("hosts", nlohmann::json::array())) {
+            if (!host.is_object() || !host.contains("host") || !host["host"].is_string() || !host.contains("header") ||
+                !host["header"].is_string())
+                throw Error(fmt::format("{}: field `[{}].hosts` is malformed", file.string(), i),
+                            "recreate the sandbox");
+            secret.hosts.push_back({host["host"], host["header"]});
+        }
+        secrets.push_back(std::move(secret));
     }
     return secrets;
 }
@@ -110,7 +126,7 @@ std::string proxy_secret_payload(const fs::path& state_dir, const fs::path& sand
         }
         egress_proxy::InjectedSecret injected{
             secret.name, secret.placeholder, policy::secret_value(*stored, runner), {}};
-        for (const auto& host : policy::effective_hosts(*stored)) injected.bindings.push_back({host.host, host.header});
+        injected.bindings = secret.hosts.empty() ? policy::effective_hosts(*stored) : secret.hosts;
         payload.secrets.push_back(std::move(injected));
     }
     return egress_proxy::secret_payload_json(payload);

@@ -24,6 +24,11 @@ struct SandboxSecret {
     std::string name;
     std::string env;
     std::string placeholder;  // unique to the sandbox and the secret; not secret itself
+    // Where the proxy injects it, fixed at create (the profiles' forbids
+    // applied); empty in a record written before bindings were recorded: the
+    // stored secret's hosts.
+    std::vector<SecretHost> hosts;
+    std::string origin;
 };
 
 // A fresh placeholder for each secret the sandbox uses.

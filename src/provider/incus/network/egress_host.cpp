@@ -15,6 +15,7 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
+#include "egress_proxy/secret_rotation.hpp"
 #include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
 #include "provider/incus/network/host_cgroup.hpp"
@@ -73,6 +74,7 @@ struct Paths {
     fs::path log() const { return run / "egress.log"; }
     fs::path output() const { return dir / "egress-proxy.out"; }
     fs::path record() const { return proxy_record_path(dir.string()); }
+    fs::path secrets_socket() const { return run / "secrets.sock"; }
     fs::path resolver_output() const { return dir / "resolver.out"; }
     fs::path resolver_record() const { return resolver_record_path(dir.string()); }
     // Where the resolver an earlier agentctl started (as root, dropping to
@@ -125,7 +127,8 @@ public:
         // The sandbox's secrets: fetched now, handed over on the proxy's stdin.
         options.input = proxy_secret_payload(m_context.state_dir, paths.dir, site.sandbox, m_context.runner);
         if (!options.input.empty()) {
-            argv.insert(argv.end(), {"--secrets-fd", "0"});
+            argv.insert(argv.end(),
+                        {"--secrets-fd", "0", "--secrets-socket", paths.secrets_socket().filename().string()});
             if (auto extra = setting(m_context, config_key::k_proxy_upstream_ca); !extra.empty()) {
                 write_shared(site, paths.upstream_ca(), core::read_file(extra));
                 argv.insert(argv.end(), {"--upstream-ca", "../egress-upstream-ca.crt"});
@@ -133,6 +136,34 @@ public:
         }
         options.working_dir = paths.run.string();
         start_recorded(argv, options, paths.pid(), paths.record(), address, k_egress_proxy_port);
+    }
+
+    std::vector<std::string> refresh_secret(const std::string& secret) override {
+        std::vector<std::string> reached;
+        // Every sandbox directory of this agentctl (default_state_dir's parent).
+        const auto root = fs::path(default_state_dir(m_context, "sandbox")).parent_path();
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(root, ec)) {
+            Paths paths;
+            paths.dir = entry.path();
+            paths.run = paths.dir / "run";
+            const auto sandbox = paths.dir.filename().string();
+            const auto records = read_sandbox_secrets(paths.dir);
+            if (std::none_of(records.begin(), records.end(), [&](const auto& r) { return r.name == secret; })) continue;
+            if (common::verified_pid(paths.record().string()) <= 0)
+                continue;  // not running: it reads the value at start
+            if (!fs::exists(paths.secrets_socket())) {
+                reached.push_back(
+                    fmt::format("{}: its egress proxy takes no new values while it runs; it gets the new "
+                                "value at its next start",
+                                sandbox));
+                continue;
+            }
+            const auto payload = proxy_secret_payload(m_context.state_dir, paths.dir, sandbox, m_context.runner);
+            reached.push_back(fmt::format(
+                "{}: {}", sandbox, egress_proxy::send_secret_rotation(paths.secrets_socket().string(), payload)));
+        }
+        return reached;
     }
 
     bool stop_proxy(const EgressSite& site) override {

@@ -120,6 +120,13 @@ public:
     [[nodiscard]] virtual ProxyPlacement placement() const = 0;
     // Whether agentctl's nft table guards the bridge (the bridge is on this machine).
     [[nodiscard]] virtual bool host_firewall() const = 0;
+    // Lifecycle::refresh_secret for the proxies this host runs: each sandbox
+    // whose record uses `secret` and whose proxy runs gets its payload again
+    // on the proxy's secrets socket (egress_proxy/secret_rotation.hpp).
+    [[nodiscard]] virtual std::vector<std::string> refresh_secret(const std::string& secret) {
+        (void)secret;
+        return {};
+    }
 };
 
 // Runs the proxy and the resolver as detached local processes, as the
