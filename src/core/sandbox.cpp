@@ -15,6 +15,15 @@ std::vector<std::string> widenings(const SandboxSpec& spec) {
     } else if (spec.network.allow_lan) {
         out.emplace_back("LAN open: every private and link-local address is reachable on any port (--allow-lan)");
     }
+    if (spec.network.enabled && spec.network.default_budget != 0) {
+        for (const auto& rule : spec.network.allow) {
+            if (rule.kind != policy::HostKind::Ip) continue;
+            out.push_back(
+                fmt::format("upload not counted: {} is an address, which the firewall admits without the "
+                            "proxy, so the default upload budget does not cap it",
+                            rule.host));
+        }
+    }
     for (const auto& mount : spec.mounts) {
         if (mount.writable) {
             out.push_back(fmt::format("writable mount: {} -> {} (the sandbox can change these host files)",

@@ -32,6 +32,14 @@ UploadBudget parse_budget_entry(std::string_view entry) {
     }
     if (rule.kind == HostKind::Wildcard) throw bad("a budget is for one host, not a wildcard");
     if (rule.ports.size() != 1) throw bad("it needs exactly one port (HOST:PORT)");
+    // The egress proxy counts budgets; an address is admitted by the sandbox's
+    // firewall without it. Lifting (`none`) stays possible.
+    if (rule.kind == HostKind::Ip && *size != 0) {
+        throw Error(fmt::format("invalid budget \"{}\": {} is an address, which the sandbox's firewall admits "
+                                "without the egress proxy, so no budget could count it",
+                                entry, rule.host),
+                    "allow the destination by name and give the name a budget, e.g. api.example.com:443=50MiB");
+    }
     return {rule.host, rule.ports.front(), *size};
 }
 

@@ -148,6 +148,18 @@ TEST_CASE("policy budget refuses a malformed budget before it looks at any sandb
     CHECK(r.err ==
           "agentctl: invalid budget \"api.example.com:443\": it needs =SIZE\n"
           "hint: write HOST:PORT=SIZE, e.g. api.github.com:443=50MiB\n");
+    r = cli.run({"policy", "budget", "cli-budget-test", "93.184.216.34:443=5MiB"});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("93.184.216.34 is an address, which the sandbox's firewall admits without the egress proxy") !=
+          std::string::npos);
+    // create refuses it before any daemon is reached: it is pointed at none.
+    cli.use_incus();
+    r = cli.run({"create", "cli-budget-test", "--isolation", "container", "--budget", "93.184.216.34:443=5MiB"},
+                {{"INCUS_SOCKET", (cli.root() / "no-daemon.socket").string()}});
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("93.184.216.34 is an address") != std::string::npos);
 }
 
 TEST_CASE("policy add --for refuses a bad duration, and an address, before it looks at any sandbox") {

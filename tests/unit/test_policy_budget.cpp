@@ -15,11 +15,26 @@ TEST_CASE("a budget entry is HOST:PORT=SIZE") {
     CHECK(budget.host == "api.github.com");
     CHECK(budget.port == 443);
     CHECK(budget.bytes == 50ULL * 1024 * 1024);
-    CHECK(parse_budget_entry("10.0.0.5:22=1000").bytes == 1000);
-    CHECK(parse_budget_entry("[2606:4700::1111]:443=1GB").bytes == 1'000'000'000ULL);
-    CHECK(agentctl::policy::destination_text(parse_budget_entry("[2606:4700::1111]:443=1GB").host, 443) ==
-          "[2606:4700::1111]:443");
+    CHECK(parse_budget_entry("api.github.com:443=1GB").bytes == 1'000'000'000ULL);
+    CHECK(agentctl::policy::destination_text("2606:4700::1111", 443) == "[2606:4700::1111]:443");
     CHECK(parse_budget_entry("api.github.com:443=none").bytes == 0);  // lifts it
+}
+
+TEST_CASE("an address cannot have a budget, since the firewall admits it without the proxy; none still lifts one") {
+    for (const char* entry : {"10.0.0.5:22=1000", "[2606:4700::1111]:443=1GB", "93.184.216.34:443=5MiB"}) {
+        INFO(entry);
+        try {
+            (void)parse_budget_entry(entry);
+            FAIL("accepted");
+        } catch (const agentctl::Error& e) {
+            CHECK(std::string(e.what()).find("is an address, which the sandbox's firewall admits without the "
+                                             "egress proxy, so no budget could count it") != std::string::npos);
+            CHECK(e.hint().starts_with("allow the destination by name and give the name a budget"));
+        }
+    }
+    const auto lifted = parse_budget_entry("10.0.0.5:22=none");
+    CHECK(lifted.host == "10.0.0.5");
+    CHECK(lifted.bytes == 0);
 }
 
 TEST_CASE("a malformed budget entry names itself and the form to write") {
