@@ -264,6 +264,7 @@ before=$(established "$NS" "$RAW_PORT")
 in_a python3 -c "$HOLD_CONNECTION_PY" "$GW" 3128 other.test:$RAW_PORT >"$WORK/grant" 2>&1 &
 LONG=$!
 wait_until 60 more_established "$NS" "$RAW_PORT" "$before"
+check "the granted name resolves at the sandbox's resolver" test "$(udp53 "$GW" other.test)" = "answer 0 0"
 check "status shows when the grant ends" bash -c \
   "'$AGENTCTL' --provider incus status '$A' | grep -Eq '^  allow other\.test:$RAW_PORT .*, until [0-9T:-]+Z\$'"
 check "status --output json: the grant's expiresAt" bash -c \
@@ -273,6 +274,10 @@ check "the grant let the guest through" grep -q "^open HTTP/1.1 200" "$WORK/gran
 check "the tunnel ended when the grant did" grep -q "^cut" "$WORK/grant"
 check "after the grant, other.test:$RAW_PORT gets 403" \
   test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_connect}' -p "http://other.test:$RAW_PORT/")" = 403
+# The resolver still answers for the ended grant until it is next restarted: any policy change does that.
+check "a later policy change succeeds" agentctl policy add "$A" later.test:$RAW_PORT
+check "after the next policy change, the ended grant no longer resolves (NXDOMAIN)" \
+  test "$(udp53 "$GW" other.test)" = "answer 3 0"
 
 # ---------------------------------------------------------------- logs --network
 agentctl logs "$A" --network >"$WORK/logs" 2>&1

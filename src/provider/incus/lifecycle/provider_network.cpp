@@ -1,6 +1,7 @@
 // The network policy of a sandbox on its bridge: the ACL, the host firewall
 // table, the resolver and the egress proxy (wherever it is placed), bringing
 // them up at create and start, their status lines, and live policy changes.
+#include <chrono>
 #include <future>
 #include <optional>
 
@@ -57,7 +58,10 @@ std::string IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network
             "no DNS upstream for the sandbox's resolver (no IP address in network.dns.servers or "
             "/etc/resolv.conf): allowlisted names do not resolve inside it; the egress proxy still reaches them");
     }
-    return dns_server_lines(network, upstreams);
+    // A grant that has ended resolves no more once the resolver is (re)started.
+    const auto now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return dns_server_lines(policy::in_force_at(network, now), upstreams);
 }
 
 std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
