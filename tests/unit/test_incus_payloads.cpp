@@ -6,6 +6,7 @@
 
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/client/payloads.hpp"
+#include "provider/incus/lifecycle/sandbox_record.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -128,12 +129,12 @@ TEST_CASE("instance config records everything status needs", "[payloads]") {
     CHECK(config.at(std::string(key::k_agent_installed)) == "false");
     CHECK(config.at(std::string(key::k_subnet)) == "10.213.0.33/28");  // the bridge address
     CHECK(config.at(std::string(key::k_acl)) == "agentctl-demo");
-    auto mounts = parse_mounts_record(config.at(std::string(key::k_mounts)));
-    CHECK(mounts == spec.mounts);
+    const auto record = read_sandbox_record(Json{{"name", "demo"}, {"config", config}});
+    CHECK(record.mounts == spec.mounts);
     auto widened = Json::parse(config.at(std::string(key::k_widenings)));
     CHECK(widened.size() == 2);  // the writable mount and container isolation
     CHECK_FALSE(config.contains("raw.idmap"));
-    CHECK(parse_ports_record(config.at(std::string(key::k_ports))) == spec.ports);
+    CHECK(record.ports == spec.ports);
     auto network = policy::from_policy_file(Json::parse(config.at(std::string(key::k_network))));
     CHECK(network.deny_lan);
 }
@@ -163,13 +164,6 @@ TEST_CASE("bridge payload: agentctl's own resolver turns Incus's DHCP and DNS of
     CHECK(payload["config"]["ipv4.dhcp"] == "false");
     CHECK(payload["config"]["dns.mode"] == "none");
     CHECK_FALSE(payload["config"].contains("raw.dnsmasq"));
-}
-
-TEST_CASE("the resolver record: agentctl's own, else (older sandboxes) the bridge's", "[payloads]") {
-    Json instance{{"config", {{std::string(key::k_resolver), std::string(resolver_record(BridgeResolver::Host))}}}};
-    CHECK(recorded_resolver(instance) == BridgeResolver::Host);
-    CHECK(recorded_resolver(Json{{"config", Json::object()}}) == BridgeResolver::Incus);
-    CHECK(recorded_resolver(Json{{"config", {{std::string(key::k_resolver), "incus"}}}}) == BridgeResolver::Incus);
 }
 
 TEST_CASE("exec payload: recorded output, no websockets, sandbox user", "[payloads]") {

@@ -271,6 +271,13 @@ Response parse_envelope(std::string_view body, int http_status) {
     return response;
 }
 
+std::string config_text(const Json& object, std::string_view key) {
+    const auto config = object.find("config");
+    if (config == object.end() || !config->is_object()) return {};
+    auto it = config->find(std::string(key));
+    return it != config->end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 IncusStatus incus_status(const Json& object) {
     static const std::map<std::string, IncusStatus, std::less<>> names{
         {"Running", IncusStatus::Running},     {"Pending", IncusStatus::Pending}, {"Stopped", IncusStatus::Stopped},

@@ -137,6 +137,10 @@ enum class IncusStatus { Running, Pending, Stopped, Frozen, Success, Failure, Ca
     return status == IncusStatus::Running || status == IncusStatus::Pending;
 }
 
+// The string value of `key` in an Incus object's config (instance, snapshot,
+// network, ACL); empty when it has none.
+[[nodiscard]] std::string config_text(const Json& object, std::string_view key);
+
 class Client {
 public:
     virtual ~Client() = default;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/lifecycle/sandbox_record.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -31,11 +32,6 @@ Json network_payload(const std::string& sandbox, const std::string& bridge, cons
 
 std::string_view resolver_record(BridgeResolver resolver) {
     return resolver == BridgeResolver::Host ? "host" : "incus";
-}
-
-BridgeResolver recorded_resolver(const Json& instance) {
-    const auto record = instance.value("config", Json::object()).value(std::string(key::k_resolver), "");
-    return record == resolver_record(BridgeResolver::Host) ? BridgeResolver::Host : BridgeResolver::Incus;
 }
 
 Json mount_devices(const std::vector<Mount>& mounts, Isolation isolation) {
@@ -144,50 +140,6 @@ Json instance_devices(const SandboxSpec& spec, const std::string& bridge, const 
     return devices;
 }
 
-std::string mounts_record(const std::vector<Mount>& mounts) {
-    Json list = Json::array();
-    for (const auto& m : mounts) {
-        list.push_back(
-            {{"host_path", m.host_path}, {"guest_path", m.guest_path}, {"writable", m.writable}, {"origin", m.origin}});
-    }
-    return list.dump();
-}
-
-std::vector<Mount> parse_mounts_record(const std::string& text) {
-    std::vector<Mount> mounts;
-    auto list = Json::parse(text, nullptr, false);
-    if (!list.is_array()) return mounts;
-    for (const auto& item : list) {
-        if (!item.is_object()) continue;
-        mounts.push_back(Mount{item.value("host_path", ""), item.value("guest_path", ""), item.value("writable", false),
-                               item.value("origin", "")});
-    }
-    return mounts;
-}
-
-std::string ports_record(const std::vector<PortForward>& ports) {
-    Json list = Json::array();
-    for (const auto& p : ports) {
-        list.push_back({{"listen_address", p.listen_address},
-                        {"host_port", p.host_port},
-                        {"guest_port", p.guest_port},
-                        {"protocol", p.protocol}});
-    }
-    return list.dump();
-}
-
-std::vector<PortForward> parse_ports_record(const std::string& text) {
-    std::vector<PortForward> ports;
-    auto list = Json::parse(text, nullptr, false);
-    if (!list.is_array()) return ports;
-    for (const auto& p : list) {
-        if (!p.is_object()) continue;
-        ports.push_back(PortForward{p.value("listen_address", "127.0.0.1"), p.value("host_port", std::uint16_t{0}),
-                                    p.value("guest_port", std::uint16_t{0}), p.value("protocol", "tcp")});
-    }
-    return ports;
-}
-
 std::map<std::string, std::string> instance_config(const SandboxSpec& spec, const std::string& bridge,
                                                    const Ipv4Net& subnet, bool acl_attached,
                                                    const std::optional<IdentityMap>& idmap) {
@@ -211,21 +163,7 @@ std::map<std::string, std::string> instance_config(const SandboxSpec& spec, cons
         // secure boot keys Incus enrols (doc: instance options, security.secureboot).
         config["security.secureboot"] = "false";
     }
-    config[std::string(key::k_managed)] = "true";
-    config[std::string(key::k_user)] = spec.user;
-    config[std::string(key::k_isolation)] = spec.isolation == Isolation::Vm ? "vm" : "container";
-    config[std::string(key::k_image)] = spec.image;
-    config[std::string(key::k_profiles)] = Json(spec.profiles).dump();
-    config[std::string(key::k_network)] = policy::to_policy_file(spec.network).dump();
-    config[std::string(key::k_mounts)] = mounts_record(spec.mounts);
-    config[std::string(key::k_ports)] = ports_record(spec.ports);
-    config[std::string(key::k_packages)] = Json(spec.packages).dump();
-    config[std::string(key::k_widenings)] = Json(widenings(spec)).dump();
-    config[std::string(key::k_agent)] = spec.agent;
-    config[std::string(key::k_agent_installed)] = spec.agent.empty() ? "" : "false";
-    config[std::string(key::k_bridge)] = bridge;
-    config[std::string(key::k_acl)] = acl_attached ? acl_name(spec.name) : "";
-    config[std::string(key::k_subnet)] = subnet.host(1).to_string();
+    config.merge(sandbox_record_config(spec, bridge, subnet, acl_attached));
     return config;
 }
 
@@ -233,12 +171,16 @@ bool is_image_fingerprint(std::string_view image) {
     return image.size() >= 12 && image.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
+std::string_view instance_type_name(Isolation isolation) {
+    return isolation == Isolation::Vm ? "virtual-machine" : "container";
+}
+
 Json instance_payload(const SandboxSpec& spec, const std::map<std::string, std::string>& config, const Json& devices,
                       bool start) {
     Json source{{"type", "image"}};
     source[is_image_fingerprint(spec.image) ? "fingerprint" : "alias"] = spec.image;
     return Json{{"name", spec.name},
-                {"type", spec.isolation == Isolation::Vm ? "virtual-machine" : "container"},
+                {"type", instance_type_name(spec.isolation)},
                 {"source", std::move(source)},
                 {"profiles", Json::array({"default"})},
                 {"config", config},

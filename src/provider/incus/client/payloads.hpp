@@ -35,9 +35,8 @@ struct GuestUser {
 enum class BridgeResolver { Incus, Host };
 [[nodiscard]] Json network_payload(const std::string& sandbox, const std::string& bridge, const Ipv4Net& subnet,
                                    const std::string& acl, BridgeResolver resolver);
-// The instance record of it (key::k_resolver), and back.
+// The instance record of it (key::k_resolver; read in sandbox_record.hpp).
 [[nodiscard]] std::string_view resolver_record(BridgeResolver resolver);
-[[nodiscard]] BridgeResolver recorded_resolver(const Json& instance);
 
 // Who owns a writable mount on the host (stat of its canonical path).
 struct MountOwner {
@@ -92,7 +91,7 @@ struct IdentityMap {
 // (no /dev/incus: it would show guest root every user.agentctl.* key and
 // device source path); for containers security.idmap.isolated=true (a uid range
 // of its own) and limits.processes; raw.idmap when `idmap` is given; for VMs
-// security.secureboot=false; and the user.agentctl.* records (see naming.hpp).
+// security.secureboot=false; and the user.agentctl.* records (sandbox_record_config).
 [[nodiscard]] std::map<std::string, std::string> instance_config(const SandboxSpec& spec, const std::string& bridge,
                                                                  const Ipv4Net& subnet, bool acl_attached,
                                                                  const std::optional<IdentityMap>& idmap);
@@ -102,12 +101,11 @@ struct IdentityMap {
 // themselves, and ~/.npm-global/bin, agentctl's npm prefix), then the system's.
 [[nodiscard]] std::string guest_path(const std::string& home);
 
-// The records of the published ports, and back.
-[[nodiscard]] std::string ports_record(const std::vector<PortForward>& ports);
-[[nodiscard]] std::vector<PortForward> parse_ports_record(const std::string& text);
-
 // A hex fingerprint (12+ digits) selects an image directly; anything else is an alias.
 [[nodiscard]] bool is_image_fingerprint(std::string_view image);
+
+// Incus's instance type of an isolation: "virtual-machine" | "container".
+[[nodiscard]] std::string_view instance_type_name(Isolation isolation);
 
 // POST /1.0/instances: source = the local image alias (or fingerprint),
 // type container | virtual-machine, `start: true` (extension instance_create_start).
@@ -136,10 +134,6 @@ struct IdentityMap {
 [[nodiscard]] Json image_pull_payload(const std::string& remote_url, const std::string& ref);
 // POST /1.0/images: publish a stopped instance as a local image aliased OUT.
 [[nodiscard]] Json image_publish_payload(const std::string& instance, const std::string& alias);
-
-// The JSON records of mounts and ports kept in the instance config.
-[[nodiscard]] std::string mounts_record(const std::vector<Mount>& mounts);
-[[nodiscard]] std::vector<Mount> parse_mounts_record(const std::string& text);
 
 // Byte sizes as Incus config values ("4294967296B").
 [[nodiscard]] std::string bytes_value(std::uint64_t bytes);

@@ -76,22 +76,17 @@ ProxyPlacement IncusProvider::placement_setting() const {
     return choose_proxy_placement(setting(m_context, config_key::k_proxy_placement), server_is_this_machine());
 }
 
-ProxyPlacement IncusProvider::placement_of(const Json& instance) {
-    return config_value(instance, key::k_egress) == to_string(ProxyPlacement::Instance) ? ProxyPlacement::Instance
-                                                                                        : ProxyPlacement::Host;
-}
-
 EgressHost& IncusProvider::egress(ProxyPlacement placement) const {
     return placement == ProxyPlacement::Instance ? *m_egress_instance : *m_egress;
 }
 
-EgressSite IncusProvider::site_of(const std::string& name, const Json& instance) {
+EgressSite IncusProvider::site_of(const std::string& name, const SandboxRecord& record) {
     EgressSite site;
     site.sandbox = name;
     site.bridge = bridge_name(name);
-    site.subnet = parse_ipv4_net(config_value(instance, key::k_subnet)).value_or(Ipv4Net{});
-    site.image = config_value(instance, key::k_image);
-    site.host = parse_host_record(instance.value("config", Json::object()));
+    site.subnet = record.subnet.value_or(Ipv4Net{});
+    site.image = record.image;
+    site.host = record.host;
     return site;
 }
 
@@ -105,33 +100,6 @@ std::string IncusProvider::backend_version() {
     return fmt::format("{} {}", server == "incus" ? "Incus" : server, version);
 }
 
-std::string IncusProvider::config_value(const Json& instance, std::string_view key) {
-    const auto& config = instance.contains("config") ? instance["config"] : Json::object();
-    auto it = config.find(std::string(key));
-    return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-Isolation IncusProvider::isolation_of(const Json& instance) {
-    return config_value(instance, key::k_isolation) == "vm" ? Isolation::Vm : Isolation::Container;
-}
-
-std::optional<GuestUser> IncusProvider::recorded_user(const Json& instance) {
-    const auto uid = config_value(instance, key::k_uid);
-    if (uid.empty()) return std::nullopt;
-    GuestUser user;
-    user.name = config_value(instance, key::k_user);
-    try {
-        user.uid = std::stoi(uid);
-        user.gid = std::stoi(config_value(instance, key::k_gid));
-    } catch (const std::exception&) {
-        return std::nullopt;
-    }
-    user.home = config_value(instance, key::k_home);
-    user.shell = config_value(instance, key::k_shell);
-    if (user.shell.empty()) user.shell = "/bin/sh";
-    return user;
-}
-
 Json IncusProvider::require_instance(const std::string& name) {
     auto instance = m_api.instance(name);
     if (!instance) {
@@ -140,10 +108,9 @@ Json IncusProvider::require_instance(const std::string& name) {
             // lines that follow are the ones a real run would send.
             return Json{{"name", name},
                         {"status", "Running"},
-                        {"type", "virtual-machine"},
+                        {"type", std::string(instance_type_name(Isolation::Vm))},
                         {"config",
                          {{std::string(key::k_managed), "true"},
-                          {std::string(key::k_isolation), "vm"},
                           {std::string(key::k_user), "agent"},
                           {std::string(key::k_uid), std::to_string(k_default_guest_uid)},
                           {std::string(key::k_gid), std::to_string(k_default_guest_uid)},
@@ -153,12 +120,13 @@ Json IncusProvider::require_instance(const std::string& name) {
         }
         throw Error(fmt::format("no sandbox named \"{}\" in Incus", name), "`agentctl list` shows the sandboxes");
     }
-    if (config_value(*instance, key::k_managed) != "true") {
+    const auto marks = read_instance_marks(*instance);
+    if (!marks.managed) {
         throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
                     "agentctl only acts on its own sandboxes; use the incus client for other instances");
     }
-    if (config_value(*instance, key::k_role) == key::k_role_egress_proxy) {
-        const auto sandbox = config_value(*instance, key::k_sandbox);
+    if (marks.is_companion()) {
+        const auto& sandbox = marks.sandbox;
         throw Error(
             fmt::format("the Incus instance \"{}\" is the egress proxy of sandbox {}, not a sandbox", name, sandbox),
             fmt::format("act on the sandbox (agentctl status {}); its proxy follows it", sandbox));

@@ -89,20 +89,20 @@ void escape(std::vector<common::ProbeResult>& results, const std::string& name, 
 
 }  // namespace
 
-IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name, const Json& instance) {
+IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name, const SandboxRecord& record) {
     if (m_api.preview()) return ProbeRun::unverified(ConfinementState::NotVerified, "preview");
-    auto network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
-    if (!network.enabled)
+    if (!record.network || !record.network->enabled)
         return ProbeRun::unverified(ConfinementState::Off, "the sandbox has no network policy (--no-network-policy)");
-    const auto bridge_address = parse_ipv4_net(config_value(instance, key::k_subnet));
+    const auto& network = *record.network;
+    const auto& bridge_address = record.subnet;
     if (!bridge_address)
         return ProbeRun::unverified(ConfinementState::NotVerified, "the bridge address is not recorded");
     const auto gateway = bridge_address->address_text();
-    const bool vm = isolation_of(instance) == Isolation::Vm;
+    const bool vm = record.isolation == Isolation::Vm;
     if (wait_for_address(name, vm ? 120 : 30).empty())
         return ProbeRun::unverified(ConfinementState::NotVerified, "the sandbox got no IPv4 address on eth0");
 
-    const auto placement = placement_of(instance);
+    const auto placement = record.placement;
     ProbeTargets targets;
     targets.gateway = gateway;
     targets.proxy = proxy_address(placement, *bridge_address).address_text();
@@ -185,15 +185,15 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     return run;
 }
 
-ConfinementStatus IncusProvider::record_probes(const std::string& name, const Json& instance, const ProbeRun& run) {
+ConfinementStatus IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
     if (!run.not_verified.empty()) {
-        set_records(name, evidence_records(name, instance, run, run.not_verified));
+        set_records(name, evidence_records(name, run, run.not_verified));
         return run.not_verified;
     }
     const auto summary = common::summarise(run.results);
     const auto line = common::confinement_line(summary, std::chrono::system_clock::now(),
                                                run.by_host ? std::string_view{} : common::k_guest_word);
-    set_records(name, evidence_records(name, instance, run, line));
+    set_records(name, evidence_records(name, run, line));
     if (!summary.escaped.empty()) {
         m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
         m_api.change_state(name, state_payload("stop", true, -1), 120);
@@ -211,10 +211,10 @@ ConfinementStatus IncusProvider::record_probes(const std::string& name, const Js
     return line;
 }
 
-void IncusProvider::verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early) {
+void IncusProvider::verify_confinement(const std::string& name, const SandboxRecord& record,
+                                       std::future<ProbeRun> early) {
     m_context.reporter.step(fmt::format("checking network confinement of {}", name));
-    const auto confinement =
-        record_probes(name, instance, early.valid() ? early.get() : run_probe_battery(name, instance));
+    const auto confinement = record_probes(name, early.valid() ? early.get() : run_probe_battery(name, record));
     const auto line = to_string(confinement);
     if (confinement.state == ConfinementState::Verified) {
         m_context.reporter.notice("network confinement " + line);
@@ -224,8 +224,8 @@ void IncusProvider::verify_confinement(const std::string& name, const Json& inst
 }
 
 int IncusProvider::logs(const std::string& name, const LogRequest& request) {
-    auto instance = require_instance(name);
-    return egress(placement_of(instance)).print_network_log(site_of(name, instance), request, m_context.out);
+    const auto record = read_sandbox_record(require_instance(name));
+    return egress(record.placement).print_network_log(site_of(name, record), request, m_context.out);
 }
 
 }  // namespace agentctl::provider::incus

@@ -204,8 +204,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
     const auto lock = lock_sandbox(requested.name);
     m_api.require_extensions();
     auto existing = m_api.instance(requested.name);
-    if (existing && config_value(*existing, key::k_managed) == "true" &&
-        config_value(*existing, key::k_create_pending) == "true" && !m_api.preview()) {
+    if (existing && read_instance_marks(*existing).unfinished() && !m_api.preview()) {
         // Left by a create that was killed (the name's lock is ours now): removed below with the rest.
         existing.reset();
     }
@@ -352,9 +351,10 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     wait_until_ready(spec.name, spec.isolation == Isolation::Vm);
     std::future<ProbeRun> probes;
     if (confined && !m_api.preview()) {
-        probes = std::async(std::launch::async, [this, name = spec.name, instance = require_instance(spec.name)] {
-            return run_probe_battery(name, instance);
-        });
+        probes = std::async(std::launch::async,
+                            [this, name = spec.name, record = read_sandbox_record(require_instance(spec.name))] {
+                                return run_probe_battery(name, record);
+                            });
     }
     m_context.reporter.step(fmt::format("creating user {}", spec.user));
     std::string script = bootstrap_user_script(spec.user, guest_uid);
@@ -404,7 +404,9 @@ int IncusProvider::remove_pieces(const std::string& name) {
     if (instance && instance_running(*instance)) m_api.change_state(name, state_payload("stop", true, -1), 120);
     // A preview asks for the companion only when the sandbox records one; a
     // real delete always looks (a create may have stopped before recording).
-    const bool companion = !m_api.preview() || (instance && placement_of(*instance) == ProxyPlacement::Instance);
+    // (Only this key is read: a sandbox whose record is damaged can still be deleted.)
+    const bool companion =
+        !m_api.preview() || (instance && config_text(*instance, key::k_egress) == to_string(ProxyPlacement::Instance));
     const auto bridge = bridge_name(name);
     auto network = m_api.network(bridge);
     // Where its host processes' files are and who they run as: recorded on the
@@ -502,9 +504,9 @@ Json IncusProvider::in_project(Json payload) const {
     return payload;
 }
 
-std::string IncusProvider::owner_of(const Json& piece) { return config_value(piece, key::k_sandbox); }
+std::string IncusProvider::owner_of(const Json& piece) { return config_text(piece, key::k_sandbox); }
 
-std::string IncusProvider::project_of(const Json& piece) { return config_value(piece, key::k_project); }
+std::string IncusProvider::project_of(const Json& piece) { return config_text(piece, key::k_project); }
 
 void IncusProvider::refuse_name_of_other_project(const std::string& name) {
     const auto bridge = m_api.network(bridge_name(name));
@@ -538,12 +540,13 @@ void IncusProvider::remove(const std::string& name, bool force) {
 
 void IncusProvider::remove_once(const std::string& name, bool force) {
     if (auto instance = m_api.instance(name)) {
-        if (config_value(*instance, key::k_role) == key::k_role_egress_proxy) {
+        const auto marks = read_instance_marks(*instance);
+        if (marks.role == key::k_role_egress_proxy) {
             throw Error(fmt::format("the Incus instance \"{}\" is the egress proxy of sandbox {}, not a sandbox", name,
-                                    config_value(*instance, key::k_sandbox)),
-                        "delete the sandbox: agentctl delete " + config_value(*instance, key::k_sandbox));
+                                    marks.sandbox),
+                        "delete the sandbox: agentctl delete " + marks.sandbox);
         }
-        if (config_value(*instance, key::k_managed) != "true") {
+        if (!marks.managed) {
             throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
                         "agentctl only deletes its own sandboxes; use `incus delete` for others");
         }

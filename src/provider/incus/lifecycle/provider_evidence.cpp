@@ -81,15 +81,15 @@ void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules)
     patch_bridge(bridge, acl_patch(acl));
 }
 
-std::map<std::string, std::string> IncusProvider::evidence_records(const std::string& name, const Json& instance,
-                                                                   const ProbeRun& run, const ConfinementStatus& line) {
+std::map<std::string, std::string> IncusProvider::evidence_records(const std::string& name, const ProbeRun& run,
+                                                                   const ConfinementStatus& line) {
     Json probes = Json::array();
     for (const auto& r : run.results) {
         probes.push_back({{"name", r.name}, {"verdict", common::to_string(r.verdict)}, {"detail", r.detail}});
     }
     const bool probed = run.not_verified.empty();
     std::string firewall;
-    if (probed && egress(placement_of(instance)).host_firewall()) firewall = firewall_digest(bridge_name(name));
+    if (probed && egress(run.placement).host_firewall()) firewall = firewall_digest(bridge_name(name));
     return {{std::string(key::k_confinement), to_string(line)},
             {std::string(key::k_confinement_probes), probes.dump()},
             {std::string(key::k_confinement_source), probed ? (run.by_host ? "host" : "guest") : ""},
@@ -98,17 +98,8 @@ std::map<std::string, std::string> IncusProvider::evidence_records(const std::st
             {std::string(key::k_confinement_firewall), firewall}};
 }
 
-void IncusProvider::read_evidence(const Json& instance, InstanceInfo& info) {
-    auto& evidence = info.evidence;
-    evidence.checked_at = config_value(instance, key::k_confinement_at);
-    evidence.source = config_value(instance, key::k_confinement_source);
-    auto probes = Json::parse(config_value(instance, key::k_confinement_probes), nullptr, false);
-    if (probes.is_array()) {
-        for (const auto& p : probes) {
-            if (p.is_object())
-                evidence.probes.push_back({p.value("name", ""), p.value("verdict", ""), p.value("detail", "")});
-        }
-    }
+void IncusProvider::read_evidence(const Json& instance, const SandboxRecord& record, InstanceInfo& info) {
+    info.evidence = record.evidence;
     const auto recorded = info.confinement;
     if (!instance_running(instance) && recorded.state == ConfinementState::Verified) {
         info.confinement = {ConfinementState::NotVerified,
@@ -118,14 +109,15 @@ void IncusProvider::read_evidence(const Json& instance, InstanceInfo& info) {
     }
 }
 
-void IncusProvider::judge_confinement(const std::string& name, const Json& instance, InstanceInfo& info) {
+void IncusProvider::judge_confinement(const std::string& name, const Json& instance, const SandboxRecord& record,
+                                      InstanceInfo& info) {
     if (!info.network || !info.network->enabled || m_api.preview() || !instance_running(instance)) return;
     const auto recorded = info.confinement;
     auto& missing = info.evidence.missing;
-    const auto verified_pid = config_value(instance, key::k_confinement_pid);
     int pid = state_pid(instance);
     if (pid <= 0) pid = m_api.instance_state(name).value("pid", 0);
-    if (recorded.state == ConfinementState::Verified && verified_pid != std::to_string(pid)) {
+    if (recorded.state == ConfinementState::Verified &&
+        (record.confinement_pid <= 0 || record.confinement_pid != pid)) {
         missing.push_back(
             "the sandbox was started again without agentctl (incus start?) since it was verified: its mounts "
             "and network were not checked");
@@ -137,14 +129,13 @@ void IncusProvider::judge_confinement(const std::string& name, const Json& insta
     } else if (const auto network = m_api.network(bridge); !network || !acl_attached(*network, acl)) {
         missing.push_back(fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge));
     }
-    auto& host = egress(placement_of(instance));
+    auto& host = egress(record.placement);
     if (host.host_firewall()) {
         const auto table = "nft table inet " + firewall_table(bridge);
         const auto digest = firewall_digest(bridge);
         if (digest.empty()) {
             missing.push_back(fmt::format("agentctl's {} does not exist", table));
-        } else if (recorded.state == ConfinementState::Verified &&
-                   digest != config_value(instance, key::k_confinement_firewall)) {
+        } else if (recorded.state == ConfinementState::Verified && digest != record.confinement_firewall) {
             missing.push_back(fmt::format("agentctl's {} is not the one that was verified (it was changed)", table));
         }
     }

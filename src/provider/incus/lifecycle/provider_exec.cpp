@@ -19,12 +19,25 @@
 #include "provider/incus/lifecycle/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
+namespace {
+
+// The sandbox user a command runs as; nullopt for root.
+std::optional<GuestUser> command_user(const std::string& name, const SandboxRecord& record, bool root) {
+    if (root) return std::nullopt;
+    if (!record.guest) {
+        throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
+                    "use --root, or delete and recreate it");
+    }
+    return record.guest;
+}
+
+}  // namespace
 
 ExecResult IncusProvider::run_as_root(const std::string& name, const std::string& script, int timeout_seconds) {
     return m_api.exec(name, exec_payload({"/bin/sh", "-c", script}, {}, nullptr), timeout_seconds);
 }
 
-std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name, const Json& instance, bool root,
+std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name, const GuestUser* user,
                                                         const std::map<std::string, std::string>& env,
                                                         const std::vector<std::string>& command,
                                                         const std::string& cwd) const {
@@ -32,19 +45,13 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
     if (!m_project.empty()) {
         argv.insert(argv.end(), {"--project", m_project});
     }
-    std::optional<GuestUser> user;
-    if (!root) {
-        user = recorded_user(instance);
-        if (!user) {
-            throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
-                        "use --root, or delete and recreate it");
-        }
+    if (user != nullptr) {
         argv.insert(argv.end(), {"--user", std::to_string(user->uid), "--group", std::to_string(user->gid), "--cwd",
                                  cwd.empty() ? user->home : cwd});
     } else if (!cwd.empty()) {
         argv.insert(argv.end(), {"--cwd", cwd});
     }
-    auto environment = exec_environment(user ? &*user : nullptr);
+    auto environment = exec_environment(user);
     for (const auto& [k, v] : env) environment[k] = v;
     for (const auto& [k, v] : environment) argv.insert(argv.end(), {"--env", k + "=" + v});
     argv.emplace_back("--");
@@ -58,9 +65,11 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     if (!instance_running(instance)) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
-    if (!request.cwd.empty() && !m_context.preview) require_directory(name, instance, request);
+    const auto user = command_user(name, read_sandbox_record(instance), request.root);
+    const GuestUser* as = user ? &*user : nullptr;
+    if (!request.cwd.empty() && !m_context.preview) require_directory(name, as, request);
     if (request.tty) {
-        auto argv = incus_exec_argv(name, instance, request.root, request.env, request.argv, request.cwd);
+        auto argv = incus_exec_argv(name, as, request.env, request.argv, request.cwd);
         argv.insert(argv.begin() + 3, "-t");
         if (m_context.preview) {
             m_context.out << shell_join(argv) << '\n';
@@ -71,15 +80,7 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
         process.interactive = true;
         return m_context.runner.run(process).pass_through_code();
     }
-    std::optional<GuestUser> user;
-    if (!request.root) {
-        user = recorded_user(instance);
-        if (!user) {
-            throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
-                        "use --root, or delete and recreate it");
-        }
-    }
-    auto payload = streamed_exec_payload(request.argv, request.env, user ? &*user : nullptr);
+    auto payload = streamed_exec_payload(request.argv, request.env, as);
     if (!request.cwd.empty()) payload["cwd"] = request.cwd;
     auto response = m_client->query("POST", fmt::format("/1.0/instances/{}/exec", name), &payload);
     if (m_api.preview()) return 0;
@@ -87,16 +88,13 @@ int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     stream_exec(*m_client->transport(), response.operation,
                 parse_exec_secrets(response.metadata.value("metadata", Json::object())),
                 request.forward_stdin ? STDIN_FILENO : -1, STDOUT_FILENO, STDERR_FILENO);
-    return exec_outcome(name, response.operation, request, user ? &*user : nullptr);
+    return exec_outcome(name, response.operation, request, as);
 }
 
 // Incus runs a command whose working directory is missing in / instead:
 // the directory is checked first, as the command's user.
-void IncusProvider::require_directory(const std::string& name, const Json& instance, const ExecRequest& request) {
-    std::optional<GuestUser> user;
-    if (!request.root) user = recorded_user(instance);
-    auto check =
-        exec_payload({"/bin/sh", "-c", "cd -- \"$1\"", "sh", request.cwd}, request.env, user ? &*user : nullptr);
+void IncusProvider::require_directory(const std::string& name, const GuestUser* user, const ExecRequest& request) {
+    auto check = exec_payload({"/bin/sh", "-c", "cd -- \"$1\"", "sh", request.cwd}, request.env, user);
     if (m_api.exec(name, check, 30).exit_code != 0) {
         throw Error(fmt::format("cannot run the command in {} in sandbox {}: no such directory (or no access)",
                                 request.cwd, name),
@@ -157,13 +155,12 @@ int IncusProvider::shell(const std::string& name, bool root) {
     if (!instance_running(instance)) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
-    std::string login_shell = root ? "/bin/sh" : config_value(instance, key::k_shell);
-    if (root) {
-        // root's own shell; bash when the image has it.
-        login_shell = config_value(instance, key::k_shell) == "/bin/bash" ? "/bin/bash" : "/bin/sh";
-    }
-    if (login_shell.empty()) login_shell = "/bin/sh";
-    auto argv = incus_exec_argv(name, instance, root, {}, {login_shell, "-l"});
+    const auto record = read_sandbox_record(instance);
+    const auto user = command_user(name, record, root);
+    // root's own shell: bash when the image has it (the user's is bash).
+    const bool bash = record.guest && record.guest->shell == "/bin/bash";
+    const auto login_shell = user ? user->shell : bash ? "/bin/bash" : "/bin/sh";
+    auto argv = incus_exec_argv(name, user ? &*user : nullptr, {}, {login_shell, "-l"});
     if (m_context.preview) {
         m_context.out << shell_join(argv) << '\n';
         return 0;
@@ -175,8 +172,7 @@ int IncusProvider::shell(const std::string& name, bool root) {
 }
 
 void IncusProvider::view(const std::string& name, bool read_only) {
-    auto instance = require_instance(name);
-    if (config_value(instance, key::k_isolation) != "vm" && instance.value("type", "") != "virtual-machine") {
+    if (read_sandbox_record(require_instance(name)).isolation != Isolation::Vm) {
         throw Error(
             fmt::format("view is not available for {}: it is a container, which has no graphical console", name),
             "view needs a virtual machine sandbox (the default isolation); use `agentctl shell " + name + "`");

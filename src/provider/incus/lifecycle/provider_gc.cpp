@@ -94,10 +94,11 @@ std::vector<Leftover> IncusProvider::find_leftovers(std::map<std::string, std::u
         scan.everywhere.insert(name);
         const bool this_project = instance.value("project", std::string("default")) ==
                                   (m_project.empty() ? std::string("default") : m_project);
-        const bool managed = config_value(instance, key::k_managed) == "true";
-        if (this_project && managed && config_value(instance, key::k_role) == key::k_role_egress_proxy) {
-            scan.companions[config_value(instance, key::k_sandbox)] = name;
-        } else if (this_project && managed && config_value(instance, key::k_create_pending) == "true") {
+        // Another project's instance is never read: its marks are not ours to judge.
+        const auto marks = this_project ? read_instance_marks(instance) : InstanceMarks{};
+        if (marks.is_companion()) {
+            scan.companions[marks.sandbox] = name;
+        } else if (marks.unfinished()) {
             scan.unfinished.insert(name);
         } else {
             elsewhere_or_user.insert(name);
@@ -210,8 +211,7 @@ void IncusProvider::remove_leftovers_of(const std::string& name) {
             // Checked again now that gc holds the name: an instance of that
             // name that is not an unfinished sandbox is never deleted.
             if (auto instance = m_api.instance(name)) {
-                if (config_value(*instance, key::k_managed) != "true" ||
-                    config_value(*instance, key::k_create_pending) != "true") {
+                if (!read_instance_marks(*instance).unfinished()) {
                     throw Error(fmt::format("an instance named {} exists now; left alone", name));
                 }
             }

@@ -63,7 +63,8 @@ std::vector<SnapshotInfo> IncusProvider::snapshot_list(const std::string& name) 
 
 void IncusProvider::snapshot_restore(const std::string& name, const std::string& snapshot) {
     check_snapshot_name(snapshot);
-    auto instance = require_instance(name);
+    const auto instance = require_instance(name);
+    const auto current = read_sandbox_record(instance);
     // The snapshot brings its own mounts back: check them before anything is
     // restored, as start checks the current ones.
     std::optional<Json> taken;
@@ -76,19 +77,20 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
                     "`agentctl snapshot list " + name + "` shows them");
     }
     if (taken) {
-        const auto config = taken->value("config", Json::object());
-        if (instance_running(instance) && !parse_mounts_record(config.value(std::string(key::k_mounts), "")).empty()) {
+        const auto recorded = read_sandbox_record(
+            Json{{"name", name + "/" + snapshot}, {"config", taken->value("config", Json::object())}});
+        if (instance_running(instance) && !recorded.mounts.empty()) {
             // Incus would restart it with those mounts at once, past start's
             // checks of the directories it actually mounts.
             throw Error(fmt::format("{} is running and snapshot {} has host mounts", name, snapshot),
                         "stop it first (agentctl stop " + name + "); the next start checks the mounts again");
         }
-        recheck_recorded_mounts(name, config);
+        recheck_recorded_mounts(name, recorded);
     }
     m_context.reporter.step(fmt::format("restoring {} to snapshot {}", name, snapshot));
     {
         // A running container is started again by Incus: with a pass (start_gate.hpp).
-        const auto pass = instance_running(instance) ? open_start_gate(name, instance) : nullptr;
+        const auto pass = instance_running(instance) ? open_start_gate(name, instance, current.isolation) : nullptr;
         m_api.restore_snapshot(name, snapshot);
     }
     // The ACL on the bridge is not part of the snapshot and stays in force; keep
@@ -96,14 +98,10 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     // The widenings are those of the current network policy with the restored
     // mounts and ports.
     const auto restored = m_api.preview() ? instance : require_instance(name);
-    SandboxSpec view;
-    view.network = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
-    view.mounts = parse_mounts_record(config_value(restored, key::k_mounts));
-    view.ports = parse_ports_record(config_value(restored, key::k_ports));
-    view.isolation = isolation_of(restored);
+    const auto view = widening_view(read_sandbox_record(restored), current.network);
     std::map<std::string, std::string> keep;
-    for (auto k : {key::k_network, key::k_acl}) keep[std::string(k)] = config_value(instance, k);
-    keep[std::string(key::k_widenings)] = Json(widenings(view)).dump();
+    for (auto k : {key::k_network, key::k_acl}) keep[std::string(k)] = config_text(instance, k);
+    keep[std::string(key::k_widenings)] = widenings_record(view);
     keep[std::string(key::k_confinement)] = "";
     // A snapshot taken before the gate existed brings raw.lxc back without it.
     if (gated(view.isolation)) {

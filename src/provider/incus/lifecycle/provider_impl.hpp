@@ -21,6 +21,7 @@
 #include "provider/incus/network/egress_host.hpp"
 #include "provider/incus/client/payloads.hpp"
 #include "provider/incus/client/server.hpp"
+#include "provider/incus/lifecycle/sandbox_record.hpp"
 #include "provider/incus/lifecycle/settings.hpp"
 #include "provider/incus/lifecycle/start_gate.hpp"
 
@@ -137,11 +138,10 @@ private:
                       ProxyPlacement placement, bool report = true);
     // incus.proxyPlacement for a new sandbox (choose_proxy_placement).
     ProxyPlacement placement_setting() const;
-    // Where a sandbox's proxy runs (its record), that placement's egress host,
-    // and the site its proxy serves.
-    static ProxyPlacement placement_of(const Json& instance);
+    // The egress host of a placement (a sandbox's is record.placement), and
+    // the site a sandbox's proxy serves.
     EgressHost& egress(ProxyPlacement placement) const;
-    static EgressSite site_of(const std::string& name, const Json& instance);
+    static EgressSite site_of(const std::string& name, const SandboxRecord& record);
     // The firewall table of a sandbox's bridge for `rules`.
     FirewallSpec firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
                                const AclRules& rules, const policy::NetworkPolicy& network);
@@ -167,9 +167,9 @@ private:
     // The same for the sandbox `name` (its site from its instance).
     void stop_egress_services(const std::string& name, EgressHost& host);
     // egress_up from what the instance records (start: also after a host reboot).
-    void restore_egress(const std::string& name, const Json& instance);
+    void restore_egress(const std::string& name, const SandboxRecord& record);
     // status: the proxy's state, its log, the DNS resolver's scope.
-    void add_egress_lines(const Json& instance, InstanceInfo& info) const;
+    void add_egress_lines(const SandboxRecord& record, InstanceInfo& info) const;
     // Removes instance, bridge and ACL, each only if present and ours, and
     // the host's pieces (processes, firewall table, state); once the instance
     // is gone, a piece that cannot go does not keep the others (the first
@@ -211,13 +211,13 @@ private:
     std::string wait_for_address(const std::string& name, int timeout_seconds);
     // provider_confinement.cpp: the probe battery; its line for status.
     // Runs the battery in the guest; changes nothing (safe on another thread).
-    ProbeRun run_probe_battery(const std::string& name, const Json& instance);
+    ProbeRun run_probe_battery(const std::string& name, const SandboxRecord& record);
     // Records a run; stops the sandbox and throws when a probe escaped.
     // Returns the confinement line.
-    ConfinementStatus record_probes(const std::string& name, const Json& instance, const ProbeRun& run);
+    ConfinementStatus record_probes(const std::string& name, const ProbeRun& run);
     // Records the confinement line and reports it; stops the sandbox and
     // throws when a probe escaped. `early`: a battery already under way.
-    void verify_confinement(const std::string& name, const Json& instance, std::future<ProbeRun> early = {});
+    void verify_confinement(const std::string& name, const SandboxRecord& record, std::future<ProbeRun> early = {});
     // provider_evidence.cpp: what start re-applies and status checks again.
     // A digest of agentctl's nft table of `bridge` as the kernel has it now;
     // empty when there is no such table.
@@ -226,18 +226,19 @@ private:
     // reject defaults (re-attached, and said so, when someone detached it).
     void reattach_acl(const std::string& name, const AclRules& rules);
     // The records of one probe run and its line (verify_confinement).
-    std::map<std::string, std::string> evidence_records(const std::string& name, const Json& instance,
-                                                        const ProbeRun& run, const ConfinementStatus& line);
+    std::map<std::string, std::string> evidence_records(const std::string& name, const ProbeRun& run,
+                                                        const ConfinementStatus& line);
     // status: the confinement line and its evidence as of now. "verified"
     // only while the sandbox runs as verified and everything that enforces
     // its policy is in place (ACL attached, nft table as verified, proxy and
     // resolver running); else what is missing and how to restore it.
-    void judge_confinement(const std::string& name, const Json& instance, InstanceInfo& info);
+    void judge_confinement(const std::string& name, const Json& instance, const SandboxRecord& record,
+                           InstanceInfo& info);
     // to_info: the recorded line and evidence; a stopped sandbox is "not
     // verified" now (when it was last verified is kept in the line).
-    static void read_evidence(const Json& instance, InstanceInfo& info);
+    static void read_evidence(const Json& instance, const SandboxRecord& record, InstanceInfo& info);
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
-    void install_agent(const std::string& name, const Json& instance, bool fresh);
+    void install_agent(const std::string& name, const SandboxRecord& record, bool fresh);
     // Refuses --agent before anything is made when the image says it lacks a
     // tool the agent's installer needs (provider_create.cpp).
     void refuse_agent_without_tools(const SandboxSpec& spec);
@@ -246,8 +247,8 @@ private:
     // process limit) they need; the instance must be stopped.
     void replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts);
     // The recorded mounts checked again (ProviderContext::recheck_mounts) from
-    // the records in `config` (an instance's or a snapshot's).
-    void recheck_recorded_mounts(const std::string& name, const Json& config);
+    // `record` (an instance's or a snapshot's).
+    void recheck_recorded_mounts(const std::string& name, const SandboxRecord& record);
     // After a start: each mount's directory inside is the very directory that
     // was checked on the host (same device and inode), else the sandbox is
     // stopped and an Error thrown. Containers only.
@@ -257,17 +258,18 @@ private:
     // The pass for one start of a container on this machine (start_gate.hpp),
     // with the instance's hook line put in place first when it is missing or
     // names another pass; null for a VM, a server elsewhere, or --preview.
-    std::unique_ptr<StartPass> open_start_gate(const std::string& name, const Json& instance);
+    std::unique_ptr<StartPass> open_start_gate(const std::string& name, const Json& instance, Isolation isolation);
     [[nodiscard]] bool gated(Isolation isolation) const;
     [[nodiscard]] std::string start_pass(const std::string& name) const;
 
     // provider_exec.cpp
     ExecResult run_as_root(const std::string& name, const std::string& script, int timeout_seconds);
-    std::vector<std::string> incus_exec_argv(const std::string& name, const Json& instance, bool root,
+    // `user`: the sandbox user the command runs as; null: root.
+    std::vector<std::string> incus_exec_argv(const std::string& name, const GuestUser* user,
                                              const std::map<std::string, std::string>& env,
                                              const std::vector<std::string>& command,
                                              const std::string& cwd = {}) const;
-    void require_directory(const std::string& name, const Json& instance, const ExecRequest& request);
+    void require_directory(const std::string& name, const GuestUser* user, const ExecRequest& request);
     int exec_outcome(const std::string& name, const std::string& operation, const ExecRequest& request,
                      const GuestUser* user);
 
@@ -275,11 +277,7 @@ private:
     // NAME as the incus client addresses it on this server: REMOTE:NAME for a remote.
     [[nodiscard]] std::string on_server(const std::string& name) const;
     Json require_instance(const std::string& name);  // GET; clear error if absent or not ours
-    [[nodiscard]] static std::string config_value(const Json& instance, std::string_view key);
-    // The isolation a sandbox records (key::k_isolation): a VM or a container.
-    [[nodiscard]] static Isolation isolation_of(const Json& instance);
-    [[nodiscard]] static std::optional<GuestUser> recorded_user(const Json& instance);
-    InstanceInfo to_info(const Json& instance) const;
+    InstanceInfo to_info(const Json& instance, const SandboxRecord& record) const;
     void set_records(const std::string& name, const std::map<std::string, std::string>& records);
 
     ProviderContext& m_context;

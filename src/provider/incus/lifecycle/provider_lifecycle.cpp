@@ -96,11 +96,11 @@ void IncusProvider::install_packages(const std::string& name, const std::vector<
     }
 }
 
-void IncusProvider::install_agent(const std::string& name, const Json& instance, bool fresh) {
-    const auto agent_name = config_value(instance, key::k_agent);
-    if (agent_name.empty() || config_value(instance, key::k_agent_installed) == "true") return;
+void IncusProvider::install_agent(const std::string& name, const SandboxRecord& record, bool fresh) {
+    const auto& agent_name = record.agent;
+    if (agent_name.empty() || record.agent_installed) return;
     const auto& agent = policy::find_agent(agent_name);
-    auto user = recorded_user(instance);
+    const auto& user = record.guest;
     if (!user) throw Error(fmt::format("{} has no sandbox user recorded; recreate it", name));
     const auto retry = fresh ? std::string("nothing of the sandbox was kept (--keep-on-failure keeps it)")
                              : fmt::format("`agentctl start {}` retries the install", name);
@@ -133,21 +133,17 @@ void IncusProvider::install_agent(const std::string& name, const Json& instance,
 }
 
 void IncusProvider::after_boot(const std::string& name, bool fresh, std::future<ProbeRun> probes) {
-    auto instance = require_instance(name);
-    const bool vm = isolation_of(instance) == Isolation::Vm;
+    const auto record = read_sandbox_record(require_instance(name));
+    const bool vm = record.isolation == Isolation::Vm;
     if (!probes.valid()) wait_until_ready(name, vm);
-    if (!fresh && !recorded_user(instance) && !m_api.preview()) {
+    if (!fresh && !record.guest && !m_api.preview()) {
         throw Error(fmt::format("{} has no sandbox user recorded (its create did not finish)", name),
                     "delete and recreate it: agentctl delete " + name);
     }
-    verify_confinement(name, instance, std::move(probes));
-    if (fresh) {
-        auto packages = Json::parse(
-            config_value(instance, key::k_packages).empty() ? "[]" : config_value(instance, key::k_packages));
-        install_packages(name, packages.get<std::vector<std::string>>());
-    }
-    install_agent(name, instance, fresh);
-    common::report_mounts(m_context.reporter, parse_mounts_record(config_value(instance, key::k_mounts)));
+    verify_confinement(name, record, std::move(probes));
+    if (fresh) install_packages(name, record.packages);
+    install_agent(name, record, fresh);
+    common::report_mounts(m_context.reporter, record.mounts);
 }
 
 namespace {
@@ -181,7 +177,8 @@ std::vector<std::pair<dev_t, ino_t>> identities(const std::vector<Mount>& mounts
 }  // namespace
 
 void IncusProvider::replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts) {
-    const auto isolation = isolation_of(instance);
+    const auto record = read_sandbox_record(instance);
+    const auto isolation = record.isolation;
     Json devices = Json::object();
     const Json old_devices = instance.value("devices", Json::object());
     for (const auto& [device, value] : old_devices.items()) {
@@ -193,7 +190,7 @@ void IncusProvider::replace_mounts(const std::string& name, Json instance, const
     config[std::string(key::k_mounts)] = mounts_record(mounts);
     // The same identity map create gives: the owner of the writable mounts is
     // the sandbox user, nobody else is mapped.
-    auto user = recorded_user(instance);
+    const auto& user = record.guest;
     const int guest_uid = user ? user->uid : k_default_guest_uid;
     auto idmap = plan_identity_map(writable_mount_owners(mounts), guest_uid);
     if (idmap) {
@@ -208,28 +205,15 @@ void IncusProvider::replace_mounts(const std::string& name, Json instance, const
         config["security.idmap.isolated"] = "true";
         if (!config.contains("limits.processes")) config["limits.processes"] = std::to_string(k_default_processes);
     }
-    SandboxSpec view;
-    if (const auto record = config_value(instance, key::k_network); !record.empty()) {
-        view.network = policy::from_policy_file(Json::parse(record));
-    }
+    auto view = widening_view(record);
     view.mounts = mounts;
-    view.ports = parse_ports_record(config_value(instance, key::k_ports));
-    view.isolation = isolation;
-    config[std::string(key::k_widenings)] = Json(widenings(view)).dump();
+    config[std::string(key::k_widenings)] = widenings_record(view);
     // PUT drops the volatile state Incus wants to keep only when asked; keep config as read.
     m_api.put_instance(name, instance, 120);
 }
 
-void IncusProvider::recheck_recorded_mounts(const std::string& name, const Json& config) {
-    auto field = [&](std::string_view key) { return config.value(std::string(key), std::string()); };
-    std::vector<std::string> profiles;
-    auto list = Json::parse(field(key::k_profiles), nullptr, false);
-    if (list.is_array()) {
-        for (const auto& p : list) {
-            if (p.is_string()) profiles.push_back(p.get<std::string>());
-        }
-    }
-    common::recheck_recorded_mounts(m_context, name, profiles, parse_mounts_record(field(key::k_mounts)));
+void IncusProvider::recheck_recorded_mounts(const std::string& name, const SandboxRecord& record) {
+    common::recheck_recorded_mounts(m_context, name, record.profiles, record.mounts);
 }
 
 void IncusProvider::verify_started_mounts(const std::string& name, const std::vector<Mount>& mounts,
@@ -266,10 +250,11 @@ std::string IncusProvider::start_pass(const std::string& name) const {
     return start_pass_path(m_context.runtime_dir, m_project, name);
 }
 
-std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& name, const Json& instance) {
-    if (!gated(isolation_of(instance))) return {};
+std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& name, const Json& instance,
+                                                          Isolation isolation) {
+    if (!gated(isolation)) return {};
     const auto pass = start_pass(name);
-    const auto raw = config_value(instance, "raw.lxc");
+    const auto raw = config_text(instance, "raw.lxc");
     if (const auto gated_raw = with_start_gate(raw, pass); gated_raw != raw) {
         m_api.patch_instance_config(name, Json{{"raw.lxc", gated_raw}});
     }
@@ -278,13 +263,18 @@ std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& nam
 
 void IncusProvider::start(const std::string& name, const StartRequest& request) {
     auto instance = require_instance(name);
-    const auto isolation = isolation_of(instance);
+    auto record = read_sandbox_record(instance);
+    const auto isolation = record.isolation;
+    const auto reread = [&] {
+        instance = require_instance(name);
+        record = read_sandbox_record(instance);
+    };
     if (request.mounts) {
         refuse_mounts_elsewhere(*request.mounts);
-        if (parse_mounts_record(config_value(instance, key::k_mounts)) != *request.mounts) {
+        if (record.mounts != *request.mounts) {
             m_context.reporter.step(fmt::format("updating the mounts of {}", name));
             replace_mounts(name, instance, *request.mounts);
-            instance = require_instance(name);
+            reread();
         }
     }
     // The host side first (firewall table, policy, proxy): after a host reboot
@@ -292,7 +282,7 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
     // sandbox whose proxy or resolver cannot be put in place (another process
     // holds its address) does not keep running beside it.
     try {
-        restore_egress(name, instance);
+        restore_egress(name, record);
     } catch (const Error&) {
         if (instance_running(instance) && !m_api.preview()) {
             m_context.reporter.step(
@@ -302,26 +292,25 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
         throw;
     }
     if (!instance_running(instance) || m_api.preview()) {
-        auto mounts = parse_mounts_record(config_value(instance, key::k_mounts));
+        const auto mounts = record.mounts;
         // Every recorded mount is checked again from its canonical path: a
         // directory swapped for a symlink since the last check is refused here.
         // (Mounts this start was given were resolved just now by the same rules;
         // under --preview their missing directories exist only on paper.)
-        if (!(request.mounts && m_api.preview()))
-            recheck_recorded_mounts(name, instance.value("config", Json::object()));
+        if (!(request.mounts && m_api.preview())) recheck_recorded_mounts(name, record);
         if (needs_containment_update(instance, isolation) && !m_api.preview()) {
             m_context.reporter.step(fmt::format("updating {} to agentctl's containment settings", name));
             replace_mounts(name, instance, mounts);
-            instance = require_instance(name);
+            reread();
         }
-        const auto ports = parse_ports_record(config_value(instance, key::k_ports));
+        const auto& ports = record.ports;
         // Held until the instance has started (host_ports.hpp).
         const auto reserved = server_is_this_machine() && !m_api.preview()
                                   ? reserve_host_ports(ports, port_wait_notice())
                                   : std::vector<std::unique_ptr<core::FileLock>>{};
         for (const auto& p : ports) check_host_port_free(p);
         const auto checked = m_api.preview() ? std::vector<std::pair<dev_t, ino_t>>{} : identities(mounts);
-        const auto pass = open_start_gate(name, instance);
+        const auto pass = open_start_gate(name, instance, isolation);
         m_context.reporter.step(fmt::format("starting {}", name));
         m_api.change_state(name, state_payload("start", false, -1), k_create_timeout);
         if (isolation == Isolation::Container) verify_started_mounts(name, mounts, checked);
@@ -331,8 +320,9 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
 
 void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     auto instance = require_instance(name);
-    auto& host = egress(placement_of(instance));
-    const auto site = site_of(name, instance);
+    const auto record = read_sandbox_record(instance);
+    auto& host = egress(record.placement);
+    const auto site = site_of(name, record);
     if (!instance_running(instance) && !m_api.preview()) {
         m_context.reporter.step(fmt::format("{} is already stopped", name));
         stop_egress_services(site, host);
@@ -344,46 +334,39 @@ void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     stop_egress_services(site, host);
 }
 
-InstanceInfo IncusProvider::to_info(const Json& instance) const {
+InstanceInfo IncusProvider::to_info(const Json& instance, const SandboxRecord& record) const {
     InstanceInfo info;
     info.name = instance.value("name", "");
     info.provider = "incus";
     info.status = instance.value("status", "");
     // A standalone server reports "none" (or nothing): there is no member to name.
     if (auto location = instance.value("location", std::string()); location != "none") info.location = location;
-    info.image = config_value(instance, key::k_image);
-    auto profiles = Json::parse(config_value(instance, key::k_profiles), nullptr, false);
-    if (profiles.is_array()) {
-        for (const auto& p : profiles) {
-            if (p.is_string()) info.profiles.push_back(p.get<std::string>());
-        }
-    }
+    info.image = record.image;
+    info.profiles = record.profiles;
     info.created_at = instance.value("created_at", "");
     info.ips = instance_ips(instance);
-    info.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
-    info.ports = parse_ports_record(config_value(instance, key::k_ports));
-    info.isolation = config_value(instance, key::k_isolation);
-    info.user = config_value(instance, key::k_user);
-    auto network = Json::parse(config_value(instance, key::k_network), nullptr, false);
-    if (network.is_object()) {
-        try {
-            info.network = policy::from_policy_file(network);
-            info.dns_allowlisted_only = true;  // the bridge's resolver (provider_network.cpp)
-        } catch (const Error&) {
-            info.network.reset();
-        }
+    info.mounts = record.mounts;
+    info.ports = record.ports;
+    info.isolation = isolation_record(record.isolation);
+    info.user = record.user;
+    if (record.network) {
+        info.network = record.network;
+        info.dns_allowlisted_only = true;  // the bridge's resolver (provider_network.cpp)
     }
-    info.confinement = parse_confinement(config_value(instance, key::k_confinement));
-    read_evidence(instance, info);
-    auto widened = Json::parse(config_value(instance, key::k_widenings), nullptr, false);
-    if (widened.is_array()) {
-        for (const auto& w : widened) {
-            if (w.is_string()) info.widenings.push_back(w.get<std::string>());
-        }
-    }
-    add_egress_lines(instance, info);
-    for (auto k : {key::k_bridge, key::k_acl, key::k_subnet, key::k_uid, key::k_agent, key::k_agent_installed}) {
-        auto value = config_value(instance, k);
+    info.confinement = record.confinement;
+    read_evidence(instance, record, info);
+    info.widenings = record.widenings;
+    add_egress_lines(record, info);
+    const std::pair<std::string_view, std::string> shown[] = {
+        {key::k_bridge, record.bridge},
+        {key::k_acl, record.acl},
+        {key::k_subnet, record.subnet ? record.subnet->to_string() : ""},
+        {key::k_uid, record.guest ? std::to_string(record.guest->uid) : ""},
+        {key::k_agent, record.agent},
+        {key::k_agent_installed, record.agent.empty()     ? ""
+                                 : record.agent_installed ? "true"
+                                                          : "false"}};
+    for (const auto& [k, value] : shown) {
         if (!value.empty())
             info.extra.emplace_back(std::string(k.substr(std::string_view("user.agentctl.").size())), value);
     }
@@ -412,17 +395,17 @@ std::vector<InstanceInfo> IncusProvider::list() {
     }
     for (const auto& instance : instances) {
         // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
-        if (config_value(instance, key::k_managed) == "true" && config_value(instance, key::k_role).empty()) {
-            infos.push_back(to_info(instance));
-        }
+        if (read_instance_marks(instance).is_sandbox())
+            infos.push_back(to_info(instance, read_sandbox_record(instance)));
     }
     return infos;
 }
 
 InstanceInfo IncusProvider::status(const std::string& name) {
     const auto instance = require_instance(name);
-    auto info = to_info(instance);
-    judge_confinement(name, instance, info);
+    const auto record = read_sandbox_record(instance);
+    auto info = to_info(instance, record);
+    judge_confinement(name, instance, record, info);
     return info;
 }
 

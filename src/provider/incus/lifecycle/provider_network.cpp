@@ -119,18 +119,17 @@ void IncusProvider::stop_egress_services(const EgressSite& site, EgressHost& hos
 }
 
 void IncusProvider::stop_egress_services(const std::string& name, EgressHost& host) {
-    stop_egress_services(site_of(name, require_instance(name)), host);
+    stop_egress_services(site_of(name, read_sandbox_record(require_instance(name))), host);
 }
 
-void IncusProvider::restore_egress(const std::string& name, const Json& instance) {
-    const auto text = config_value(instance, key::k_network);
-    if (text.empty()) return;
-    const auto network = policy::from_policy_file(Json::parse(text));
-    auto site = site_of(name, instance);
+void IncusProvider::restore_egress(const std::string& name, const SandboxRecord& record) {
+    if (!record.network) return;
+    const auto& network = *record.network;
+    auto site = site_of(name, record);
     if (site.subnet.prefix == 0) return;
     if (!site.host.recorded() && server_is_this_machine() && !m_api.preview()) site.host = record_host_user(name);
-    const auto placement = placement_of(instance);
-    const auto resolver = recorded_resolver(instance);
+    const auto placement = record.placement;
+    const auto resolver = record.resolver;
     if (!network.enabled) {
         // No policy (it was detached), but agentctl's resolver still serves DHCP and DNS.
         if (resolver == BridgeResolver::Host) {
@@ -143,13 +142,13 @@ void IncusProvider::restore_egress(const std::string& name, const Json& instance
     (void)egress_up(site, placement, network, rules, resolver, false);
 }
 
-void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) const {
+void IncusProvider::add_egress_lines(const SandboxRecord& record, InstanceInfo& info) const {
     if (!info.network || !info.network->enabled) return;
-    const auto gateway = parse_ipv4_net(config_value(instance, key::k_subnet));
+    const auto& gateway = record.subnet;
     if (!gateway) return;
-    const auto placement = placement_of(instance);
+    const auto placement = record.placement;
     auto& host = egress(placement);
-    const auto site = site_of(info.name, instance);
+    const auto site = site_of(info.name, record);
     const auto status = host.proxy_status(site);
     const auto restart = fmt::format("`agentctl start {}` restarts it", info.name);
     // The host's proxy runs as the sandbox's own uid (as status finds it); the
@@ -191,7 +190,7 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
     resolver.scope = !info.network->dns.disabled ? "answers allowlisted names only"
                      : host.host_firewall()      ? "closed to the sandbox: network.dns.disabled; DHCP only"
                                                  : "answers no name: network.dns.disabled";
-    if (recorded_resolver(instance) == BridgeResolver::Host) {
+    if (record.resolver == BridgeResolver::Host) {
         resolver.where = "host";
         resolver.pid = m_egress->resolver_pid(site);
         resolver.running = resolver.pid > 0;
@@ -216,23 +215,19 @@ void IncusProvider::add_egress_lines(const Json& instance, InstanceInfo& info) c
 }
 
 void IncusProvider::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {
-    auto instance = require_instance(name);
+    const auto instance = require_instance(name);
+    const auto record = read_sandbox_record(instance);
     const auto bridge = bridge_name(name);
     const auto acl = acl_name(name);
-    auto site = site_of(name, instance);
+    auto site = site_of(name, record);
     if (site.subnet.prefix == 0) {
         if (!m_api.preview()) throw Error(fmt::format("{} has no bridge address recorded; recreate it", name));
         site.subnet = *parse_ipv4_net("10.0.0.1/28");
     }
-    const auto placement = placement_of(instance);
+    const auto placement = record.placement;
     auto& host = egress(placement);
-    std::optional<policy::NetworkPolicy> old;
-    try {
-        old = policy::from_policy_file(Json::parse(config_value(instance, key::k_network)));
-    } catch (const std::exception&) {
-        old.reset();
-    }
-    const auto resolver = recorded_resolver(instance);
+    const auto& old = record.network;
+    const auto resolver = record.resolver;
     // agentctl's resolver takes the new allowlist by a restart (milliseconds).
     auto restart_resolver = [&] {
         if (resolver != BridgeResolver::Host) return;
@@ -286,16 +281,12 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         restart_resolver();
     }
     // The recorded widenings follow the new policy.
-    SandboxSpec view;
-    view.network = network;
-    view.mounts = parse_mounts_record(config_value(instance, key::k_mounts));
-    view.ports = parse_ports_record(config_value(instance, key::k_ports));
-    view.isolation = isolation_of(instance);
-    set_records(name, {{std::string(key::k_network), policy::to_policy_file(network).dump()},
+    set_records(name, {{std::string(key::k_network), network_record(network)},
                        {std::string(key::k_acl), network.enabled ? acl : ""},
-                       {std::string(key::k_widenings), Json(widenings(view)).dump()},
+                       {std::string(key::k_widenings), widenings_record(widening_view(record, network))},
                        {std::string(key::k_confinement), ""}});
-    if (instance_running(instance) && !m_api.preview()) verify_confinement(name, require_instance(name));
+    if (instance_running(instance) && !m_api.preview())
+        verify_confinement(name, read_sandbox_record(require_instance(name)));
 }
 
 }  // namespace agentctl::provider::incus

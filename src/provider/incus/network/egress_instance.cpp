@@ -37,12 +37,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string config_of(const Json& instance, std::string_view key) {
-    const auto& config = instance.contains("config") ? instance["config"] : Json::object();
-    auto it = config.find(std::string(key));
-    return it != config.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 // A whole file in one allocation (the sanitizer build of agentctl is ~270 MB).
 std::string read_whole(const std::string& path) {
     std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -87,8 +81,8 @@ public:
         const auto name = companion_name(site.sandbox);
         const auto address = proxy_address(ProxyPlacement::Instance, site.subnet).address_text();
         auto companion = m_api.instance(name);
-        if (companion && (config_of(*companion, key::k_role) != key::k_role_egress_proxy ||
-                          config_of(*companion, key::k_sandbox) != site.sandbox)) {
+        if (companion && (config_text(*companion, key::k_role) != key::k_role_egress_proxy ||
+                          config_text(*companion, key::k_sandbox) != site.sandbox)) {
             throw Error(
                 fmt::format("an Incus instance named {} exists and is not the egress proxy of {}", name, site.sandbox),
                 "rename or delete that instance: agentctl needs the name for the sandbox's egress proxy");
@@ -259,8 +253,8 @@ private:
     // The companion of `sandbox` when it exists and is agentctl's.
     std::optional<Json> ours(const std::string& sandbox) {
         auto companion = m_api.instance(companion_name(sandbox));
-        if (!companion || config_of(*companion, key::k_role) != key::k_role_egress_proxy ||
-            config_of(*companion, key::k_sandbox) != sandbox) {
+        if (!companion || config_text(*companion, key::k_role) != key::k_role_egress_proxy ||
+            config_text(*companion, key::k_sandbox) != sandbox) {
             return std::nullopt;
         }
         return companion;

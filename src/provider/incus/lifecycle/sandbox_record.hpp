@@ -1,0 +1,97 @@
+// The record agentctl keeps in an Incus instance's config (the user.agentctl.*
+// keys of naming.hpp), typed, read in one place and written beside it.
+//
+// The reader is strict: a value agentctl never writes throws agentctl::Error
+// naming the instance, the key and what to do. An absent key (or an empty
+// value: Incus drops a key set to "") keeps its default, so a sandbox made by
+// an older agentctl and an instance agentctl did not make read as before.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agentctl/confinement.hpp"
+#include "agentctl/policy.hpp"
+#include "agentctl/sandbox.hpp"
+#include "provider/incus/client/payloads.hpp"
+#include "provider/incus/lifecycle/naming.hpp"
+#include "provider/incus/network/egress_host.hpp"
+#include "provider/incus/network/host_user.hpp"
+#include "provider/incus/network/subnet_pool.hpp"
+
+namespace agentctl::provider::incus {
+
+// An instance's isolation as Incus reports it ("type": virtual-machine or container).
+[[nodiscard]] Isolation instance_type(const Json& instance);
+
+// What marks an instance as agentctl's, and as which kind. Delete and gc read
+// only these, so that a sandbox whose other keys are damaged can still go.
+struct InstanceMarks {
+    std::string name;             // the instance's name (for errors)
+    bool managed = false;         // key::k_managed: agentctl made it
+    std::string role;             // key::k_role: "" for a sandbox, key::k_role_egress_proxy for a companion
+    std::string sandbox;          // key::k_sandbox: the sandbox a companion serves
+    bool create_pending = false;  // key::k_create_pending: left by a create that did not finish
+
+    // agentctl's sandbox (not a companion, not another's instance).
+    [[nodiscard]] bool is_sandbox() const { return managed && role.empty(); }
+    [[nodiscard]] bool is_companion() const { return managed && role == key::k_role_egress_proxy; }
+    // A sandbox left by a create that was killed.
+    [[nodiscard]] bool unfinished() const { return managed && create_pending; }
+};
+
+// Everything a sandbox records.
+struct SandboxRecord : InstanceMarks {
+    Isolation isolation = Isolation::Container;  // key::k_isolation, else the instance's type
+    std::string image;
+    std::string user;                // key::k_user: the user's name as asked for
+    std::optional<GuestUser> guest;  // key::k_uid and the rest once the user exists (shell "/bin/sh" if none)
+    std::vector<std::string> profiles;
+    std::optional<policy::NetworkPolicy> network;  // nullopt: none recorded
+    std::vector<Mount> mounts;
+    std::vector<PortForward> ports;
+    std::vector<std::string> packages;
+    std::vector<std::string> widenings;
+    std::string agent;
+    bool agent_installed = false;
+    std::string bridge;
+    std::string acl;                // empty: no ACL attached (unconfined)
+    std::optional<Ipv4Net> subnet;  // the bridge's host address with its prefix
+    BridgeResolver resolver = BridgeResolver::Incus;
+    ProxyPlacement placement = ProxyPlacement::Host;
+    HostRecord host;  // key::k_host_uid, key::k_host_state
+    // The last confinement check and what it rests on (provider_evidence.cpp).
+    ConfinementStatus confinement;  // parse_confinement: a line it does not know reads as Unknown
+    ConfinementEvidence evidence;   // checked_at, source and probes (`missing` is status's, not recorded)
+    int confinement_pid = 0;        // 0: none recorded
+    std::string confinement_firewall;
+};
+
+// The marks of `instance` (GET /1.0/instances/NAME). Throws agentctl::Error
+// for a boolean that is neither "true" nor "false".
+[[nodiscard]] InstanceMarks read_instance_marks(const Json& instance);
+// The whole record of `instance` (or of a snapshot: its "config" and "name").
+[[nodiscard]] SandboxRecord read_sandbox_record(const Json& instance);
+
+// The user.agentctl.* keys create writes for `spec` on a bridge `bridge` whose
+// host address is subnet.host(1), with the ACL when `acl_attached`.
+[[nodiscard]] std::map<std::string, std::string> sandbox_record_config(const SandboxSpec& spec,
+                                                                       const std::string& bridge, const Ipv4Net& subnet,
+                                                                       bool acl_attached);
+// The record of an isolation ("vm" | "container"), of mounts, ports, and the widenings of a
+// sandbox (the spec's) and of a network policy (the policy file's JSON).
+[[nodiscard]] std::string_view isolation_record(Isolation isolation);
+[[nodiscard]] std::string mounts_record(const std::vector<Mount>& mounts);
+[[nodiscard]] std::string ports_record(const std::vector<PortForward>& ports);
+[[nodiscard]] std::string widenings_record(const SandboxSpec& spec);
+[[nodiscard]] std::string network_record(const policy::NetworkPolicy& network);
+
+// The spec a record stands for, as far as widenings() reads it: its network
+// policy (`network`, the record's when nullopt), mounts, ports and isolation.
+[[nodiscard]] SandboxSpec widening_view(const SandboxRecord& record,
+                                        const std::optional<policy::NetworkPolicy>& network = std::nullopt);
+
+}  // namespace agentctl::provider::incus
