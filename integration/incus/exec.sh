@@ -200,4 +200,17 @@ check "policy add of a LAN address on any port is refused too (exit $rc)" test "
 check "policy add of a public address still works" agentctl policy add "$X" 11.213.78.9:443
 check "  and it is allowed now" bash -c "agentctl policy check '$X' 11.213.78.9:443 >/dev/null"
 
+# ---------------------------------------------------------------- a damaged record
+ports=$(incus config get "$X" user.agentctl.ports)
+incus config set "$X" user.agentctl.ports 'not json'
+out=$(agentctl list 2>"$WORK/err"); rc=$?
+check "list with one damaged record still lists every sandbox (exit $rc)" test "$rc" = 0
+check "  the damaged one included" grep -q "^$X " <<<"$out"
+check "  and warns, naming the sandbox and the key" grep -q "$X: .*user.agentctl.ports" "$WORK/err"
+rc=0; err=$(agentctl status "$X" 2>&1 >/dev/null) || rc=$?
+check "status of the damaged sandbox fails (exit $rc)" test "$rc" = 1
+check "  naming the key: $err" grep -q "user.agentctl.ports" <<<"$err"
+incus config set "$X" user.agentctl.ports "$ports"
+check "with the record put back, status works again" bash -c "agentctl status '$X' >/dev/null"
+
 finish

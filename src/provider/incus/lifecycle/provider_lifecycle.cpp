@@ -395,8 +395,20 @@ std::vector<InstanceInfo> IncusProvider::list() {
     }
     for (const auto& instance : instances) {
         // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
-        if (read_instance_marks(instance).is_sandbox())
+        if (!read_instance_marks(instance).is_sandbox()) continue;
+        try {
             infos.push_back(to_info(instance, read_sandbox_record(instance)));
+        } catch (const Error& e) {
+            // One damaged record does not hide the others: the sandbox is listed
+            // with what Incus says of it, and the warning says what is wrong.
+            InstanceInfo info;
+            info.name = instance.value("name", "");
+            info.provider = "incus";
+            info.status = instance.value("status", "");
+            info.confinement = {ConfinementState::NotVerified, "its record cannot be read"};
+            m_context.reporter.warning(fmt::format("{}: {} ({})", info.name, e.what(), e.hint()));
+            infos.push_back(std::move(info));
+        }
     }
     return infos;
 }
