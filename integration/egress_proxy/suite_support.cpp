@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -506,6 +507,28 @@ std::size_t rss_kib(pid_t pid) {
         if (line.rfind("VmRSS:", 0) == 0) return std::stoul(line.substr(6));
     }
     return 0;
+}
+
+CodeKib executable_code_kib(pid_t pid) {
+    const auto proc = "/proc/" + std::to_string(pid);
+    const auto exe = std::filesystem::read_symlink(proc + "/exe").string();
+    std::ifstream in(proc + "/smaps");
+    CodeKib code;
+    bool in_code = false;
+    for (std::string line; std::getline(in, line);) {
+        unsigned long start = 0;
+        unsigned long end = 0;
+        char perms[5] = {};
+        int path_at = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx %4s %*x %*s %*u %n", &start, &end, perms, &path_at) == 3 &&
+            path_at > 0) {
+            in_code = std::string_view(perms) == "r-xp" && line.substr(static_cast<std::size_t>(path_at)) == exe;
+            if (in_code) code.size += (end - start) / 1024;
+        } else if (in_code && line.rfind("Rss:", 0) == 0) {
+            code.resident += std::stoul(line.substr(4));
+        }
+    }
+    return code;
 }
 
 }  // namespace suite

@@ -159,6 +159,13 @@ void must(const std::string& command);
 // Descriptors and resident memory of a process.
 std::size_t open_fds(pid_t pid);
 std::size_t rss_kib(pid_t pid);
+// The process's executable's code (its r-xp mapping): how much of it is
+// resident (mapped) and its size, KiB.
+struct CodeKib {
+    std::size_t resident = 0;
+    std::size_t size = 0;
+};
+CodeKib executable_code_kib(pid_t pid);
 // How many of the process's pipes hold at least `bytes` when full (each pipe
 // counted once, however many of its ends are open). Reads the sizes through
 // duplicates of the descriptors (pidfd_getfd(2), Linux 5.6; needs root).

@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -119,6 +121,34 @@ void keep_freed_memory() {
 #if defined(__GLIBC__)
     ::mallopt(M_TRIM_THRESHOLD, 4 * 1024 * 1024);
     ::mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
+#endif
+}
+
+// Most of an idle proxy's resident memory was executable pages that start-up
+// ran once (option parsing, the static initialisation of the whole agentctl
+// binary, the policy loader): page-cache pages shared with every process of
+// the same executable, mapped in the page cache's large folios. Once the proxy
+// listens, it gives up its mappings of them (MADV_DONTNEED on file-backed
+// read-only executable mappings, which are never written: a later use maps the
+// same page-cache pages again), so an idle proxy keeps mapped only the code
+// its event loops run. Writable and relocated (RELRO) mappings are left alone.
+void release_startup_code() {
+#if defined(__linux__)
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+        // "START-END PERMS OFFSET DEV INODE PATH"
+        unsigned long start = 0;
+        unsigned long end = 0;
+        char perms[5] = {};
+        unsigned long inode = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx %4s %*x %*s %lu", &start, &end, perms, &inode) != 4) continue;
+        if (inode == 0 || std::string_view(perms) != "r-xp") continue;
+        ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
+    }
+#endif
+#if defined(__GLIBC__)
+    ::malloc_trim(0);  // and the heap start-up freed
 #endif
 }
 
@@ -278,6 +308,7 @@ int run_egress_proxy(const ProxyOptions& options) {
         log_policy(log, *shared.policy.get(), "start");
 
         server.start(std::move(acceptor));
+        release_startup_code();  // before it says it listens: what a caller then sees is the idle proxy
         if (!options.pid_file.empty())
             core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
         std::printf("listening %s\n", endpoint_text(bound).c_str());

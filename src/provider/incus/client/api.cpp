@@ -161,8 +161,9 @@ std::optional<Json> Api::instance(const std::string& name) {
     return get_optional(fmt::format("/1.0/instances/{}?recursion=1", name));
 }
 
-Json Api::instances() {
-    auto metadata = m_client.query("GET", "/1.0/instances?recursion=2").metadata;
+Json Api::instances(bool with_state) {
+    auto metadata =
+        m_client.query("GET", with_state ? "/1.0/instances?recursion=2" : "/1.0/instances?recursion=1").metadata;
     return metadata.is_array() ? metadata : Json::array();
 }
 

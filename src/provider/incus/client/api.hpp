@@ -55,8 +55,10 @@ public:
 
     // GET /1.0/instances/NAME?recursion=1 (config, devices, state); nullopt when absent.
     std::optional<Json> instance(const std::string& name);
-    // GET /1.0/instances?recursion=2: every instance with its state.
-    Json instances();
+    // GET /1.0/instances?recursion=1: every instance (config, devices, status),
+    // without its state; `with_state`: recursion=2, every instance with its
+    // state, which Incus gathers from each running instance (milliseconds each).
+    Json instances(bool with_state);
     // GET /1.0/instances?all-projects=true&recursion=1: every instance of
     // every project (each with its "project"), without state.
     Json instances_in_every_project();

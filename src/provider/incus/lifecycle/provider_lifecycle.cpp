@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -26,10 +27,28 @@
 namespace agentctl::provider::incus {
 namespace {
 
+bool has_state(const Json& instance) { return instance.contains("state") && instance["state"].is_object(); }
+
+// The one address agentctl gives a sandbox's eth0 (ipv4.address), when Incus
+// lets the NIC send from no other (security.ipv4_filtering; acl_rules.hpp,
+// confine_instance); empty otherwise.
+std::string fixed_address(const Json& instance) {
+    const auto& devices = instance.value("expanded_devices", Json::object());
+    const auto& nic = devices.contains("eth0") && devices["eth0"].is_object() ? devices["eth0"] : Json::object();
+    if (nic.value("security.ipv4_filtering", std::string()) != "true") return {};
+    return nic.value("ipv4.address", std::string());
+}
+
+// The addresses a sandbox has: from its state when the instance came with it
+// (every global address of every interface but lo, as the sandbox sees them);
+// else, while it runs, its fixed address, the only one it can send from.
 std::vector<std::string> instance_ips(const Json& instance) {
     std::vector<std::string> ips;
-    const auto& state =
-        instance.contains("state") && instance["state"].is_object() ? instance["state"] : Json::object();
+    if (!has_state(instance)) {
+        if (auto fixed = fixed_address(instance); !fixed.empty() && instance_running(instance)) ips.push_back(fixed);
+        return ips;
+    }
+    const auto& state = instance["state"];
     const auto& network = state.contains("network") && state["network"].is_object() ? state["network"] : Json::object();
     for (const auto& [iface, info] : network.items()) {
         if (iface == "lo") continue;
@@ -385,7 +404,19 @@ InstanceInfo IncusProvider::to_info(const Json& instance, const SandboxRecord& r
 
 std::vector<InstanceInfo> IncusProvider::list() {
     std::vector<InstanceInfo> infos;
-    const auto instances = m_api.instances();
+    // One request, whatever the number of sandboxes, and without their state:
+    // Incus gathers that from inside each running instance (a few ms each), and
+    // what list shows of it, the addresses, a sandbox agentctl made has fixed
+    // (fixed_address). Only when a running sandbox has no fixed address (one
+    // made by an earlier agentctl) is every state fetched, in one more request.
+    auto instances = m_api.instances(false);
+    // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
+    auto is_sandbox = [](const Json& instance) { return read_instance_marks(instance).is_sandbox(); };
+    if (std::any_of(instances.begin(), instances.end(), [&](const Json& instance) {
+            return is_sandbox(instance) && instance_running(instance) && fixed_address(instance).empty();
+        })) {
+        instances = m_api.instances(true);
+    }
     // Incus lists a project that does not exist as empty: say so instead.
     if (instances.empty() && !m_project.empty() && !m_api.project(m_project)) {
         throw Error(fmt::format("the Incus project {} does not exist on the {}", m_project, m_server.describe()),
@@ -394,8 +425,7 @@ std::vector<InstanceInfo> IncusProvider::list() {
                                 m_project));
     }
     for (const auto& instance : instances) {
-        // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
-        if (!read_instance_marks(instance).is_sandbox()) continue;
+        if (!is_sandbox(instance)) continue;
         try {
             infos.push_back(to_info(instance, read_sandbox_record(instance)));
         } catch (const Error& e) {
