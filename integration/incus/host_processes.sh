@@ -93,7 +93,8 @@ wait_until 30 listening "$SINK" "$SINK_PORT" || { echo "the sink did not come up
 
 # ---------------------------------------------------------------- two sandboxes, each with its own uid
 create() {
-  agentctl create "$1" --image "$IMAGE" --isolation container --mount-none --allow "sink.test:$SINK_PORT" \
+  # A variable of the shell that ran agentctl (a token, say) must not reach the sandbox's processes.
+  AGENTCTL_TEST_SHELL_TOKEN=shell-token-$$ agentctl create "$1" --image "$IMAGE" --isolation container --mount-none --allow "sink.test:$SINK_PORT" \
     >"$WORK/create-$1.out" 2>&1 || { cat "$WORK/create-$1.out"; bad "create $1"; finish; exit 1; }
 }
 create "$A"
@@ -132,6 +133,10 @@ check "status names the proxy's user" bash -c \
 check "status names the resolver's user" bash -c \
   "agentctl status '$A' | grep -Eq '^Resolver: .*dnsmasq, pid $RA, as uid $UA\\)'"
 check "A's proxy is not dumpable (its /proc files are root's)" test "$(stat -c %u "/proc/$PA/environ")" = 0
+check "A's proxy and resolver carry none of the creating shell's variables" bash -c \
+  "! tr '\\0' '\\n' </proc/$PA/environ | grep -q AGENTCTL_TEST_SHELL_TOKEN && \
+   ! tr '\\0' '\\n' </proc/$RA/environ | grep -q AGENTCTL_TEST_SHELL_TOKEN && \
+   tr '\\0' '\\n' </proc/$PA/environ | grep -q '^PATH='"
 check "B's policy is root's and B's group's only (0640)" test "$(stat -c %u:%g:%a "$SB/egress-policy.json")" = "0:$UB:640"
 check "B's run directory is B's uid's only (0700)" test "$(stat -c %u:%a "$SB/run")" = "$UB:700"
 check "what agentctl recorded of B's proxy is root's only (0600)" test "$(stat -c %u:%a "$SB/egress-proxy.process")" = "0:600"

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -111,12 +112,27 @@ int input_pipe(const std::string& input) {
     return fds[0];
 }
 
+// The environment a detached process starts with: a fixed PATH and the
+// sanitizers' options, never the caller's own (a token in the shell that ran
+// agentctl must not live on in a process that runs for the sandbox's lifetime).
+std::vector<std::string> detached_environment() {
+    std::vector<std::string> env{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
+        if (const char* value = std::getenv(name)) env.push_back(std::string(name) + "=" + value);
+    }
+    return env;
+}
+
 }  // namespace
 
 int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    const auto environment = detached_environment();
+    std::vector<char*> envp;
+    for (const auto& e : environment) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
     int pid_pipe[2];
     if (::pipe(pid_pipe) != 0) throw Error(std::string("cannot create a pipe: ") + std::strerror(errno));
     ::fcntl(pid_pipe[0], F_SETFD, FD_CLOEXEC);
@@ -168,7 +184,7 @@ int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& opt
         if (run_as && !drop_privileges(*run_as, capabilities)) {
             child_fail("agentctl: cannot drop privileges for the egress proxy\n", 126);
         }
-        ::execv(args[0], args.data());
+        ::execve(args[0], args.data(), envp.data());
         child_fail("agentctl: cannot run the egress proxy executable\n", 127);
     }
     ::close(pid_pipe[1]);

@@ -44,7 +44,8 @@ struct SpawnOptions {
 
 // Runs `argv` (argv[0] an absolute path) detached: new session, stdin from
 // `options.input` (else /dev/null), none of this process's other descriptors
-// open. Returns the grandchild's pid. Throws agentctl::Error when it cannot
+// open, and none of its environment but a fixed PATH (and the sanitizers'
+// options, for test builds). Returns the grandchild's pid. Throws agentctl::Error when it cannot
 // fork, or when `options.input` does not fit a pipe.
 int spawn_detached(const std::vector<std::string>& argv, const SpawnOptions& options);
 
