@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
+#include "core/utc_time.hpp"
 #include "cli/commands_list.hpp"
 #include "cli/output.hpp"
 #include "cli/sandbox_options.hpp"
@@ -95,8 +96,7 @@ std::int64_t grant_end(const ChangeArgs& args, const std::vector<policy::AllowRu
                     fmt::format("allow it for good (`agentctl policy add {} {}`) and remove it later", args.name,
                                 rule.entry()));
     }
-    const auto now =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto now = core::epoch_seconds_now();
     return now + seconds;
 }
 

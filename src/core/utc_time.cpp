@@ -13,4 +13,9 @@ std::string utc_stamp(std::chrono::system_clock::time_point when) {
     return stamp;
 }
 
+std::int64_t epoch_seconds_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
 }  // namespace agentctl::core

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/error.hpp"
+#include "core/utc_time.hpp"
 #include "core/files.hpp"
 #include "agentctl/host_network.hpp"
 #include "policy/secret_store.hpp"
@@ -59,8 +60,7 @@ std::string IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network
             "/etc/resolv.conf): allowlisted names do not resolve inside it; the egress proxy still reaches them");
     }
     // A grant that has ended resolves no more once the resolver is (re)started.
-    const auto now =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const auto now = core::epoch_seconds_now();
     return dns_server_lines(policy::in_force_at(network, now), upstreams);
 }
 
