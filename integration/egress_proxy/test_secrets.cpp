@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
@@ -37,8 +40,10 @@ namespace {
 
 constexpr const char* k_value = "ghp_realValue0123456789abcdef";
 constexpr const char* k_placeholder = "agentctl-secret-placeholder-6b1f0c2d9e8a7f3b";
+// A second secret, bound to npm.test: that host is terminated too.
+constexpr const char* k_npm_placeholder = "agentctl-secret-placeholder-0a9b8c7d6e5f4a3b";
 
-// The test origin's CA and its certificate for api.test and other.test, made with the openssl tool.
+// The test origin's CA and its certificate for api.test, other.test and npm.test, made with the openssl tool.
 struct OriginCertificates {
     explicit OriginCertificates(const fs::path& dir)
         : ca(dir / "origin-ca.crt"), cert(dir / "origin.crt"), key(dir / "origin.key") {
@@ -48,7 +53,7 @@ struct OriginCertificates {
                     " -out origin-ca.crt -subj /CN=agentctl-test-origin-ca -days 2"
                     " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null");
         agentctl::core::write_file_atomic(dir / "origin.ext",
-                                          "subjectAltName=DNS:api.test,DNS:other.test\n"
+                                          "subjectAltName=DNS:api.test,DNS:other.test,DNS:npm.test\n"
                                           "authorityKeyIdentifier=keyid\n");
         suite::must("cd " + d +
                     " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout origin.key -out "
@@ -93,20 +98,29 @@ public:
 
     // Sends a GET with `headers` (each ending in CRLF); returns the whole response ("" when the connection closed).
     std::string get(const std::string& target, const std::string& headers) {
-        const std::string request = "GET " + target + " HTTP/1.1\r\nHost: api.test\r\n" + headers + "\r\n";
-        if (SSL_write(m_ssl, request.data(), static_cast<int>(request.size())) <= 0) return {};
+        return send("GET " + target + " HTTP/1.1\r\nHost: api.test\r\n" + headers + "\r\n") ? read_response() : "";
+    }
+    // Sends `bytes` as they are; false when the connection is gone.
+    bool send(const std::string& bytes) { return SSL_write(m_ssl, bytes.data(), static_cast<int>(bytes.size())) > 0; }
+    // The next response, head and Content-Length body (what arrived when the connection closed).
+    std::string read_response() {
         std::string response;
-        char chunk[16384];
         for (;;) {
-            const auto end = response.find("\r\n\r\n");
+            const auto end = m_pending.find("\r\n\r\n");
             if (end != std::string::npos) {
-                const auto at = response.find("Content-Length: ");
-                const std::size_t length = at == std::string::npos ? 0 : std::stoul(response.substr(at + 16));
-                if (response.size() >= end + 4 + length) return response;
+                const auto at = m_pending.find("Content-Length: ");
+                const std::size_t length =
+                    at == std::string::npos || at > end ? 0 : std::stoul(m_pending.substr(at + 16));
+                if (m_pending.size() >= end + 4 + length) {
+                    response = m_pending.substr(0, end + 4 + length);
+                    m_pending.erase(0, end + 4 + length);
+                    return response;
+                }
             }
+            char chunk[16384];
             const int n = SSL_read(m_ssl, chunk, sizeof chunk);
-            if (n <= 0) return response;
-            response.append(chunk, static_cast<std::size_t>(n));
+            if (n <= 0) return std::exchange(m_pending, {});
+            m_pending.append(chunk, static_cast<std::size_t>(n));
         }
     }
 
@@ -118,6 +132,7 @@ private:
     suite::Client m_tcp;
     SSL_CTX* m_context = nullptr;
     SSL* m_ssl = nullptr;
+    std::string m_pending;  // read beyond the last response
 };
 
 struct Fixture {
@@ -134,14 +149,17 @@ struct Fixture {
     // The payload agentctl writes at start, and again (with the new value) on `secret set`.
     [[nodiscard]] std::string payload_with(const std::string& value) const {
         return ep::secret_payload_json(
-            {ca.cert, ca.key, {{"github", k_placeholder, value, {{"api.test", "authorization"}}}}});
+            {ca.cert,
+             ca.key,
+             {{"github", k_placeholder, value, {{"api.test", "authorization"}}},
+              {"npm", k_npm_placeholder, "npm_realValue", {{"npm.test", "authorization"}}}}});
     }
 
     ep::CaPem ca = ep::make_sandbox_ca("secrets-test");
 
     explicit Fixture(bool trust_origin = true) {
-        files.write_policy(suite::policy_allowing({"api.test:443", "other.test:443"}));
-        files.write_resolve("192.0.3.2 api.test other.test\n");
+        files.write_policy(suite::policy_allowing({"api.test:443", "other.test:443", "npm.test:443", "web.test:80"}));
+        files.write_resolve("192.0.3.2 api.test other.test npm.test web.test\n");
         agentctl::core::write_file_atomic(sandbox_ca, ca.cert, 0644);
         int fds[2];
         REQUIRE(::pipe(fds) == 0);
@@ -307,4 +325,72 @@ TEST_CASE("secrets: a new value reaches the running proxy on its socket, from ro
         CHECK(agentctl::core::read_file(entry.path()).find(k_new) == std::string::npos);
     }
     fixture.check_log({"\"event\":\"secrets\"", "\"decision\":\"rotated\""});
+}
+
+TEST_CASE(
+    "secrets: a placeholder in the start of a body is refused where its secret does not go, and goes out as it "
+    "is to its own host",
+    "[egress][secrets]") {
+    SUITE_REQUIRE_READY();
+    Fixture fixture;
+    const auto post = [](const std::string& host, const std::string& body) {
+        return "POST /upload HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\n\r\n" + body;
+    };
+    // The response to `request` on `client`, a TLS connection to `host`.
+    const auto exchange = [](TlsClient& client, const std::string& request) {
+        REQUIRE(client.handshake_ok);
+        REQUIRE(client.send(request));
+        return client.read_response();
+    };
+    const auto json_body = std::string(R"({"name":"x","token":")") + k_placeholder + R"("})";
+    {
+        // npm.test is terminated (npm is bound to it), github is not bound there.
+        TlsClient client(fixture.proxy->port, "npm.test", fixture.sandbox_ca);
+        const auto response = exchange(client, post("npm.test", json_body));
+        INFO(response);
+        CHECK(response.rfind("HTTP/1.1 403", 0) == 0);
+        CHECK(response.find("X-Agentctl-Reason: secret-misplaced") != std::string::npos);
+        CHECK(response.find("secret github may not go to npm.test (the body)") != std::string::npos);
+        CHECK(response.find("body-bytes") == std::string::npos);  // the origin never saw the request
+    }
+    {
+        // A client that waits for 100 Continue gets it from the proxy; a chunked
+        // body is searched as decoded, across its chunks, beyond the first read.
+        TlsClient client(fixture.proxy->port, "npm.test", fixture.sandbox_ca);
+        CHECK(exchange(client,
+                       "POST /upload HTTP/1.1\r\nHost: npm.test\r\nExpect: 100-continue\r\n"
+                       "Transfer-Encoding: chunked\r\n\r\n")
+                  .rfind("HTTP/1.1 100 Continue", 0) == 0);
+        const std::string head(k_placeholder, 20);
+        const std::string tail(k_placeholder + 20);
+        const std::string padding(3000, 'a');
+        REQUIRE(client.send(fmt::format("{:x}\r\n{}\r\n", padding.size(), padding)));
+        REQUIRE(client.send(fmt::format("{:x}\r\n{}\r\n", head.size(), head)));
+        const auto response = exchange(client, fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", tail.size(), tail));
+        INFO(response);
+        CHECK(response.rfind("HTTP/1.1 403", 0) == 0);
+        CHECK(response.find("secret github may not go to npm.test (the body)") != std::string::npos);
+    }
+    {
+        // To its own host a placeholder in the body goes out as it is: the value never goes into a body.
+        TlsClient client(fixture.proxy->port, "api.test", fixture.sandbox_ca);
+        const auto response = exchange(client, post("api.test", json_body));
+        INFO(response);
+        CHECK(response.rfind("HTTP/1.1 200", 0) == 0);
+        CHECK(response.find(json_body) != std::string::npos);
+        CHECK(response.find(k_value) == std::string::npos);
+        // And the connection goes on (keep-alive) with a body that carries none.
+        CHECK(exchange(client, post("api.test", "plain")).find("body-bytes: 5\nplain") != std::string::npos);
+    }
+    // Plain HTTP never carries a secret, body included; a body without one goes through.
+    suite::Client plain(fixture.proxy->port);
+    plain.send("POST http://web.test/a HTTP/1.1\r\nHost: web.test\r\nContent-Length: 4\r\n\r\nabcd");
+    CHECK(plain.read_response().body.find("method=POST target=/a host=web.test body=4") != std::string::npos);
+    plain.send("POST http://web.test/b HTTP/1.1\r\nHost: web.test\r\nContent-Length: " +
+               std::to_string(json_body.size()) + "\r\n\r\n" + json_body);
+    const auto refused = plain.read_response();
+    CHECK(refused.status == 403);
+    CHECK(refused.body.find("over plain HTTP (the body)") != std::string::npos);
+    fixture.check_log({"\"reason\":\"secret-misplaced\"", "\"secret\":\"github\"", "\"host\":\"npm.test\""});
 }

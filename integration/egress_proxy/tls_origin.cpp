@@ -1,7 +1,7 @@
 // A test HTTPS origin: `tls_origin ADDRESS:PORT CERT KEY [LOG]`. Serves
 // HTTP/1.1 with keep-alive over TLS; each response's body is the request head
 // exactly as it arrived (so a test sees what the origin received), followed by
-// `body-bytes: N` for a request body. With LOG, each head is appended to that
+// `body-bytes: N` and the request body as it arrived. With LOG, each head is appended to that
 // file instead and the body is `ok` (what arrived never goes back to the client). A WebSocket upgrade is answered 101
 // and every byte after it echoed. Prints `listening` once it accepts.
 #include <arpa/inet.h>
@@ -73,8 +73,9 @@ void serve(SSL_CTX* context, int fd) {
             while (buffer.size() < length) {
                 if (!read_more(ssl, buffer)) goto done;
             }
-            buffer.erase(0, length);
             std::string body = head + "body-bytes: " + std::to_string(length) + "\n";
+            if (g_log == nullptr) body += buffer.substr(0, length);
+            buffer.erase(0, length);
             if (g_log != nullptr) {
                 std::lock_guard lock(g_log_mutex);
                 std::ofstream(g_log, std::ios::app) << body << std::flush;

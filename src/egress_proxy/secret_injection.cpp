@@ -59,6 +59,12 @@ std::optional<std::string> basic_credentials(std::string_view value) {
     return decode_base64(rest);
 }
 
+// Whether `secret` is bound to `host` (lower case) in any header.
+bool bound_to_host(const InjectedSecret& secret, std::string_view host) {
+    return std::any_of(secret.bindings.begin(), secret.bindings.end(),
+                       [&](const SecretHost& binding) { return binding.host == host; });
+}
+
 }  // namespace
 
 std::string encode_base64(std::string_view text) {
@@ -119,10 +125,19 @@ SecretTable::SecretTable(std::vector<InjectedSecret> secrets) : m_secrets(std::m
 bool SecretTable::binds(std::string_view host, std::uint16_t port) const {
     if (port != 443) return false;
     const auto wanted = ascii_lower(host);
-    return std::any_of(m_secrets.begin(), m_secrets.end(), [&](const InjectedSecret& secret) {
-        return std::any_of(secret.bindings.begin(), secret.bindings.end(),
-                           [&](const SecretHost& binding) { return binding.host == wanted; });
-    });
+    return std::any_of(m_secrets.begin(), m_secrets.end(),
+                       [&](const InjectedSecret& secret) { return bound_to_host(secret, wanted); });
+}
+
+std::optional<MisplacedSecret> SecretTable::misplaced_in_body(std::string_view host,
+                                                              std::string_view body_start) const {
+    if (body_start.empty()) return std::nullopt;
+    const auto wanted_host = ascii_lower(host);
+    for (const auto& secret : m_secrets) {
+        if (body_start.find(secret.placeholder) == std::string_view::npos) continue;
+        if (wanted_host.empty() || !bound_to_host(secret, wanted_host)) return MisplacedSecret{secret.name, "the body"};
+    }
+    return std::nullopt;
 }
 
 SecretTable SecretTable::with_values(const std::vector<InjectedSecret>& fresh,

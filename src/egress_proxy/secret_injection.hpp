@@ -2,9 +2,12 @@
 // sandbox sees only placeholders; the proxy puts the real value in where the
 // placeholder stands, in the header the secret is bound to, in requests to
 // the hosts it is bound to, and refuses a request that carries a placeholder
-// anywhere else (another host, another header, the URL, plain HTTP).
+// anywhere else (another host, another header, the URL, plain HTTP, the start
+// of a body to a host the secret is not bound to). A value is never put into
+// a body: a placeholder in a body to its own host goes out as it is.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,8 +47,12 @@ struct SecretPayload {
 // Where a placeholder was found that it may not be.
 struct MisplacedSecret {
     std::string secret;
-    std::string where;  // "the URL", "header x-foo"
+    std::string where;  // "the URL", "header x-foo", "the body"
 };
+
+// The bytes of a request body the proxy searches for placeholders (or the
+// whole body, when shorter): it reads them before it forwards the request.
+inline constexpr std::size_t k_screened_body_bytes = 16 * 1024;
 
 struct InjectionResult {
     std::vector<std::string> injected;  // names of the secrets put in, each once
@@ -65,6 +72,11 @@ public:
     // where its secret does not go; `target` is the request target (URL).
     [[nodiscard]] InjectionResult inject(std::string_view host, std::string_view target,
                                          boost::beast::http::fields& fields) const;
+    // The first secret whose placeholder is in `body_start` (the start of a
+    // request body to `host`; empty: plain HTTP) though it is bound to no
+    // header of `host`. Nothing in a body is ever replaced.
+    [[nodiscard]] std::optional<MisplacedSecret> misplaced_in_body(std::string_view host,
+                                                                   std::string_view body_start) const;
 
     // The same table with the values of `fresh` for the secrets of the same
     // name and placeholder (a rotation: placeholders and hosts stay as they

@@ -137,6 +137,7 @@ private:
 
     // Bytes of a plain-HTTP body moved per read (m_body_chunk).
     static constexpr std::size_t k_body_chunk = 16 * 1024;
+    static_assert(k_body_chunk >= k_screened_body_bytes, "the start of a body is screened in one chunk");
 
     ProxyContext& m_context;
     tcp::socket m_client;

@@ -74,11 +74,31 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
             co_return co_await refuse(entry, refusal, target);
         }
     }
+    // One body buffer per connection, taken on its first plain-HTTP request:
+    // in the coroutine frame it made every request allocate and free 32 KiB.
+    if (!m_body_chunk) m_body_chunk = std::make_unique_for_overwrite<char[]>(k_body_chunk);
+    const std::span<char> chunk(m_body_chunk.get(), k_body_chunk);
+    std::size_t body_start = 0;
+    if (const auto& intercept = m_context.shared.intercept; intercept && !parser->is_done()) {
+        // Nor in the start of its body.
+        set_deadline(m_context.limits.idle_timeout);
+        const auto read = co_await read_body_start(m_client, m_buffer, *parser, chunk.first(k_screened_body_bytes));
+        if (!read) co_return false;
+        body_start = *read;
+        if (const auto misplaced =
+                intercept->secrets()->misplaced_in_body("", std::string_view(chunk.data(), body_start))) {
+            LogLine entry = decision_line(method);
+            entry.add("host", target.host).add("port", target.port).add("secret", misplaced->secret);
+            const Refusal refusal{403, ProxyReason::SecretMisplaced,
+                                  "the placeholder of secret " + misplaced->secret + " may not go to " + target.host +
+                                      " over plain HTTP (" + misplaced->where + ")"};
+            co_return co_await refuse(entry, refusal, target);
+        }
+    }
     if (!co_await decide_and_connect(method, target, std::move(snapshot), std::move(decision))) co_return false;
 
     m_phase = Phase::Forwarding;
     set_deadline(m_context.limits.idle_timeout);
-    bool expects_continue = beast::iequals(request[http::field::expect], "100-continue");
     // An Upgrade (WebSocket, ...) is passed on; a 101 answer turns the
     // connection into a tunnel to the destination decided above.
     std::string upgrade;
@@ -86,7 +106,6 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
         if (beast::iequals(token, "upgrade")) upgrade = std::string(request[http::field::upgrade]);
     }
     strip_hop_by_hop(request);
-    request.erase(http::field::expect);
     request.target(target.origin_form);
     request.set(http::field::host, host_field(target));
     request.keep_alive(true);
@@ -95,17 +114,10 @@ asio::awaitable<bool> Session::handle_forward(std::unique_ptr<RequestParser> par
         request.set(http::field::upgrade, upgrade);
     }
     boost::system::error_code ec;
-    if (expects_continue && !parser->is_done()) {
-        static constexpr std::string_view k_continue = "HTTP/1.1 100 Continue\r\n\r\n";
-        co_await asio::async_write(m_client, asio::buffer(k_continue), redirect_error(use_awaitable, ec));
-        if (ec) co_return false;
-    }
+    if (!co_await take_expectation(m_client, *parser)) co_return false;
     const auto idle = m_context.limits.idle_timeout;
-    // One body buffer per connection, taken on its first plain-HTTP request:
-    // in the coroutine frame it made every request allocate and free 32 KiB.
-    if (!m_body_chunk) m_body_chunk = std::make_unique_for_overwrite<char[]>(k_body_chunk);
-    const std::span<char> chunk(m_body_chunk.get(), k_body_chunk);
-    if (!co_await relay_message(m_client, m_buffer, *parser, m_upstream, chunk, m_bytes_up, m_deadline, idle)) {
+    if (!co_await relay_message(m_client, m_buffer, *parser, m_upstream, chunk, m_bytes_up, m_deadline, idle,
+                                body_start)) {
         close_upstream("request relay failed");
         co_return false;
     }

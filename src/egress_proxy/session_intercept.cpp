@@ -3,7 +3,8 @@
 // TLS to the real host (checked against the trust store, by name), and passes
 // request after request (HTTP/1.1, keep-alive, bodies streamed both ways,
 // WebSocket upgrades), each with the secrets' placeholders replaced in the
-// headers they are bound to. A placeholder anywhere else is refused (403).
+// headers they are bound to. A placeholder anywhere else (the start of the
+// body included, unless the secret is bound to this host) is refused (403).
 #include <utility>  // before Asio (awaitable.hpp needs std::exchange)
 
 #include <openssl/ssl.h>
@@ -120,8 +121,17 @@ asio::awaitable<void> Session::intercept_tls(std::shared_ptr<TlsIntercept> inter
         LogLine entry = decision_line(method);
         entry.add("host", host).add("port", 443).add("terminated", true);
         const auto target = request.target();
-        const auto injection =
-            intercept->secrets()->inject(host, std::string_view(target.data(), target.size()), request.base());
+        const auto secrets = intercept->secrets();
+        auto injection = secrets->inject(host, std::string_view(target.data(), target.size()), request.base());
+        // The start of the body is read before anything goes to the host.
+        std::size_t body_start = 0;
+        if (!injection.misplaced && !parser.is_done()) {
+            set_deadline(idle);
+            const auto read = co_await read_body_start(sandbox, m_buffer, parser, chunk.first(k_screened_body_bytes));
+            if (!read) break;
+            body_start = *read;
+            injection.misplaced = secrets->misplaced_in_body(host, std::string_view(chunk.data(), body_start));
+        }
         if (injection.misplaced) {
             const Refusal refusal{403, ProxyReason::SecretMisplaced,
                                   fmt::format("the placeholder of secret {} may not go to {} ({})",
@@ -139,7 +149,8 @@ asio::awaitable<void> Session::intercept_tls(std::shared_ptr<TlsIntercept> inter
 
         m_phase = Phase::Forwarding;
         set_deadline(idle);
-        if (!co_await relay_message(sandbox, m_buffer, parser, origin, chunk, m_bytes_up, m_deadline, idle)) break;
+        if (!co_await relay_message(sandbox, m_buffer, parser, origin, chunk, m_bytes_up, m_deadline, idle, body_start))
+            break;
         bool keep = request.keep_alive();
         bool upgraded = false;
         for (;;) {

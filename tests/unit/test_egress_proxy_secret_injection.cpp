@@ -112,3 +112,17 @@ TEST_CASE("a rotation takes the new value for the same name and placeholder, and
     (void)rotated.inject("api.anthropic.com", "/", key);
     CHECK(key["x-api-key"] == "sk-ant-REAL");
 }
+
+TEST_CASE("a placeholder in the start of a body is misplaced unless its secret is bound to the host", "[secrets]") {
+    const auto secrets = table();
+    const auto body = std::string(R"({"token":")") + k_placeholder + R"("})";
+    const auto elsewhere = secrets.misplaced_in_body("api.anthropic.com", body);
+    REQUIRE(elsewhere);
+    CHECK(elsewhere->secret == "github");
+    CHECK(elsewhere->where == "the body");
+    CHECK(secrets.misplaced_in_body("", body)->secret == "github");  // plain HTTP
+    // Its own host (any of its headers there): goes out as it is.
+    CHECK_FALSE(secrets.misplaced_in_body("GitHub.com", body));
+    CHECK_FALSE(secrets.misplaced_in_body("api.anthropic.com", "no placeholder here"));
+    CHECK_FALSE(secrets.misplaced_in_body("api.anthropic.com", ""));
+}
