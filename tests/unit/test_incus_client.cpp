@@ -178,10 +178,10 @@ TEST_CASE("an Incus refusal carries its code, and whether waiting can cure it", 
         }
     }
     {
-        OneShotServer server(path, R"({"type":"error","error_code":400,"error":"Instance is running"})");
+        OneShotServer server(path, R"({"type":"error","error_code":400,"error":"Invalid config: Unknown key"})");
         auto client = make_client(make_unix_transport(path, 5));
         try {
-            client->query("DELETE", "/1.0/instances/x");
+            client->query("PUT", "/1.0/instances/x");
             FAIL("no error");
         } catch (const IncusError& e) {
             CHECK(e.status() == 400);
@@ -203,6 +203,7 @@ TEST_CASE("an Incus refusal carries its code, and whether waiting can cure it", 
           IncusRefusal::Busy);
     CHECK(classify_refusal("Cannot delete an ACL that is in use") == IncusRefusal::InUse);
     CHECK(classify_refusal("Instance not found") == IncusRefusal::Other);
+    CHECK(classify_refusal("Instance is running") == IncusRefusal::Running);
     // Incus 6.0.4's bridge set-up and tear-down, when another interface on the
     // host went away while it listed them (as measured with parallel deletes).
     CHECK(classify_refusal("Failed to delete bridge children interfaces: Failed to run: ip -d -j link show "

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <sstream>
 
 #include "provider/incus/network/acl_rules.hpp"
@@ -27,6 +28,13 @@ public:
     // "METHOD PATH" -> how many more times Incus refuses it for a host
     // interface that went away (transient), or for good (-1: a plain error).
     std::map<std::string, int> refusals;
+    // What Incus says when it refuses (a host interface that went away unless set).
+    std::string refusal_error =
+        "Failed to delete bridge children interfaces: Failed to run: ip -d -j link show agc-other: exit "
+        "status 1 (Device \"agc-other\" does not exist.)";
+    std::function<void()> on_refusal = [] {};
+    Json running_operations = Json::array();  // GET /1.0/operations?recursion=1 ["running"]
+    std::vector<std::string> waited;          // operation ids waited for
 
     Response query(std::string_view method, std::string_view path, const Json*) override {
         const std::string call = std::string(method) + " " + std::string(path);
@@ -34,24 +42,30 @@ public:
         if (auto it = refusals.find(call); it != refusals.end() && it->second != 0) {
             if (it->second < 0) throw IncusError("Incus refused " + call + ": boom", "", 500);
             --it->second;
-            const std::string error =
-                "Failed to delete bridge children interfaces: Failed to run: ip -d -j link show agc-other: exit "
-                "status 1 (Device \"agc-other\" does not exist.)";
-            throw IncusError("Incus refused " + call + ": " + error, "", 500, classify_refusal(error));
+            on_refusal();
+            throw IncusError("Incus refused " + call + ": " + refusal_error, "", 500, classify_refusal(refusal_error));
         }
         Response response;
         response.status_code = 200;
         if (path == "/1.0/operations?recursion=1") {
-            response.metadata = Json{{"running", Json::array()}};
+            response.metadata = Json{{"running", running_operations}};
+            running_operations = Json::array();
             return response;
         }
         std::string bare(path.substr(0, path.find('?')));
+        if (method == "PUT" && bare.ends_with("/state")) {
+            objects.at(bare.substr(0, bare.size() - 6))["status"] = "Stopped";
+            return response;
+        }
         if (!objects.contains(bare)) throw NotFound("not found: " + bare);
         if (method == "GET") response.metadata = objects[bare];
         if (method == "DELETE") objects.erase(bare);
         return response;
     }
-    Json wait(std::string_view, int) override { return Json{{"status", "Success"}}; }
+    Json wait(std::string_view operation, int) override {
+        waited.emplace_back(operation);
+        return Json{{"status", "Success"}};
+    }
     std::string get_raw(std::string_view) override { return {}; }
     [[nodiscard]] bool preview() const override { return false; }
 };
@@ -151,6 +165,39 @@ TEST_CASE("delete refuses a running sandbox without --force and an instance agen
         Json{{"name", "other"}, {"status", "Stopped"}, {"config", Json::object()}};
     CHECK_THROWS_WITH(f.provider->lifecycle().remove("other", true), Catch::Contains("not created by agentctl"));
     CHECK(f.client->objects.contains("/1.0/instances/other"));
+}
+
+TEST_CASE("delete waits for what a killed create left running on the instance, in any project", "[remove]") {
+    Fixture f;
+    f.client->objects["/1.0/instances/killed"] =
+        Json{{"name", "killed"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    // Outside the default project Incus names the instance with its project.
+    f.client->running_operations = Json::array(
+        {Json{{"id", "op-other"}, {"resources", {{"instances", {"/1.0/instances/killed-2"}}}}},
+         Json{{"id", "op-create"}, {"resources", {{"instances", {"/1.0/instances/killed?project=agentctl-tests"}}}}}});
+    f.provider->lifecycle().remove("killed", true);
+    CHECK(f.client->waited == std::vector<std::string>{"op-create"});
+    CHECK(f.client->objects.empty());
+}
+
+TEST_CASE("delete --force stops an instance that was started after it was read", "[remove]") {
+    Fixture f;
+    const std::string instance = "/1.0/instances/late";
+    f.client->objects[instance] =
+        Json{{"name", "late"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->refusals["DELETE " + instance] = 1;
+    f.client->refusal_error = "Instance is running";
+    f.client->on_refusal = [&] { f.client->objects[instance]["status"] = "Running"; };
+    f.provider->lifecycle().remove("late", true);
+    CHECK(f.client->objects.empty());
+    CHECK(std::count(f.client->calls.begin(), f.client->calls.end(), "PUT " + instance + "/state") == 1);
+
+    // Without --force, the sandbox that is running now is refused, and stays.
+    f.client->objects[instance] =
+        Json{{"name", "late"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->refusals["DELETE " + instance] = 1;
+    CHECK_THROWS_WITH(f.provider->lifecycle().remove("late", false), Catch::Contains("late is running"));
+    CHECK(f.client->objects.contains(instance));
 }
 
 TEST_CASE("delete removes a bridge a cluster create left pending (defined on members, never created)", "[remove]") {

@@ -144,7 +144,13 @@ int Api::wait_for_instance_operations(const std::string& name, int timeout_secon
         bool ours = false;
         for (const auto& [kind, list] : resources.items()) {
             if (kind != "instances" && kind != "containers") continue;
-            for (const auto& r : list) ours = ours || (r.is_string() && r.get<std::string>() == resource);
+            // Outside the default project Incus names it "/1.0/instances/NAME?project=P"
+            // (the listing itself is already the client's project only).
+            for (const auto& r : list) {
+                if (!r.is_string()) continue;
+                const auto& text = r.get_ref<const std::string&>();
+                ours = ours || std::string_view(text).substr(0, text.find('?')) == resource;
+            }
         }
         if (!ours || op.value("class", "") == "websocket") continue;
         try {

@@ -295,6 +295,7 @@ IncusRefusal classify_refusal(std::string_view incus_error) {
         return IncusRefusal::InterfaceGone;
     if (contains(incus_error, "is busy")) return IncusRefusal::Busy;
     if (contains(incus_error, "in use")) return IncusRefusal::InUse;
+    if (contains(incus_error, "Instance is running")) return IncusRefusal::Running;
     return IncusRefusal::Other;
 }
 

@@ -192,7 +192,9 @@ public:
 //          with "Failed to delete bridge children interfaces: ... Device ...
 //          does not exist" (Incus 6.0, bridge deleteChildren). Nothing was
 //          changed: a create is reverted, a delete left the bridge whole.
-enum class IncusRefusal { Other, Busy, InUse, InterfaceGone };
+// Running: Incus deletes only stopped instances, and this one was started
+// (by an operation another client asked for) after it was last read.
+enum class IncusRefusal { Other, Busy, InUse, InterfaceGone, Running };
 [[nodiscard]] IncusRefusal classify_refusal(std::string_view incus_error);
 
 // An error envelope or a failed operation from the daemon, with Incus's code
@@ -205,8 +207,8 @@ public:
 
     [[nodiscard]] int status() const noexcept { return m_status; }
     [[nodiscard]] IncusRefusal refusal() const noexcept { return m_refusal; }
-    // Worth asking again shortly: the instance is busy, the object still in
-    // use, or a host interface went away while Incus listed them.
+    // Worth asking again shortly: the instance is busy or started meanwhile,
+    // the object still in use, or a host interface went away while Incus listed them.
     [[nodiscard]] bool transient() const noexcept { return m_refusal != IncusRefusal::Other; }
 
 private:
