@@ -52,8 +52,10 @@ stop_origin() {
 }
 
 wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/"$1"/"$2") 2>/dev/null && return 0; sleep 0.05; done; echo "bench: $1:$2 did not come up" >&2; exit 1; }
-HZ=$(getconf CLK_TCK)
-cpu_us() { awk -v hz="$HZ" '{print ($14+$15) * 1000000 / hz}' "/proc/$1/stat"; }
+# CPU time of a process in microseconds: the sum over its threads of the
+# scheduler's nanosecond count (/proc/PID/task/TID/schedstat), not utime+stime,
+# whose 10 ms tick hides differences of a few percent in a run of seconds.
+cpu_us() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ns += $1} END {printf "%.0f\n", ns / 1000}'; }
 json() { python3 -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
 calc() { python3 -c "print(round($1, ${2:-2}))"; }
 median() {  # DIGITS VALUE...: the median, an integer when every value is one
