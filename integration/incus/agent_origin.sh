@@ -78,7 +78,9 @@ agent_origin_start() {
 
 agent_origin_image() {
   local base=$1 alias=$2 node=${3:-} builder=itest-agimg-$TAG
-  local carried="systemd-sysv udev curl python3-minimal iproute2 sudo ca-certificates"
+  local carried
+  # What the base image carries (`image build` records it), and what is added below.
+  carried=$(incus image get-property "$base" agentctl.packages 2>/dev/null) || return 1
   incus init -q "$base" "$builder" >/dev/null 2>&1 &&
     incus file pull "$builder/etc/ssl/certs/ca-certificates.crt" "$WORK/bundle.crt" &&
     cat "$WORK/ca.pem" >>"$WORK/bundle.crt" &&

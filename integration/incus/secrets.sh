@@ -7,7 +7,9 @@
 # in a network namespace the suite creates; names resolve through the proxy's
 # resolve file. Then searches the guest's files, environments and process
 # arguments, the host's process arguments, the logs, status and a preview for
-# the value.
+# the value. A `git clone` over HTTPS in the guest, from a git origin that
+# takes only a second secret's real value as its Basic password, works only
+# because the proxy puts that value in place of the guest's placeholder.
 #
 # Usage: secrets.sh AGENTCTL_BINARY TLS_ORIGIN_BINARY   (exit 77 = skipped, with the reason printed)
 set -uo pipefail
@@ -19,9 +21,11 @@ A=itest-s28-$TAG
 test_namespace ag28 228
 API=$NET.2     # api.secret.test: the secret is bound to it
 OTHER=$NET.3   # other.test: allowed, not bound
+GITHOST=$NET.4 # git.secret.test: a git origin, the secret s28git is bound to it
 require_incus "network namespaces, nftables, the Incus admin socket"
 command -v python3 >/dev/null 2>&1 || skip "python3 is needed for the test servers"
 command -v openssl >/dev/null 2>&1 || skip "the openssl tool is needed for the test origin's certificates"
+command -v git >/dev/null 2>&1 || skip "git is needed for the test git origin (git http-backend)"
 
 ORIGIN_PIDS=()
 cleanup() {
@@ -35,13 +39,15 @@ trap cleanup EXIT
 
 # The value: random per run, never on a command line (grep reads it from a file).
 VALUE="s28v-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-printf '%s\n' "$VALUE" >"$WORK/value.pattern"
+GIT_VALUE="s28g-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+printf '%s\n' "$VALUE" "$GIT_VALUE" >"$WORK/value.pattern"
+printf '%s\n' "$GIT_VALUE" >"$WORK/git-token"
 has_value() { grep -aqsFf "$WORK/value.pattern" "$@"; }
 export -f has_value
 export WORK
 
 "$AGENTCTL" config set incus.subnetPool=10.228.0.0/16 >/dev/null || { echo "cannot set incus.subnetPool"; exit 1; }
-printf '%s api.secret.test\n%s other.test\n' "$API" "$OTHER" >"$WORK/hosts"
+printf '%s api.secret.test\n%s other.test\n%s git.secret.test\n' "$API" "$OTHER" "$GITHOST" >"$WORK/hosts"
 "$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null || { echo "cannot set incus.proxyResolveFile"; exit 1; }
 
 # ---------------------------------------------------------------- the test origin and its CA
@@ -50,7 +56,7 @@ printf '%s api.secret.test\n%s other.test\n' "$API" "$OTHER" >"$WORK/hosts"
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout origin-ca.key -out origin-ca.crt \
       -subj /CN=agentctl-test-origin-ca -days 2 -addext basicConstraints=critical,CA:TRUE \
       -addext keyUsage=critical,keyCertSign &&
-    printf 'subjectAltName=DNS:api.secret.test,DNS:other.test\nauthorityKeyIdentifier=keyid\n' >origin.ext &&
+    printf 'subjectAltName=DNS:api.secret.test,DNS:other.test,DNS:git.secret.test\nauthorityKeyIdentifier=keyid\n' >origin.ext &&
     openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout origin.key -out origin.csr \
       -subj /CN=api.secret.test &&
     openssl x509 -req -in origin.csr -CA origin-ca.crt -CAkey origin-ca.key -CAcreateserial -out origin.crt -days 2 \
@@ -59,7 +65,7 @@ printf '%s api.secret.test\n%s other.test\n' "$API" "$OTHER" >"$WORK/hosts"
 "$AGENTCTL" config set "incus.proxyUpstreamCA=$WORK/origin-ca.crt" >/dev/null || { echo "cannot set incus.proxyUpstreamCA"; exit 1; }
 
 remove_leftover_namespaces ag28n ag28
-start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$API" "$OTHER" || exit 1
+start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$API" "$OTHER" "$GITHOST" || exit 1
 ORIGIN_PIDS+=("$PUBLIC_PID")
 for host in api:$API other:$OTHER; do
   ip netns exec "$NS" "$ORIGIN_BIN" "${host#*:}:443" "$WORK/origin.crt" "$WORK/origin.key" "$WORK/origin-${host%%:*}.log" \
@@ -67,6 +73,16 @@ for host in api:$API other:$OTHER; do
   ORIGIN_PIDS+=($!)
   wait_until 10 grep -q listening "$WORK/origin-${host%%:*}.out" || { echo "the test origin ${host%%:*} did not start"; exit 1; }
 done
+# The git origin: one repository, served only to the git secret's real value.
+(
+  git init -q "$WORK/src" && echo "s28 cloned content" >"$WORK/src/README" && git -C "$WORK/src" add README &&
+    git -C "$WORK/src" -c user.name=agentctl -c user.email=test@agentctl.invalid commit -qm one &&
+    git clone -q --bare "$WORK/src" "$WORK/git/repo.git"
+) >/dev/null 2>&1 || { echo "cannot make the test repository"; exit 1; }
+ip netns exec "$NS" python3 "$(dirname "$0")/git_origin.py" "$GITHOST" "$WORK/origin.crt" "$WORK/origin.key" \
+  "$WORK/git" "$WORK/git-token" "$WORK/origin-git.log" >"$WORK/origin-git.out" 2>&1 &
+ORIGIN_PIDS+=($!)
+wait_until 10 grep -q listening "$WORK/origin-git.out" || { echo "the git origin did not start"; cat "$WORK/origin-git.out"; exit 1; }
 
 # ---------------------------------------------------------------- the secret and the sandbox
 printf '%s' "$VALUE" | agentctl secret set s28token --host api.secret.test --header authorization >"$WORK/set.out" 2>&1
@@ -76,8 +92,11 @@ agentctl --preview create "$A" --image "$IMAGE" --isolation container --mount-no
   --secret s28token=S28_TOKEN >"$WORK/preview.out" 2>&1
 check "create --preview never shows the value" bash -c "! has_value '$WORK/preview.out'"
 
+printf '%s' "$GIT_VALUE" | agentctl secret set s28git --host git.secret.test --header authorization >/dev/null 2>&1
+
 agentctl create "$A" --image "$IMAGE" --isolation container --mount-none \
-  --allow api.secret.test:443 --allow other.test:443 --secret s28token=S28_TOKEN >"$WORK/create.out" 2>&1
+  --allow api.secret.test:443 --allow other.test:443 --allow git.secret.test:443 \
+  --secret s28token=S28_TOKEN --secret s28git=GH_TOKEN >"$WORK/create.out" 2>&1
 rc=$?
 check "create with --secret works" test "$rc" = 0
 [ "$rc" = 0 ] || { cat "$WORK/create.out"; finish; exit 1; }
@@ -105,6 +124,25 @@ agentctl exec "$A" -- sh -c 'curl -sSk -o /dev/null -H "Authorization: Bearer $S
 check "the placeholder sent to another allowed host arrives untouched" grep -qF "Authorization: Bearer $PH" "$WORK/origin-other.log"
 check "that host never receives the value" bash -c "! has_value '$WORK/origin-other.log'"
 check "no sandbox certificate is presented for it (the tunnel is opaque)" bash -c "! agentctl exec '$A' -- curl -sS -o /dev/null https://other.test/ 2>/dev/null"
+
+# ---------------------------------------------------------------- git over HTTPS with a token binding
+# As docs/agents.md tells: a credential helper hands git the variable (the
+# placeholder) as its password; git sends it in Basic credentials.
+GPH=$(agentctl exec "$A" -- printenv GH_TOKEN)
+check "GH_TOKEN holds the git secret's placeholder" bash -c "[[ '$GPH' == agentctl-secret-s28git-* ]]"
+check "the image has git" agentctl exec "$A" -- sh -c 'git --version >/dev/null'
+agentctl exec "$A" -- bash -c 'git config --global credential.https://git.secret.test.helper "!f() { test \"\$1\" = get && echo username=x-access-token && echo \"password=\$GH_TOKEN\"; }; f"'
+agentctl exec "$A" -- sh -c 'cd && git clone -q https://git.secret.test/repo.git clone' >"$WORK/clone.out" 2>&1
+check "git clone over HTTPS with the token binding works" bash -c "agentctl exec '$A' -- sh -c 'cat ~/clone/README' | grep -qx 's28 cloned content'"
+basic=$(printf 'x-access-token:%s' "$GIT_VALUE" | base64 -w0)
+check "the git origin took the real value in git's Basic credentials" grep -qF "auth=ok Basic $basic" "$WORK/origin-git.log"
+ph_basic=$(printf 'x-access-token:%s' "$GPH" | base64 -w0)
+check "the git origin never received the placeholder" bash -c "! grep -qF '$ph_basic' '$WORK/origin-git.log'"
+# The same clone with any other password is refused by the origin: only the proxy's value opens it.
+check "a clone with another token is refused by the git origin" bash -c "! agentctl exec '$A' -- sh -c 'cd && GH_TOKEN=not-the-token git clone -q https://git.secret.test/repo.git refused' >/dev/null 2>&1"
+check "that clone reached the origin and was refused there" grep -q "auth=wrong" "$WORK/origin-git.log"
+agentctl logs --network "$A" -o json >"$WORK/network-git.log" 2>&1
+check "logs --network marks the git requests with the git secret's name" grep -q '"secrets":"s28git"' "$WORK/network-git.log"
 
 # ---------------------------------------------------------------- rotation: live, no restart
 VALUE2="s28r-$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"

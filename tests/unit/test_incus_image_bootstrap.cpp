@@ -31,6 +31,9 @@ TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd t
     auto other = options();
     other.packages.clear();
     CHECK(bootstrap_plan(other).tarball != plan.tarball);
+    // git is in every image; a package the base list has is included once.
+    CHECK(bootstrap_plan(other).debootstrap[2] ==
+          "--include=systemd-sysv,udev,curl,python3-minimal,iproute2,sudo,ca-certificates,git");
     CHECK(plan.work_dir == "/var/cache/agentctl/images/build-agentctl-debian-12");
     CHECK(plan.debootstrap ==
           std::vector<std::string>{"debootstrap", "--variant=minbase",

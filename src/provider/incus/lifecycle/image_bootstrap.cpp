@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -26,11 +29,13 @@ namespace {
 namespace fs = std::filesystem;
 
 // What agentctl needs in a guest: an init, udev for eth0, the tools its
-// guest scripts and the curl installers use, and sudo for --root. Not npm:
-// Debian's npm does not configure inside debootstrap's minbase build, so the
-// agents installed from npm ask for it (`--package nodejs --package npm`).
-constexpr const char* k_base_packages[] = {"systemd-sysv", "udev", "curl",           "python3-minimal",
-                                           "iproute2",     "sudo", "ca-certificates"};
+// guest scripts and the curl installers use, sudo for --root, and git, which
+// every coding agent works with (over HTTPS through the egress proxy, a token
+// binding's placeholder as its password). Not npm: Debian's npm does not
+// configure inside debootstrap's minbase build, so the agents installed from
+// npm ask for it (`--package nodejs --package npm`).
+constexpr const char* k_base_packages[] = {"systemd-sysv",    "udev", "curl", "python3-minimal", "iproute2", "sudo",
+                                           "ca-certificates", "git"};
 
 // A short, stable name for a package list: the cached tarball of another
 // list is another file, so a changed list is built anew.
@@ -94,11 +99,14 @@ void remove_matching(const fs::path& dir, std::string_view suffix) {
 BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
     BootstrapPlan plan;
     const auto architecture = options.architecture.empty() ? machine_architecture() : options.architecture;
-    std::string include;
-    for (const char* package : k_base_packages) include.append(include.empty() ? "" : ",").append(package);
+    std::vector<std::string> names(std::begin(k_base_packages), std::end(k_base_packages));
     for (const auto& neutral : options.packages) {
-        for (const auto& name : policy::package_names_for(neutral, policy::PackageManager::Apt)) include += "," + name;
+        for (const auto& name : policy::package_names_for(neutral, policy::PackageManager::Apt)) {
+            if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);  // once
+        }
     }
+    std::string include;
+    for (const auto& name : names) include.append(include.empty() ? "" : ",").append(name);
     plan.tarball =
         (fs::path(options.cache_dir) / fmt::format("{}-{}.tar.zst", options.alias, list_digest(include))).string();
     plan.work_dir = (fs::path(options.cache_dir) / ("build-" + options.alias)).string();
