@@ -26,7 +26,6 @@ TRANSFERS=${TRANSFERS:-5}
 SECONDS_RATE=${SECONDS_RATE:-5}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build-release}
-ORIGIN=192.0.3.2
 
 [ "$(id -u)" = 0 ] || { echo "budget_cost.sh: needs root to create the origin's network namespace" >&2; exit 1; }
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || {

@@ -26,7 +26,6 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build-release}
-ORIGIN=192.0.3.2
 REQUESTS=${REQUESTS:-2000}
 HANDSHAKES=${HANDSHAKES:-200}
 ROUNDS=${ROUNDS:-3}

@@ -1,7 +1,10 @@
-# Sourced by the egress proxy benches (run.sh, budget_cost.sh) as
+# Sourced by the egress proxy benches (run.sh, budget_cost.sh, intercept.sh) as
 # `. origin.sh NAME V`: the origin in a network namespace (ag11NAME<pid>, veth
 # ag11V<pid>), the scratch directory WORK, the pids to end (PIDS), all removed
-# on exit, and the small helpers both read their figures with. Needs ORIGIN.
+# on exit, and the small helpers they read their figures with; ORIGIN, the
+# origin's address (an ordinary one: agentctl's policy refuses the
+# documentation ranges as never-routable), routed to the namespace for the run only.
+ORIGIN=192.0.3.2
 WORK=$(mktemp -d "/tmp/agentctl-$1.XXXXXX")
 chmod 755 "$WORK"
 NS=ag11$1$$

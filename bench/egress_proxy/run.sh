@@ -22,7 +22,6 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build-release}
-ORIGIN=192.0.3.2
 SECONDS_RATE=${SECONDS_RATE:-5}
 DOWNLOADS=${DOWNLOADS:-10}
 IDLE_TUNNELS=${IDLE_TUNNELS:-1000}
