@@ -80,7 +80,8 @@ agent_origin_image() {
   local base=$1 alias=$2 node=${3:-} builder=itest-agimg-$TAG
   local carried
   # What the base image carries (`image build` records it), and what is added below.
-  carried=$(incus image get-property "$base" agentctl.packages 2>/dev/null) || return 1
+  carried=$(incus image get-property "$base" agentctl.packages 2>/dev/null) ||
+    { echo "the base image $base does not record what it carries (agentctl.packages): build it with agentctl image build"; return 1; }
   incus init -q "$base" "$builder" >/dev/null 2>&1 &&
     incus file pull "$builder/etc/ssl/certs/ca-certificates.crt" "$WORK/bundle.crt" &&
     cat "$WORK/ca.pem" >>"$WORK/bundle.crt" &&
