@@ -7,7 +7,10 @@
 # instance stays too), and a create killed as it creates the container, whose
 # name another agentctl then holds (gc must leave it alone). Beside them: a
 # sandbox that lives, a create that runs while gc runs, and a network ACL and
-# an nft table of the user's.
+# an nft table of the user's. On the host: a kernel bridge named like
+# agentctl's that Incus does not have (what a delete that failed inside
+# Incus's teardown leaves) is removed; an interface of that name that is not
+# a bridge is not.
 # `gc --preview` lists exactly the leftovers and changes nothing; `gc` removes
 # them (exit 0), leaves everything else as it was, and a second gc, once the
 # name is free, removes the last one.
@@ -20,6 +23,7 @@ suite_start "$@"
 P=itest-gc-$TAG
 LIVE=$P-live GONE=$P-gone KILLED=$P-killed HELD=$P-held RACE=$P-race
 USER_ACL=itest-gc-user-$TAG USER_TABLE=itestgcuser$TAG
+STRAY=agc-gcb$TAG NOT_BRIDGE=agc-gcd$TAG NOT_BRIDGE_PEER=agc-gce$TAG  # kernel interfaces only
 require_incus "the Incus admin socket, nft tables, cgroups"
 
 cleanup() {
@@ -28,6 +32,8 @@ cleanup() {
   for name in "$LIVE" "$GONE" "$KILLED" "$HELD" "$RACE"; do agentctl delete --force "$name" >/dev/null 2>&1; done
   incus network acl delete "$USER_ACL" >/dev/null 2>&1
   nft delete table inet "$USER_TABLE" >/dev/null 2>&1
+  ip link delete "$STRAY" >/dev/null 2>&1
+  ip link delete "$NOT_BRIDGE" >/dev/null 2>&1
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -49,10 +55,11 @@ for r in rows:
 host_and_incus() {
   incus list -f csv -c ns
   incus network list --project default -f csv -c n
-  incus network acl list --project default -f csv -c n
+  incus network acl list --project default -f csv
   nft list tables
   ls "$XDG_STATE_HOME/agentctl/incus" 2>/dev/null
   ls /sys/fs/cgroup/agentctl /sys/fs/cgroup/memory/agentctl 2>/dev/null
+  ls /sys/class/net
   pgrep -f "egress-proxy|dnsmasq" | sort
 }
 
@@ -75,6 +82,16 @@ HOLDER=$!
 wait_until 30 test -e "$WORK/held" || bad "the lock of $HELD was not taken"
 incus network acl create "$USER_ACL" >/dev/null || bad "create the user's ACL"
 nft add table inet "$USER_TABLE" || bad "create the user's nft table"
+ip link add "$STRAY" type bridge || bad "create a stray kernel bridge"
+ip link add "$NOT_BRIDGE" type veth peer name "$NOT_BRIDGE_PEER" || bad "create an interface named like a bridge"
+# gc's JSON row for one host interface: "KIND removed" or "KIND ", nothing when not listed.
+interface_row() {
+  python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for r in d["result"] if isinstance(d, dict) else d:
+    if r["name"] == sys.argv[1]: print(r["kind"], "removed" if r.get("removed") else "")' "$1"
+}
 
 # ---------------------------------------------------------------- gc --preview: exactly the leftovers, nothing changed
 before=$(host_and_incus)
@@ -91,6 +108,9 @@ expected=$(
 expected=$(sort <<<"$expected")
 check "gc --preview lists exactly the leftovers of $GONE and $KILLED: $(tr '\n' ';' <<<"$found")" \
   test "$found" = "$expected"
+check "gc --preview lists the stray kernel bridge $STRAY" \
+  test "$(interface_row "$STRAY" <"$WORK/preview.json")" = "bridge interface "
+check "  and not $NOT_BRIDGE, which is not a bridge" test -z "$(interface_row "$NOT_BRIDGE" <"$WORK/preview.json")"
 check "gc --preview says it left $HELD alone (another agentctl holds it)" grep -q "left $HELD alone" "$WORK/preview.err"
 after=$(host_and_incus)
 check "gc --preview changed nothing in Incus or on the host" test "$before" = "$after"
@@ -123,6 +143,10 @@ held_left=$(leftovers_of "$HELD")
 check "$HELD's leftovers were left alone: $(head -n 2 <<<"$held_left" | tr '\n' ' ')" grep -q '^bridge ' <<<"$held_left"
 check "the user's network ACL is untouched" bash -c "incus network acl show '$USER_ACL' >/dev/null"
 check "the user's nft table is untouched" bash -c "nft list table inet '$USER_TABLE' >/dev/null"
+check "gc removed the stray kernel bridge $STRAY" \
+  test "$(interface_row "$STRAY" <"$WORK/gc.json")" = "bridge interface removed"
+check "  which is gone from the host" test ! -e "/sys/class/net/$STRAY"
+check "  and left $NOT_BRIDGE, which is not a bridge" test -e "/sys/class/net/$NOT_BRIDGE"
 
 # ---------------------------------------------------------------- once the name is free
 echo >"$WORK/release"

@@ -199,18 +199,19 @@ InjectionResult SecretTable::inject(std::string_view host, std::string_view targ
             return result;
         }
         bool injected = false;
-        for (auto& [spelt, name, value] : heads) {
+        for (auto& head : heads) {
+            const auto& name = head.lower_name;
             const bool bound = !wanted_host.empty() &&
                                std::any_of(secret.bindings.begin(), secret.bindings.end(), [&](const auto& binding) {
                                    return binding.host == wanted_host && binding.header == name;
                                });
-            std::string replaced = value;
+            std::string replaced = head.value;
             bool found = replace_all(replaced, placeholder, secret.value);
             if (!found) {
-                auto credentials = basic_credentials(value);
+                auto credentials = basic_credentials(head.value);
                 if (credentials && replace_all(*credentials, placeholder, secret.value)) {
                     found = true;
-                    replaced = value.substr(0, 5) + " " + encode_base64(*credentials);  // keeps `Basic`'s spelling
+                    replaced = head.value.substr(0, 5) + " " + encode_base64(*credentials);  // keeps `Basic`'s spelling
                 }
             }
             if (!found) continue;
@@ -219,7 +220,7 @@ InjectionResult SecretTable::inject(std::string_view host, std::string_view targ
                 result.injected.clear();
                 return result;
             }
-            value = std::move(replaced);
+            head.value = std::move(replaced);
             injected = true;
         }
         if (injected) result.injected.push_back(secret.name);

@@ -178,6 +178,16 @@ Json Api::instances_in_every_project() {
     return metadata.is_array() ? metadata : Json::array();
 }
 
+std::set<std::string> Api::managed_networks_in_every_project() {
+    auto metadata = m_client.query("GET", "/1.0/networks?all-projects=true&recursion=1").metadata;
+    std::set<std::string> names;
+    if (!metadata.is_array()) return names;
+    for (const auto& network : metadata) {
+        if (network.value("managed", false)) names.insert(network.value("name", std::string()));
+    }
+    return names;
+}
+
 Json Api::instance_state(const std::string& name) {
     auto metadata = m_client.query("GET", fmt::format("/1.0/instances/{}/state", name)).metadata;
     return metadata.is_object() ? metadata : Json::object();

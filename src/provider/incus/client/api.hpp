@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ public:
     // GET /1.0/instances?all-projects=true&recursion=1: every instance of
     // every project (each with its "project"), without state.
     Json instances_in_every_project();
+    // The names of the networks Incus manages in every project (not the host
+    // interfaces it also lists).
+    std::set<std::string> managed_networks_in_every_project();
     // GET /1.0/instances/NAME/state.
     Json instance_state(const std::string& name);
     // POST /1.0/instances, waited on; with `target`, on that cluster member (?target=).

@@ -8,9 +8,9 @@
 // agentctl recorded starting), its state directory and its cgroup. Each such
 // sandbox is handled while gc holds its lock (host_sandbox_lock_path); one
 // whose lock another agentctl holds (a create or delete under way) is left
-// alone. A firewall table or cgroup of a bridge that does not exist, whose
-// sandbox is not known, goes under the host's network lock, after checking
-// again that its bridge does not exist.
+// alone. A firewall table, cgroup or kernel bridge interface of a bridge
+// Incus does not have, whose sandbox is not known, goes under the host's
+// network lock, after checking again that Incus does not have that bridge.
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -34,8 +34,10 @@ struct IncusProvider::Scan {
     std::set<std::string> unfinished;               // this project's instances a killed create left
     std::map<std::string, std::string> companions;  // this project's proxy instances, by sandbox
     std::set<std::string> bridges;                  // every network's name
+    std::set<std::string> managed;                  // the networks Incus manages, in every project
     std::vector<std::string> tables;                // bridges with an agentctl firewall table here
     std::vector<std::string> cgroups;               // bridges with an agentctl cgroup here
+    std::vector<std::string> interfaces;            // bridge interfaces named like agentctl's here
 };
 
 namespace {
@@ -49,6 +51,22 @@ Leftover leftover(std::string kind, std::string name, std::string sandbox) {
 }
 
 bool is_bridge(const std::string& name) { return name.starts_with(k_bridge_prefix); }
+
+constexpr const char* k_interface_kind = "bridge interface";
+
+// The kernel's bridge interfaces named like agentctl's bridges. Incus makes
+// the interface after it has recorded the network and removes it before it
+// forgets the network, so one Incus does not list is left over (a delete that
+// failed half-way through Incus's teardown).
+std::vector<std::string> bridge_interfaces() {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator("/sys/class/net", ec)) {
+        auto name = entry.path().filename().string();
+        if (is_bridge(name) && fs::is_directory(entry.path() / "bridge", ec)) names.push_back(std::move(name));
+    }
+    return names;
+}
 
 bool valid_name(const std::string& name) {
     try {
@@ -87,6 +105,7 @@ std::vector<Leftover> IncusProvider::find_leftovers(std::map<std::string, std::u
         for (auto& name : cgroup_names()) {
             if (is_bridge(name)) scan.cgroups.push_back(std::move(name));
         }
+        scan.interfaces = bridge_interfaces();
     }
     std::set<std::string> elsewhere_or_user;  // names no piece of which gc may touch
     for (const auto& instance : m_api.instances_in_every_project()) {
@@ -106,6 +125,7 @@ std::vector<Leftover> IncusProvider::find_leftovers(std::map<std::string, std::u
     }
     const auto networks = m_api.networks();
     for (const auto& network : networks) scan.bridges.insert(network.value("name", std::string()));
+    if (here) scan.managed = m_api.managed_networks_in_every_project();
 
     // The sandboxes that are gone, with what names them in Incus.
     std::map<std::string, std::vector<Leftover>> gone;
@@ -200,6 +220,11 @@ std::vector<Leftover> IncusProvider::find_leftovers(std::map<std::string, std::u
             found.push_back(leftover("cgroup", "agentctl/" + bridge, ""));
         }
     }
+    for (const auto& bridge : scan.interfaces) {
+        if (!scan.managed.contains(bridge) && !claimed.contains(bridge)) {
+            found.push_back(leftover(k_interface_kind, bridge, ""));
+        }
+    }
     return found;
 }
 
@@ -224,6 +249,7 @@ void IncusProvider::remove_stray_host_pieces(const std::vector<Leftover>& found)
     const auto lock = lock_network();
     std::set<std::string> bridges;
     for (const auto& network : m_api.networks()) bridges.insert(network.value("name", std::string()));
+    const auto managed = m_api.managed_networks_in_every_project();
     for (const auto& piece : found) {
         if (!piece.sandbox.empty()) continue;
         if (piece.kind == "nft table") {
@@ -232,6 +258,13 @@ void IncusProvider::remove_stray_host_pieces(const std::vector<Leftover>& found)
         } else if (piece.kind == "cgroup") {
             const auto bridge = piece.name.substr(piece.name.find('/') + 1);
             if (!bridges.contains(bridge)) remove_cgroup(bridge);
+        } else if (piece.kind == k_interface_kind && !managed.contains(piece.name)) {
+            ProcessRequest request;
+            request.argv = {"ip", "link", "delete", piece.name, "type", "bridge"};
+            request.timeout = std::chrono::seconds(20);
+            if (const auto result = m_context.runner.run(request); result.exit_code != 0) {
+                throw Error(fmt::format("ip link delete {} failed: {}", piece.name, result.err));
+            }
         }
     }
 }
