@@ -277,9 +277,8 @@ TEST_CASE("no daemon: the error names the socket and how to start one", "[client
 }
 
 TEST_CASE("incus client: the status of an instance or operation is read in one place", "[incus][client]") {
-    CHECK(instance_running(Json{{"status", "Running"}, {"status_code", 103}}));
-    CHECK_FALSE(instance_running(Json{{"status", "Stopped"}}));
-    CHECK_FALSE(instance_running(Json{{"status", "running"}}));  // Incus's names are exact
+    CHECK(incus_status_named("Running") == IncusStatus::Running);
+    CHECK(incus_status_named("running") == IncusStatus::Other);  // Incus's names are exact
     CHECK(operation_in_progress(Json{{"status", "Pending"}}));
     CHECK(operation_in_progress(Json{{"status", "Running"}}));
     CHECK_FALSE(operation_in_progress(Json{{"status", "Success"}}));

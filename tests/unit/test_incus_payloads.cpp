@@ -129,7 +129,8 @@ TEST_CASE("instance config records everything status needs", "[payloads]") {
     CHECK(config.at(std::string(key::k_agent_installed)) == "false");
     CHECK(config.at(std::string(key::k_subnet)) == "10.213.0.33/28");  // the bridge address
     CHECK(config.at(std::string(key::k_acl)) == "agentctl-demo");
-    const auto record = read_sandbox_record(Json{{"name", "demo"}, {"config", config}});
+    const auto record = read_sandbox_record(
+        parse_instance(Json{{"name", "demo"}, {"type", "container"}, {"status", "Stopped"}, {"config", config}}));
     CHECK(record.mounts == spec.mounts);
     auto widened = Json::parse(config.at(std::string(key::k_widenings)));
     CHECK(widened.size() == 2);  // the writable mount and container isolation

@@ -157,20 +157,22 @@ TEST_CASE("delete leaves alone a bridge or ACL that is not the sandbox's", "[rem
 
 TEST_CASE("delete refuses a running sandbox without --force and an instance agentctl did not make", "[remove]") {
     Fixture f;
-    f.client->objects["/1.0/instances/web"] =
-        Json{{"name", "web"}, {"status", "Running"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects["/1.0/instances/web"] = Json{
+        {"name", "web"}, {"type", "container"}, {"status", "Running"}, {"config", {{"user.agentctl.managed", "true"}}}};
     CHECK_THROWS_WITH(f.provider->lifecycle().remove("web", false), Catch::Contains("is running"));
     CHECK(f.client->objects.contains("/1.0/instances/web"));
     f.client->objects["/1.0/instances/other"] =
-        Json{{"name", "other"}, {"status", "Stopped"}, {"config", Json::object()}};
+        Json{{"name", "other"}, {"type", "container"}, {"status", "Stopped"}, {"config", Json::object()}};
     CHECK_THROWS_WITH(f.provider->lifecycle().remove("other", true), Catch::Contains("not created by agentctl"));
     CHECK(f.client->objects.contains("/1.0/instances/other"));
 }
 
 TEST_CASE("delete waits for what a killed create left running on the instance, in any project", "[remove]") {
     Fixture f;
-    f.client->objects["/1.0/instances/killed"] =
-        Json{{"name", "killed"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects["/1.0/instances/killed"] = Json{{"name", "killed"},
+                                                      {"type", "container"},
+                                                      {"status", "Stopped"},
+                                                      {"config", {{"user.agentctl.managed", "true"}}}};
     // Outside the default project Incus names the instance with its project.
     f.client->running_operations = Json::array(
         {Json{{"id", "op-other"}, {"resources", {{"instances", {"/1.0/instances/killed-2"}}}}},
@@ -183,8 +185,10 @@ TEST_CASE("delete waits for what a killed create left running on the instance, i
 TEST_CASE("delete --force stops an instance that was started after it was read", "[remove]") {
     Fixture f;
     const std::string instance = "/1.0/instances/late";
-    f.client->objects[instance] =
-        Json{{"name", "late"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects[instance] = Json{{"name", "late"},
+                                       {"type", "container"},
+                                       {"status", "Stopped"},
+                                       {"config", {{"user.agentctl.managed", "true"}}}};
     f.client->refusals["DELETE " + instance] = 1;
     f.client->refusal_error = "Instance is running";
     f.client->on_refusal = [&] { f.client->objects[instance]["status"] = "Running"; };
@@ -193,8 +197,10 @@ TEST_CASE("delete --force stops an instance that was started after it was read",
     CHECK(std::count(f.client->calls.begin(), f.client->calls.end(), "PUT " + instance + "/state") == 1);
 
     // Without --force, the sandbox that is running now is refused, and stays.
-    f.client->objects[instance] =
-        Json{{"name", "late"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects[instance] = Json{{"name", "late"},
+                                       {"type", "container"},
+                                       {"status", "Stopped"},
+                                       {"config", {{"user.agentctl.managed", "true"}}}};
     f.client->refusals["DELETE " + instance] = 1;
     CHECK_THROWS_WITH(f.provider->lifecycle().remove("late", false), Catch::Contains("late is running"));
     CHECK(f.client->objects.contains(instance));
@@ -225,8 +231,10 @@ TEST_CASE("delete asks Incus again when a host interface went away while it tore
 TEST_CASE("a bridge that cannot go keeps its ACL but not the rest; the next delete finishes", "[remove]") {
     Fixture f(true);
     const auto bridge = bridge_name("half");
-    f.client->objects["/1.0/instances/half"] =
-        Json{{"name", "half"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects["/1.0/instances/half"] = Json{{"name", "half"},
+                                                    {"type", "container"},
+                                                    {"status", "Stopped"},
+                                                    {"config", {{"user.agentctl.managed", "true"}}}};
     f.client->objects["/1.0/networks/" + bridge] = owned_by("half");
     f.client->objects["/1.0/network-acls/agentctl-half"] = owned_by("half");
     f.client->refusals["DELETE /1.0/networks/" + bridge] = -1;
@@ -243,8 +251,10 @@ TEST_CASE("a bridge that cannot go keeps its ACL but not the rest; the next dele
 
 TEST_CASE("a delete whose instance cannot go leaves its enforcement in place", "[remove]") {
     Fixture f(true);
-    f.client->objects["/1.0/instances/kept"] =
-        Json{{"name", "kept"}, {"status", "Stopped"}, {"config", {{"user.agentctl.managed", "true"}}}};
+    f.client->objects["/1.0/instances/kept"] = Json{{"name", "kept"},
+                                                    {"type", "container"},
+                                                    {"status", "Stopped"},
+                                                    {"config", {{"user.agentctl.managed", "true"}}}};
     f.client->objects["/1.0/networks/" + bridge_name("kept")] = owned_by("kept");
     f.client->refusals["DELETE /1.0/instances/kept"] = -1;
     CHECK_THROWS_WITH(f.provider->lifecycle().remove("kept", false), Catch::Contains("boom"));

@@ -33,8 +33,9 @@ SandboxSpec sample_spec() {
 }
 
 // An instance as GET /1.0/instances/NAME returns it, with `config`.
-Json instance_with(Json config, std::string type = "container") {
-    return Json{{"name", "demo"}, {"type", std::move(type)}, {"config", std::move(config)}};
+Instance instance_with(Json config, std::string type = "container") {
+    return parse_instance(
+        Json{{"name", "demo"}, {"type", std::move(type)}, {"status", "Stopped"}, {"config", std::move(config)}});
 }
 
 // The config create writes for sample_spec(), with what later steps add.
@@ -145,10 +146,10 @@ TEST_CASE("an absent or empty key keeps its default", "[sandbox_record]") {
     }
     // Without the key, the isolation is the instance's type.
     CHECK(read_sandbox_record(instance_with(Json::object(), "virtual-machine")).isolation == Isolation::Vm);
-    CHECK(instance_type(instance_with(Json::object(), "virtual-machine")) == Isolation::Vm);
-    CHECK(instance_type(instance_with(Json::object())) == Isolation::Container);
     // An instance with no config at all (a user's) reads as not agentctl's.
-    CHECK_FALSE(read_instance_marks(Json{{"name", "other"}}).managed);
+    CHECK_FALSE(
+        read_instance_marks(parse_instance(Json{{"name", "other"}, {"type", "container"}, {"status", "Stopped"}}))
+            .managed);
     // A user without a shell gets /bin/sh; the "incus" resolver word reads as Incus.
     auto config = Json{{k(key::k_uid), "1000"}, {k(key::k_gid), "1000"}, {k(key::k_resolver), "incus"}};
     const auto record = read_sandbox_record(instance_with(config));
@@ -242,7 +243,7 @@ TEST_CASE("the isolation record and the instance type are one word each way", "[
     for (const auto isolation : {Isolation::Vm, Isolation::Container}) {
         auto config = Json{{k(key::k_isolation), std::string(isolation_record(isolation))}};
         CHECK(read_sandbox_record(instance_with(config)).isolation == isolation);
-        CHECK(instance_type(Json{{"type", std::string(instance_type_name(isolation))}}) == isolation);
+        CHECK(instance_with(Json::object(), std::string(instance_type_name(isolation))).type == isolation);
     }
     CHECK(isolation_record(Isolation::Vm) == "vm");
     CHECK(instance_type_name(Isolation::Vm) == "virtual-machine");

@@ -163,19 +163,27 @@ int Api::wait_for_instance_operations(const std::string& name, int timeout_secon
     return waited;
 }
 
-std::optional<Json> Api::instance(const std::string& name) {
-    return get_optional(fmt::format("/1.0/instances/{}?recursion=1", name));
+namespace {
+
+std::vector<Instance> instance_list(const Json& metadata) {
+    std::vector<Instance> out;
+    if (!metadata.is_array()) return out;  // preview
+    out.reserve(metadata.size());
+    for (const auto& answer : metadata) out.push_back(parse_instance(answer));
+    return out;
 }
 
-Json Api::instances(bool with_state) {
-    auto metadata =
-        m_client.query("GET", with_state ? "/1.0/instances?recursion=2" : "/1.0/instances?recursion=1").metadata;
-    return metadata.is_array() ? metadata : Json::array();
+}  // namespace
+
+std::optional<Instance> Api::instance(const std::string& name) {
+    auto answer = get_optional(fmt::format("/1.0/instances/{}?recursion=1", name));
+    if (!answer) return std::nullopt;
+    return parse_instance(*answer);
 }
 
-Json Api::instances_in_every_project() {
-    auto metadata = m_client.query("GET", "/1.0/instances?all-projects=true&recursion=1").metadata;
-    return metadata.is_array() ? metadata : Json::array();
+std::vector<Instance> Api::instances(bool with_state) {
+    return instance_list(
+        m_client.query("GET", with_state ? "/1.0/instances?recursion=2" : "/1.0/instances?recursion=1").metadata);
 }
 
 std::set<std::string> Api::managed_networks_in_every_project() {
@@ -188,9 +196,14 @@ std::set<std::string> Api::managed_networks_in_every_project() {
     return names;
 }
 
-Json Api::instance_state(const std::string& name) {
+std::vector<Instance> Api::instances_in_every_project() {
+    return instance_list(m_client.query("GET", "/1.0/instances?all-projects=true&recursion=1").metadata);
+}
+
+InstanceState Api::instance_state(const std::string& name) {
     auto metadata = m_client.query("GET", fmt::format("/1.0/instances/{}/state", name)).metadata;
-    return metadata.is_object() ? metadata : Json::object();
+    if (metadata.is_null()) return {};  // preview
+    return parse_instance_state(metadata, name);
 }
 
 void Api::create_instance(const Json& payload, int timeout_seconds, const std::string& target) {
@@ -202,12 +215,8 @@ void Api::change_state(const std::string& name, const Json& payload, int timeout
     run("PUT", fmt::format("/1.0/instances/{}/state", name), &payload, timeout_seconds);
 }
 
-void Api::put_instance(const std::string& name, const Json& instance, int timeout_seconds) {
-    Json body = Json::object();
-    for (const char* field :
-         {"architecture", "config", "devices", "ephemeral", "profiles", "stateful", "description"}) {
-        if (instance.contains(field)) body[field] = instance[field];
-    }
+void Api::put_instance(const std::string& name, const Instance& instance, int timeout_seconds) {
+    const auto body = instance_put_body(instance);
     run("PUT", fmt::format("/1.0/instances/{}", name), &body, timeout_seconds);
 }
 
@@ -321,9 +330,12 @@ void Api::create_snapshot(const std::string& name, const std::string& snapshot) 
     run("POST", fmt::format("/1.0/instances/{}/snapshots", name), &body, 600);
 }
 
-Json Api::snapshots(const std::string& name) {
+std::vector<InstanceSnapshot> Api::snapshots(const std::string& name) {
     auto metadata = m_client.query("GET", fmt::format("/1.0/instances/{}/snapshots?recursion=1", name)).metadata;
-    return metadata.is_array() ? metadata : Json::array();
+    std::vector<InstanceSnapshot> out;
+    if (!metadata.is_array()) return out;  // preview
+    for (const auto& answer : metadata) out.push_back(parse_instance_snapshot(answer, name));
+    return out;
 }
 
 void Api::restore_snapshot(const std::string& name, const std::string& snapshot) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "provider/incus/client/client.hpp"
+#include "provider/incus/client/instance.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -54,26 +55,28 @@ public:
     // GET /1.0/cluster/members?recursion=1 (null in preview).
     Json cluster_members();
 
+    // The instance calls answer typed values (instance.hpp); a malformed
+    // answer throws agentctl::Error naming the instance and the field.
     // GET /1.0/instances/NAME?recursion=1 (config, devices, state); nullopt when absent.
-    std::optional<Json> instance(const std::string& name);
+    std::optional<Instance> instance(const std::string& name);
     // GET /1.0/instances?recursion=1: every instance (config, devices, status),
     // without its state; `with_state`: recursion=2, every instance with its
     // state, which Incus gathers from each running instance (milliseconds each).
-    Json instances(bool with_state);
+    std::vector<Instance> instances(bool with_state);
     // GET /1.0/instances?all-projects=true&recursion=1: every instance of
-    // every project (each with its "project"), without state.
-    Json instances_in_every_project();
+    // every project (each with its project), without state.
+    std::vector<Instance> instances_in_every_project();
     // The names of the networks Incus manages in every project (not the host
     // interfaces it also lists).
     std::set<std::string> managed_networks_in_every_project();
-    // GET /1.0/instances/NAME/state.
-    Json instance_state(const std::string& name);
+    // GET /1.0/instances/NAME/state (in preview: a state with nothing in it).
+    InstanceState instance_state(const std::string& name);
     // POST /1.0/instances, waited on; with `target`, on that cluster member (?target=).
     void create_instance(const Json& payload, int timeout_seconds, const std::string& target = {});
     // PUT /1.0/instances/NAME/state, waited on.
     void change_state(const std::string& name, const Json& payload, int timeout_seconds);
     // PUT /1.0/instances/NAME with the writable fields of `instance`, waited on.
-    void put_instance(const std::string& name, const Json& instance, int timeout_seconds);
+    void put_instance(const std::string& name, const Instance& instance, int timeout_seconds);
     // PATCH /1.0/instances/NAME {config: {...}} (keys merged; "" removes one).
     void patch_instance_config(const std::string& name, const Json& config);
     // DELETE /1.0/instances/NAME; false when it did not exist.
@@ -107,7 +110,7 @@ public:
     bool delete_acl(const std::string& name);
 
     void create_snapshot(const std::string& name, const std::string& snapshot);
-    Json snapshots(const std::string& name);  // recursion=1
+    std::vector<InstanceSnapshot> snapshots(const std::string& name);  // recursion=1
     void restore_snapshot(const std::string& name, const std::string& snapshot);
     void delete_snapshot(const std::string& name, const std::string& snapshot);
 

@@ -221,7 +221,10 @@ private:
         if (current == nullptr && method == "PUT" && bare == instance) {
             // A whole instance put over one the daemon does not have (a preview of a
             // sandbox that does not exist): the body is all there is to know.
-            current = &(m_instances[instance] = Json{{"name", instance.substr(instance.rfind('/') + 1)}});
+            // (Incus's defaults for what the body does not carry: a stopped container.)
+            current = &(m_instances[instance] = Json{{"name", instance.substr(instance.rfind('/') + 1)},
+                                                     {"type", "container"},
+                                                     {"status", "Stopped"}});
         }
         if (current == nullptr) return;
         if (method == "PATCH" && bare == instance && body->contains("config")) {
@@ -278,16 +281,20 @@ std::string config_text(const Json& object, std::string_view key) {
     return it != config->end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-IncusStatus incus_status(const Json& object) {
+IncusStatus incus_status_named(std::string_view name) {
     static const std::map<std::string, IncusStatus, std::less<>> names{
         {"Running", IncusStatus::Running},     {"Pending", IncusStatus::Pending}, {"Stopped", IncusStatus::Stopped},
         {"Frozen", IncusStatus::Frozen},       {"Success", IncusStatus::Success}, {"Failure", IncusStatus::Failure},
         {"Cancelled", IncusStatus::Cancelled},
     };
+    const auto found = names.find(name);
+    return found == names.end() ? IncusStatus::Other : found->second;
+}
+
+IncusStatus incus_status(const Json& object) {
     const auto* status = object.is_object() && object.contains("status") ? &object["status"] : nullptr;
     if (status == nullptr || !status->is_string()) return IncusStatus::Other;
-    const auto found = names.find(status->get_ref<const std::string&>());
-    return found == names.end() ? IncusStatus::Other : found->second;
+    return incus_status_named(status->get_ref<const std::string&>());
 }
 
 IncusRefusal classify_refusal(std::string_view incus_error) {

@@ -126,19 +126,16 @@ struct Response {
 // The `status` of an Incus instance or operation (Incus's shared/api status
 // codes by name), read in one place.
 enum class IncusStatus { Running, Pending, Stopped, Frozen, Success, Failure, Cancelled, Other };
+[[nodiscard]] IncusStatus incus_status_named(std::string_view name);
 [[nodiscard]] IncusStatus incus_status(const Json& object);
-// An instance that is running.
-[[nodiscard]] inline bool instance_running(const Json& instance) {
-    return incus_status(instance) == IncusStatus::Running;
-}
 // An operation that has not finished yet.
 [[nodiscard]] inline bool operation_in_progress(const Json& operation) {
     const auto status = incus_status(operation);
     return status == IncusStatus::Running || status == IncusStatus::Pending;
 }
 
-// The string value of `key` in an Incus object's config (instance, snapshot,
-// network, ACL); empty when it has none.
+// The string value of `key` in an Incus object's config (network, ACL); empty
+// when it has none. (An instance's is Instance::config_value, instance.hpp.)
 [[nodiscard]] std::string config_text(const Json& object, std::string_view key);
 
 class Client {

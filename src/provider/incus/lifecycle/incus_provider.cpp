@@ -100,23 +100,24 @@ std::string IncusProvider::backend_version() {
     return fmt::format("{} {}", server == "incus" ? "Incus" : server, version);
 }
 
-Json IncusProvider::require_instance(const std::string& name) {
+Instance IncusProvider::require_instance(const std::string& name) {
     auto instance = m_api.instance(name);
     if (!instance) {
         if (m_api.preview()) {
             // Preview: pretend a running sandbox with the default user, so the
             // lines that follow are the ones a real run would send.
-            return Json{{"name", name},
-                        {"status", "Running"},
-                        {"type", std::string(instance_type_name(Isolation::Vm))},
-                        {"config",
-                         {{std::string(key::k_managed), "true"},
-                          {std::string(key::k_user), "agent"},
-                          {std::string(key::k_uid), std::to_string(k_default_guest_uid)},
-                          {std::string(key::k_gid), std::to_string(k_default_guest_uid)},
-                          {std::string(key::k_home), "/home/agent"},
-                          {std::string(key::k_shell), "/bin/bash"}}},
-                        {"devices", Json::object()}};
+            Instance pretended;
+            pretended.name = name;
+            pretended.status = "Running";
+            pretended.status_code = IncusStatus::Running;
+            pretended.type = Isolation::Vm;
+            pretended.config = {{std::string(key::k_managed), "true"},
+                                {std::string(key::k_user), "agent"},
+                                {std::string(key::k_uid), std::to_string(k_default_guest_uid)},
+                                {std::string(key::k_gid), std::to_string(k_default_guest_uid)},
+                                {std::string(key::k_home), "/home/agent"},
+                                {std::string(key::k_shell), "/bin/bash"}};
+            return pretended;
         }
         throw Error(fmt::format("no sandbox named \"{}\" in Incus", name), "`agentctl list` shows the sandboxes");
     }

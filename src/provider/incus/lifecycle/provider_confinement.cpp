@@ -143,11 +143,11 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     run.by_host = local && !vm;
     std::vector<common::ProbeResult> results;
     if (run.by_host) {
-        const int pid = m_api.instance_state(name).value("pid", 0);
+        const auto pid = m_api.instance_state(name).pid;
         try {
             const NetnsHandle netns(pid);
             // The pid is the instance's init still (not a process that took its number).
-            if (m_api.instance_state(name).value("pid", 0) != pid) {
+            if (m_api.instance_state(name).pid != pid) {
                 return ProbeRun::unverified(ConfinementState::NotVerified, "the sandbox restarted while it was probed");
             }
             results = probe_in_namespace(netns, targets, std::chrono::seconds(2));
@@ -166,7 +166,7 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
                                    fmt::format("printed no result (exit {}): {}", result.exit_code, result.err)});
             }
         }
-        run.pid = m_api.instance_state(name).value("pid", 0);
+        run.pid = m_api.instance_state(name).pid;
     }
     if (gateway_canary && gateway_canary->reached()) {
         escape(results, "host-port", "agentctl's listener on the host saw the connection");

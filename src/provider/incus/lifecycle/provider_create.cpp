@@ -401,23 +401,21 @@ int IncusProvider::remove_pieces(const std::string& name) {
     // A create that failed after booting leaves the instance running, and Incus
     // deletes only stopped instances. (Callers have checked that it is ours.)
     const auto instance = m_api.instance(name);
-    if (instance && instance_running(*instance)) m_api.change_state(name, state_payload("stop", true, -1), 120);
+    if (instance && instance->running()) m_api.change_state(name, state_payload("stop", true, -1), 120);
     // A preview asks for the companion only when the sandbox records one; a
     // real delete always looks (a create may have stopped before recording).
     // (Only this key is read: a sandbox whose record is damaged can still be deleted.)
     const bool companion =
-        !m_api.preview() || (instance && config_text(*instance, key::k_egress) == to_string(ProxyPlacement::Instance));
+        !m_api.preview() || (instance && instance->config_value(key::k_egress) == to_string(ProxyPlacement::Instance));
     const auto bridge = bridge_name(name);
     auto network = m_api.network(bridge);
     // Where its host processes' files are and who they run as: recorded on the
     // instance, else on the bridge (a create stopped before the instance was
     // made), whatever this agentctl's state directory is.
     EgressSite site{name, bridge, {}, {}, {}};
-    const auto config_of = [](const std::optional<Json>& piece) {
-        return piece ? piece->value("config", Json::object()) : Json::object();
-    };
-    for (const auto& config :
-         {config_of(instance), network && owner_of(*network) == name ? config_of(network) : Json::object()}) {
+    const auto network_config =
+        network && owner_of(*network) == name ? network->value("config", Json::object()) : Json::object();
+    for (const auto& config : {instance ? Json(instance->config) : Json::object(), network_config}) {
         if (site.host.recorded()) continue;
         try {
             site.host = parse_host_record(config);
@@ -550,7 +548,7 @@ void IncusProvider::remove_once(const std::string& name, bool force) {
             throw Error(fmt::format("the Incus instance \"{}\" was not created by agentctl", name),
                         "agentctl only deletes its own sandboxes; use `incus delete` for others");
         }
-        if (instance_running(*instance)) {
+        if (instance->running()) {
             if (!force) {
                 throw Error(fmt::format("sandbox {} is running", name),
                             "stop it first (agentctl stop " + name + ") or pass --force");

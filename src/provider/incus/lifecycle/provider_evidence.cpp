@@ -14,13 +14,6 @@
 namespace agentctl::provider::incus {
 namespace {
 
-// The init pid in an instance's state (GET /1.0/instances/NAME?recursion=1); 0 when stopped.
-int state_pid(const Json& instance) {
-    const auto& state =
-        instance.contains("state") && instance["state"].is_object() ? instance["state"] : Json::object();
-    return state.value("pid", 0);
-}
-
 bool acl_attached(const Json& bridge, const std::string& acl) {
     const auto& config = bridge.value("config", Json::object());
     const auto acls = config.value("security.acls", std::string());
@@ -98,10 +91,10 @@ std::map<std::string, std::string> IncusProvider::evidence_records(const std::st
             {std::string(key::k_confinement_firewall), firewall}};
 }
 
-void IncusProvider::read_evidence(const Json& instance, const SandboxRecord& record, InstanceInfo& info) {
+void IncusProvider::read_evidence(const Instance& instance, const SandboxRecord& record, InstanceInfo& info) {
     info.evidence = record.evidence;
     const auto recorded = info.confinement;
-    if (!instance_running(instance) && recorded.state == ConfinementState::Verified) {
+    if (!instance.running() && recorded.state == ConfinementState::Verified) {
         info.confinement = {ConfinementState::NotVerified,
                             fmt::format("the sandbox is not running (last verified: {}); `agentctl start {}` "
                                         "checks it again",
@@ -109,13 +102,14 @@ void IncusProvider::read_evidence(const Json& instance, const SandboxRecord& rec
     }
 }
 
-void IncusProvider::judge_confinement(const std::string& name, const Json& instance, const SandboxRecord& record,
+void IncusProvider::judge_confinement(const std::string& name, const Instance& instance, const SandboxRecord& record,
                                       InstanceInfo& info) {
-    if (!info.network || !info.network->enabled || m_api.preview() || !instance_running(instance)) return;
+    if (!info.network || !info.network->enabled || m_api.preview() || !instance.running()) return;
     const auto recorded = info.confinement;
     auto& missing = info.evidence.missing;
-    int pid = state_pid(instance);
-    if (pid <= 0) pid = m_api.instance_state(name).value("pid", 0);
+    // The init pid from the state the instance came with (GET /1.0/instances/NAME?recursion=1).
+    auto pid = instance.state ? instance.state->pid : 0;
+    if (pid <= 0) pid = m_api.instance_state(name).pid;
     if (recorded.state == ConfinementState::Verified &&
         (record.confinement_pid <= 0 || record.confinement_pid != pid)) {
         missing.push_back(

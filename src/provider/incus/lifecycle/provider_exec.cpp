@@ -62,7 +62,7 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
 int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
     if (request.argv.empty()) throw Error("exec needs a command", "agentctl exec NAME -- CMD [ARGS...]");
     auto instance = require_instance(name);
-    if (!instance_running(instance)) {
+    if (!instance.running()) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
     const auto user = command_user(name, read_sandbox_record(instance), request.root);
@@ -152,7 +152,7 @@ int IncusProvider::exec_outcome(const std::string& name, const std::string& oper
 
 int IncusProvider::shell(const std::string& name, bool root) {
     auto instance = require_instance(name);
-    if (!instance_running(instance)) {
+    if (!instance.running()) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
     const auto record = read_sandbox_record(instance);

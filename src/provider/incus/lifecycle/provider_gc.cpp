@@ -109,9 +109,9 @@ std::vector<Leftover> IncusProvider::find_leftovers(std::map<std::string, std::u
     }
     std::set<std::string> elsewhere_or_user;  // names no piece of which gc may touch
     for (const auto& instance : m_api.instances_in_every_project()) {
-        const auto name = instance.value("name", std::string());
+        const auto& name = instance.name;
         scan.everywhere.insert(name);
-        const bool this_project = instance.value("project", std::string("default")) ==
+        const bool this_project = (instance.project.empty() ? std::string("default") : instance.project) ==
                                   (m_project.empty() ? std::string("default") : m_project);
         // Another project's instance is never read: its marks are not ours to judge.
         const auto marks = this_project ? read_instance_marks(instance) : InstanceMarks{};

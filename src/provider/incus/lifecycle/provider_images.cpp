@@ -54,9 +54,9 @@ std::vector<SnapshotInfo> IncusProvider::snapshot_list(const std::string& name) 
     require_instance(name);
     std::vector<SnapshotInfo> list;
     for (const auto& snap : m_api.snapshots(name)) {
-        auto full = snap.value("name", "");
-        list.push_back({full.substr(full.rfind('/') == std::string::npos ? 0 : full.rfind('/') + 1),
-                        snap.value("created_at", ""), snap.value("stateful", false)});
+        const auto& full = snap.name;
+        list.push_back({full.substr(full.rfind('/') == std::string::npos ? 0 : full.rfind('/') + 1), snap.created_at,
+                        snap.stateful});
     }
     return list;
 }
@@ -67,19 +67,17 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     const auto current = read_sandbox_record(instance);
     // The snapshot brings its own mounts back: check them before anything is
     // restored, as start checks the current ones.
-    std::optional<Json> taken;
+    std::optional<InstanceSnapshot> taken;
     for (const auto& snap : m_api.snapshots(name)) {
-        const auto full = snap.value("name", "");
-        if (full == snapshot || full.ends_with("/" + snapshot)) taken = snap;
+        if (snap.name == snapshot || snap.name.ends_with("/" + snapshot)) taken = snap;
     }
     if (!taken && !m_api.preview()) {
         throw Error(fmt::format("{} has no snapshot named {}", name, snapshot),
                     "`agentctl snapshot list " + name + "` shows them");
     }
     if (taken) {
-        const auto recorded = read_sandbox_record(
-            Json{{"name", name + "/" + snapshot}, {"config", taken->value("config", Json::object())}});
-        if (instance_running(instance) && !recorded.mounts.empty()) {
+        const auto recorded = read_sandbox_record(snapshot_as_instance(instance, *taken));
+        if (instance.running() && !recorded.mounts.empty()) {
             // Incus would restart it with those mounts at once, past start's
             // checks of the directories it actually mounts.
             throw Error(fmt::format("{} is running and snapshot {} has host mounts", name, snapshot),
@@ -90,7 +88,7 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     m_context.reporter.step(fmt::format("restoring {} to snapshot {}", name, snapshot));
     {
         // A running container is started again by Incus: with a pass (start_gate.hpp).
-        const auto pass = instance_running(instance) ? open_start_gate(name, instance, current.isolation) : nullptr;
+        const auto pass = instance.running() ? open_start_gate(name, instance, current.isolation) : nullptr;
         m_api.restore_snapshot(name, snapshot);
     }
     // The ACL on the bridge is not part of the snapshot and stays in force; keep
@@ -100,12 +98,12 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     const auto restored = m_api.preview() ? instance : require_instance(name);
     const auto view = widening_view(read_sandbox_record(restored), current.network);
     std::map<std::string, std::string> keep;
-    for (auto k : {key::k_network, key::k_acl}) keep[std::string(k)] = config_text(instance, k);
+    for (auto k : {key::k_network, key::k_acl}) keep[std::string(k)] = instance.config_value(k);
     keep[std::string(key::k_widenings)] = widenings_record(view);
     keep[std::string(key::k_confinement)] = "";
     // A snapshot taken before the gate existed brings raw.lxc back without it.
     if (gated(view.isolation)) {
-        const auto raw = restored.value("config", Json::object()).value("raw.lxc", std::string());
+        const auto raw = restored.config_value("raw.lxc");
         if (const auto with_gate = with_start_gate(raw, start_pass(name)); with_gate != raw)
             keep["raw.lxc"] = with_gate;
     }

@@ -232,11 +232,11 @@ private:
     // only while the sandbox runs as verified and everything that enforces
     // its policy is in place (ACL attached, nft table as verified, proxy and
     // resolver running); else what is missing and how to restore it.
-    void judge_confinement(const std::string& name, const Json& instance, const SandboxRecord& record,
+    void judge_confinement(const std::string& name, const Instance& instance, const SandboxRecord& record,
                            InstanceInfo& info);
     // to_info: the recorded line and evidence; a stopped sandbox is "not
     // verified" now (when it was last verified is kept in the line).
-    static void read_evidence(const Json& instance, const SandboxRecord& record, InstanceInfo& info);
+    static void read_evidence(const Instance& instance, const SandboxRecord& record, InstanceInfo& info);
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
     void install_agent(const std::string& name, const SandboxRecord& record, bool fresh);
     // Refuses --agent before anything is made when the image says it lacks a
@@ -245,7 +245,7 @@ private:
     // Writes `mounts` as the instance's disk devices and record, with the
     // identity map and the containment keys (guest API off, own uid range,
     // process limit) they need; the instance must be stopped.
-    void replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts);
+    void replace_mounts(const std::string& name, Instance instance, const std::vector<Mount>& mounts);
     // The recorded mounts checked again (ProviderContext::recheck_mounts) from
     // `record` (an instance's or a snapshot's).
     void recheck_recorded_mounts(const std::string& name, const SandboxRecord& record);
@@ -258,7 +258,7 @@ private:
     // The pass for one start of a container on this machine (start_gate.hpp),
     // with the instance's hook line put in place first when it is missing or
     // names another pass; null for a VM, a server elsewhere, or --preview.
-    std::unique_ptr<StartPass> open_start_gate(const std::string& name, const Json& instance, Isolation isolation);
+    std::unique_ptr<StartPass> open_start_gate(const std::string& name, const Instance& instance, Isolation isolation);
     [[nodiscard]] bool gated(Isolation isolation) const;
     [[nodiscard]] std::string start_pass(const std::string& name) const;
 
@@ -276,8 +276,8 @@ private:
     // Shared helpers.
     // NAME as the incus client addresses it on this server: REMOTE:NAME for a remote.
     [[nodiscard]] std::string on_server(const std::string& name) const;
-    Json require_instance(const std::string& name);  // GET; clear error if absent or not ours
-    InstanceInfo to_info(const Json& instance, const SandboxRecord& record) const;
+    Instance require_instance(const std::string& name);  // GET; clear error if absent or not ours
+    InstanceInfo to_info(const Instance& instance, const SandboxRecord& record) const;
     void set_records(const std::string& name, const std::map<std::string, std::string>& records);
 
     ProviderContext& m_context;

@@ -27,33 +27,33 @@
 namespace agentctl::provider::incus {
 namespace {
 
-bool has_state(const Json& instance) { return instance.contains("state") && instance["state"].is_object(); }
-
 // The one address agentctl gives a sandbox's eth0 (ipv4.address), when Incus
 // lets the NIC send from no other (security.ipv4_filtering; acl_rules.hpp,
 // confine_instance); empty otherwise.
-std::string fixed_address(const Json& instance) {
-    const auto& devices = instance.value("expanded_devices", Json::object());
-    const auto& nic = devices.contains("eth0") && devices["eth0"].is_object() ? devices["eth0"] : Json::object();
-    if (nic.value("security.ipv4_filtering", std::string()) != "true") return {};
-    return nic.value("ipv4.address", std::string());
+std::string fixed_address(const Instance& instance) {
+    const auto nic = instance.expanded_devices.find("eth0");
+    if (nic == instance.expanded_devices.end()) return {};
+    const auto value = [&](std::string_view key) {
+        const auto it = nic->second.find(key);
+        return it == nic->second.end() ? std::string() : it->second;
+    };
+    if (value("security.ipv4_filtering") != "true") return {};
+    return value("ipv4.address");
 }
 
 // The addresses a sandbox has: from its state when the instance came with it
 // (every global address of every interface but lo, as the sandbox sees them);
 // else, while it runs, its fixed address, the only one it can send from.
-std::vector<std::string> instance_ips(const Json& instance) {
+std::vector<std::string> instance_ips(const Instance& instance) {
     std::vector<std::string> ips;
-    if (!has_state(instance)) {
-        if (auto fixed = fixed_address(instance); !fixed.empty() && instance_running(instance)) ips.push_back(fixed);
+    if (!instance.state) {
+        if (auto fixed = fixed_address(instance); !fixed.empty() && instance.running()) ips.push_back(fixed);
         return ips;
     }
-    const auto& state = instance["state"];
-    const auto& network = state.contains("network") && state["network"].is_object() ? state["network"] : Json::object();
-    for (const auto& [iface, info] : network.items()) {
+    for (const auto& [iface, info] : instance.state->network) {
         if (iface == "lo") continue;
-        for (const auto& address : info.value("addresses", Json::array())) {
-            if (address.value("scope", "") == "global") ips.push_back(address.value("address", ""));
+        for (const auto& address : info.addresses) {
+            if (address.scope == "global") ips.push_back(address.address);
         }
     }
     return ips;
@@ -85,10 +85,11 @@ void IncusProvider::wait_until_ready(const std::string& name, bool vm) {
 std::string IncusProvider::wait_for_address(const std::string& name, int timeout_seconds) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
     for (;;) {
-        auto state = m_api.instance_state(name);
-        const auto& eth0 = state.value("network", Json::object()).value("eth0", Json::object());
-        for (const auto& address : eth0.value("addresses", Json::array())) {
-            if (address.value("family", "") == "inet") return address.value("address", "");
+        const auto state = m_api.instance_state(name);
+        if (const auto eth0 = state.network.find("eth0"); eth0 != state.network.end()) {
+            for (const auto& address : eth0->second.addresses) {
+                if (address.family == "inet") return address.address;
+            }
         }
         if (m_api.preview() || std::chrono::steady_clock::now() >= deadline) return {};
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -169,12 +170,10 @@ namespace {
 
 // The config keys that keep root inside away from the host; a sandbox created
 // by an older agentctl (shifted mounts, shared uid range) lacks them.
-bool needs_containment_update(const Json& instance, Isolation isolation) {
-    const auto& config = instance.value("config", Json::object());
-    if (config.value("security.guestapi", "") != "false") return true;
-    if (isolation == Isolation::Container && config.value("security.idmap.isolated", "") != "true") return true;
-    const Json devices = instance.value("devices", Json::object());
-    for (const auto& [device, value] : devices.items()) {
+bool needs_containment_update(const Instance& instance, Isolation isolation) {
+    if (instance.config_value("security.guestapi") != "false") return true;
+    if (isolation == Isolation::Container && instance.config_value("security.idmap.isolated") != "true") return true;
+    for (const auto& [device, value] : instance.devices) {
         if (is_mount_device(device) && value.contains("shift")) return true;
     }
     return false;
@@ -195,17 +194,13 @@ std::vector<std::pair<dev_t, ino_t>> identities(const std::vector<Mount>& mounts
 
 }  // namespace
 
-void IncusProvider::replace_mounts(const std::string& name, Json instance, const std::vector<Mount>& mounts) {
+void IncusProvider::replace_mounts(const std::string& name, Instance instance, const std::vector<Mount>& mounts) {
     const auto record = read_sandbox_record(instance);
     const auto isolation = record.isolation;
-    Json devices = Json::object();
-    const Json old_devices = instance.value("devices", Json::object());
-    for (const auto& [device, value] : old_devices.items()) {
-        if (!is_mount_device(device)) devices[device] = value;
-    }
-    devices.update(mount_devices(mounts, isolation));
-    instance["devices"] = devices;
-    auto& config = instance["config"];
+    std::erase_if(instance.devices, [](const auto& device) { return is_mount_device(device.first); });
+    const auto added = mount_devices(mounts, isolation);
+    for (const auto& [device, value] : added.items()) instance.devices[device] = value.get<ConfigMap>();
+    auto& config = instance.config;
     config[std::string(key::k_mounts)] = mounts_record(mounts);
     // The same identity map create gives: the owner of the writable mounts is
     // the sandbox user, nobody else is mapped.
@@ -238,7 +233,7 @@ void IncusProvider::recheck_recorded_mounts(const std::string& name, const Sandb
 void IncusProvider::verify_started_mounts(const std::string& name, const std::vector<Mount>& mounts,
                                           const std::vector<std::pair<dev_t, ino_t>>& checked) {
     if (m_api.preview() || mounts.empty()) return;
-    const auto pid = m_api.instance_state(name).value("pid", 0);
+    const auto pid = m_api.instance_state(name).pid;
     std::vector<std::string> problems;
     for (std::size_t i = 0; i < mounts.size() && i < checked.size(); ++i) {
         struct stat st {};
@@ -269,11 +264,11 @@ std::string IncusProvider::start_pass(const std::string& name) const {
     return start_pass_path(m_context.runtime_dir, m_project, name);
 }
 
-std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& name, const Json& instance,
+std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& name, const Instance& instance,
                                                           Isolation isolation) {
     if (!gated(isolation)) return {};
     const auto pass = start_pass(name);
-    const auto raw = config_text(instance, "raw.lxc");
+    const auto raw = instance.config_value("raw.lxc");
     if (const auto gated_raw = with_start_gate(raw, pass); gated_raw != raw) {
         m_api.patch_instance_config(name, Json{{"raw.lxc", gated_raw}});
     }
@@ -303,14 +298,14 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
     try {
         restore_egress(name, record);
     } catch (const Error&) {
-        if (instance_running(instance) && !m_api.preview()) {
+        if (instance.running() && !m_api.preview()) {
             m_context.reporter.step(
                 fmt::format("stopping {}: its egress proxy or resolver could not be put in place", name));
             m_api.change_state(name, state_payload("stop", true, -1), 120);
         }
         throw;
     }
-    if (!instance_running(instance) || m_api.preview()) {
+    if (!instance.running() || m_api.preview()) {
         const auto mounts = record.mounts;
         // Every recorded mount is checked again from its canonical path: a
         // directory swapped for a symlink since the last check is refused here.
@@ -342,7 +337,7 @@ void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     const auto record = read_sandbox_record(instance);
     auto& host = egress(record.placement);
     const auto site = site_of(name, record);
-    if (!instance_running(instance) && !m_api.preview()) {
+    if (!instance.running() && !m_api.preview()) {
         m_context.reporter.step(fmt::format("{} is already stopped", name));
         stop_egress_services(site, host);
         return;
@@ -353,16 +348,16 @@ void IncusProvider::stop(const std::string& name, const StopRequest& request) {
     stop_egress_services(site, host);
 }
 
-InstanceInfo IncusProvider::to_info(const Json& instance, const SandboxRecord& record) const {
+InstanceInfo IncusProvider::to_info(const Instance& instance, const SandboxRecord& record) const {
     InstanceInfo info;
-    info.name = instance.value("name", "");
+    info.name = instance.name;
     info.provider = "incus";
-    info.status = instance.value("status", "");
+    info.status = instance.status;
     // A standalone server reports "none" (or nothing): there is no member to name.
-    if (auto location = instance.value("location", std::string()); location != "none") info.location = location;
+    if (instance.location != "none") info.location = instance.location;
     info.image = record.image;
     info.profiles = record.profiles;
-    info.created_at = instance.value("created_at", "");
+    info.created_at = instance.created_at;
     info.ips = instance_ips(instance);
     info.mounts = record.mounts;
     info.ports = record.ports;
@@ -389,11 +384,11 @@ InstanceInfo IncusProvider::to_info(const Json& instance, const SandboxRecord& r
         if (!value.empty())
             info.extra.emplace_back(std::string(k.substr(std::string_view("user.agentctl.").size())), value);
     }
-    const auto& config = instance.value("config", Json::object());
     if (info.isolation == "container") {
-        info.extra.emplace_back("processes", config.value("limits.processes", std::string("unlimited")));
+        const auto processes = instance.config_value("limits.processes");
+        info.extra.emplace_back("processes", processes.empty() ? std::string("unlimited") : processes);
     }
-    if (auto base = config.value("volatile.idmap.base", std::string()); !base.empty()) {
+    if (auto base = instance.config_value("volatile.idmap.base"); !base.empty()) {
         info.extra.emplace_back("idmap.base", base);
     }
     if (!m_server.remote.empty()) info.extra.emplace_back("remote", m_server.remote);
@@ -411,9 +406,9 @@ std::vector<InstanceInfo> IncusProvider::list() {
     // made by an earlier agentctl) is every state fetched, in one more request.
     auto instances = m_api.instances(false);
     // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
-    auto is_sandbox = [](const Json& instance) { return read_instance_marks(instance).is_sandbox(); };
-    if (std::any_of(instances.begin(), instances.end(), [&](const Json& instance) {
-            return is_sandbox(instance) && instance_running(instance) && fixed_address(instance).empty();
+    auto is_sandbox = [](const Instance& instance) { return read_instance_marks(instance).is_sandbox(); };
+    if (std::any_of(instances.begin(), instances.end(), [&](const Instance& instance) {
+            return is_sandbox(instance) && instance.running() && fixed_address(instance).empty();
         })) {
         instances = m_api.instances(true);
     }
@@ -432,9 +427,9 @@ std::vector<InstanceInfo> IncusProvider::list() {
             // One damaged record does not hide the others: the sandbox is listed
             // with what Incus says of it, and the warning says what is wrong.
             InstanceInfo info;
-            info.name = instance.value("name", "");
+            info.name = instance.name;
             info.provider = "incus";
-            info.status = instance.value("status", "");
+            info.status = instance.status;
             info.confinement = {ConfinementState::NotVerified, "its record cannot be read"};
             m_context.reporter.warning(fmt::format("{}: {} ({})", info.name, e.what(), e.hint()));
             infos.push_back(std::move(info));

@@ -285,8 +285,7 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                        {std::string(key::k_acl), network.enabled ? acl : ""},
                        {std::string(key::k_widenings), widenings_record(widening_view(record, network))},
                        {std::string(key::k_confinement), ""}});
-    if (instance_running(instance) && !m_api.preview())
-        verify_confinement(name, read_sandbox_record(require_instance(name)));
+    if (instance.running() && !m_api.preview()) verify_confinement(name, read_sandbox_record(require_instance(name)));
 }
 
 }  // namespace agentctl::provider::incus

@@ -19,14 +19,13 @@ constexpr std::string_view k_container = "container";
 // value calls for.
 class ConfigReader {
 public:
-    ConfigReader(const Json& instance, std::string what)
-        : m_instance(instance), m_name(instance.value("name", std::string())), m_what(std::move(what)) {}
+    ConfigReader(const Instance& instance, std::string what) : m_instance(instance), m_what(std::move(what)) {}
 
-    [[nodiscard]] const std::string& name() const { return m_name; }
-    [[nodiscard]] std::string text(std::string_view key) const { return config_text(m_instance, key); }
+    [[nodiscard]] const std::string& name() const { return m_instance.name; }
+    [[nodiscard]] std::string text(std::string_view key) const { return m_instance.config_value(key); }
 
     [[noreturn]] void bad(std::string_view key, std::string_view why) const {
-        throw Error(fmt::format("the Incus instance {}: {} is not what agentctl writes: {}", m_name, key, why), m_what);
+        throw Error(fmt::format("the Incus instance {}: {} is not what agentctl writes: {}", name(), key, why), m_what);
     }
 
     bool boolean(std::string_view key) const {
@@ -112,8 +111,7 @@ public:
     }
 
 private:
-    const Json& m_instance;
-    std::string m_name;
+    const Instance& m_instance;
     std::string m_what;
 };
 
@@ -132,9 +130,9 @@ void read_marks(const ConfigReader& config, InstanceMarks& marks) {
     marks.create_pending = config.boolean(key::k_create_pending);
 }
 
-Isolation read_isolation(const ConfigReader& config, const Json& instance) {
+Isolation read_isolation(const ConfigReader& config, const Instance& instance) {
     const auto value = config.text(key::k_isolation);
-    if (value.empty()) return instance_type(instance);
+    if (value.empty()) return instance.type;
     if (value != k_vm && value != k_container)
         config.bad(key::k_isolation, fmt::format("\"{}\" is not {} or {}", value, k_vm, k_container));
     return value == k_vm ? Isolation::Vm : Isolation::Container;
@@ -194,13 +192,8 @@ Enum read_word(const ConfigReader& config, std::string_view key, Enum fallback,
 
 }  // namespace
 
-Isolation instance_type(const Json& instance) {
-    return instance.value("type", std::string()) == instance_type_name(Isolation::Vm) ? Isolation::Vm
-                                                                                      : Isolation::Container;
-}
-
-InstanceMarks read_instance_marks(const Json& instance) {
-    const auto name = instance.value("name", std::string());
+InstanceMarks read_instance_marks(const Instance& instance) {
+    const auto& name = instance.name;
     const ConfigReader config(
         instance, fmt::format("set it right (incus config set {} KEY true, or incus config unset {} KEY), or "
                               "remove the instance with incus delete {}",
@@ -210,8 +203,18 @@ InstanceMarks read_instance_marks(const Json& instance) {
     return marks;
 }
 
-SandboxRecord read_sandbox_record(const Json& instance) {
-    const ConfigReader config(instance, recreate_hint(instance.value("name", std::string())));
+Instance snapshot_as_instance(const Instance& instance, const InstanceSnapshot& snapshot) {
+    Instance taken;
+    const auto slash = snapshot.name.rfind('/');
+    taken.name = instance.name + "/" + (slash == std::string::npos ? snapshot.name : snapshot.name.substr(slash + 1));
+    taken.type = instance.type;
+    taken.config = snapshot.config;
+    taken.created_at = snapshot.created_at;
+    return taken;
+}
+
+SandboxRecord read_sandbox_record(const Instance& instance) {
+    const ConfigReader config(instance, recreate_hint(instance.name));
     SandboxRecord record;
     static_cast<InstanceMarks&>(record) = read_instance_marks(instance);
     record.isolation = read_isolation(config, instance);
@@ -239,7 +242,7 @@ SandboxRecord read_sandbox_record(const Json& instance) {
                                  {{to_string(ProxyPlacement::Host), ProxyPlacement::Host},
                                   {to_string(ProxyPlacement::Instance), ProxyPlacement::Instance}});
     try {
-        record.host = parse_host_record(instance.value("config", Json::object()));
+        record.host = parse_host_record(Json(instance.config));
     } catch (const Error& e) {
         throw Error(fmt::format("the Incus instance {}: {}", record.name, e.what()), e.hint());
     }

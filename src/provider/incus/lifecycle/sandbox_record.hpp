@@ -16,6 +16,7 @@
 #include "agentctl/confinement.hpp"
 #include "agentctl/policy.hpp"
 #include "agentctl/sandbox.hpp"
+#include "provider/incus/client/instance.hpp"
 #include "provider/incus/client/payloads.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/network/egress_host.hpp"
@@ -23,9 +24,6 @@
 #include "provider/incus/network/subnet_pool.hpp"
 
 namespace agentctl::provider::incus {
-
-// An instance's isolation as Incus reports it ("type": virtual-machine or container).
-[[nodiscard]] Isolation instance_type(const Json& instance);
 
 // What marks an instance as agentctl's, and as which kind. Delete and gc read
 // only these, so that a sandbox whose other keys are damaged can still go.
@@ -72,9 +70,12 @@ struct SandboxRecord : InstanceMarks {
 
 // The marks of `instance` (GET /1.0/instances/NAME). Throws agentctl::Error
 // for a boolean that is neither "true" nor "false".
-[[nodiscard]] InstanceMarks read_instance_marks(const Json& instance);
-// The whole record of `instance` (or of a snapshot: its "config" and "name").
-[[nodiscard]] SandboxRecord read_sandbox_record(const Json& instance);
+[[nodiscard]] InstanceMarks read_instance_marks(const Instance& instance);
+// The whole record of `instance` (or of a snapshot: snapshot_as_instance).
+[[nodiscard]] SandboxRecord read_sandbox_record(const Instance& instance);
+// A snapshot of `instance` as the instance it would restore (its config, named
+// "INSTANCE/SNAPSHOT"), for read_sandbox_record.
+[[nodiscard]] Instance snapshot_as_instance(const Instance& instance, const InstanceSnapshot& snapshot);
 
 // The user.agentctl.* keys create writes for `spec` on a bridge `bridge` whose
 // host address is subnet.host(1), with the ACL when `acl_attached`.

@@ -63,7 +63,7 @@ public:
             return;
         }
         auto companion = ours(sandbox);
-        if (!companion || !instance_running(*companion)) return;  // start_proxy writes it
+        if (!companion || !companion->running()) return;  // start_proxy writes it
         m_api.push_file(name, companion_policy_path(), m_policies[sandbox]);
         // Reload only a running proxy (SIGHUP through the unit): it re-reads the
         // policy and closes the tunnels it no longer allows.
@@ -81,8 +81,8 @@ public:
         const auto name = companion_name(site.sandbox);
         const auto address = proxy_address(ProxyPlacement::Instance, site.subnet).address_text();
         auto companion = m_api.instance(name);
-        if (companion && (config_text(*companion, key::k_role) != key::k_role_egress_proxy ||
-                          config_text(*companion, key::k_sandbox) != site.sandbox)) {
+        if (companion && (companion->config_value(key::k_role) != key::k_role_egress_proxy ||
+                          companion->config_value(key::k_sandbox) != site.sandbox)) {
             throw Error(
                 fmt::format("an Incus instance named {} exists and is not the egress proxy of {}", name, site.sandbox),
                 "rename or delete that instance: agentctl needs the name for the sandbox's egress proxy");
@@ -95,7 +95,7 @@ public:
         if (!companion) {
             m_context.reporter.step(fmt::format("creating the egress proxy instance {} on {}", name, address));
             m_api.create_instance(companion_payload(site, pool), 300);
-        } else if (!instance_running(*companion)) {
+        } else if (!companion->running()) {
             m_context.reporter.step(fmt::format("starting the egress proxy instance {}", name));
             m_api.change_state(name, state_payload("start", false, -1), 120);
         }
@@ -123,7 +123,7 @@ public:
 
     bool stop_proxy(const EgressSite& site) override {
         auto companion = ours(site.sandbox);
-        if (!companion || !instance_running(*companion)) return false;
+        if (!companion || !companion->running()) return false;
         m_api.change_state(companion_name(site.sandbox), state_payload("stop", true, -1), 120);
         return true;
     }
@@ -140,8 +140,8 @@ public:
             status.problem = "the instance does not exist";
             return status;
         }
-        if (!instance_running(*companion)) {
-            status.problem = fmt::format("the instance is {}", companion->value("status", std::string("?")));
+        if (!companion->running()) {
+            status.problem = fmt::format("the instance is {}", companion->status);
             return status;
         }
         auto result = run(
@@ -241,7 +241,7 @@ public:
         const auto name = companion_name(sandbox);
         auto companion = ours(sandbox);
         if (!companion) return;
-        if (instance_running(*companion)) m_api.change_state(name, state_payload("stop", true, -1), 120);
+        if (companion->running()) m_api.change_state(name, state_payload("stop", true, -1), 120);
         m_context.reporter.step(fmt::format("deleting the egress proxy instance {}", name));
         m_api.delete_instance(name);
     }
@@ -251,10 +251,10 @@ public:
 
 private:
     // The companion of `sandbox` when it exists and is agentctl's.
-    std::optional<Json> ours(const std::string& sandbox) {
+    std::optional<Instance> ours(const std::string& sandbox) {
         auto companion = m_api.instance(companion_name(sandbox));
-        if (!companion || config_text(*companion, key::k_role) != key::k_role_egress_proxy ||
-            config_text(*companion, key::k_sandbox) != sandbox) {
+        if (!companion || companion->config_value(key::k_role) != key::k_role_egress_proxy ||
+            companion->config_value(key::k_sandbox) != sandbox) {
             return std::nullopt;
         }
         return companion;
