@@ -69,6 +69,10 @@ struct ProviderContext {
     std::string state_dir = {};
     // core::runtime_dir() ($XDG_RUNTIME_DIR/agentctl): locks and pid files. Private (0700).
     std::string runtime_dir = {};
+    // Where the locks every agentctl on this machine shares live (a sandbox's
+    // name, the host's bridges and subnets, a published port): /run/lock.
+    // Tests give one of their own, so they never wait for or block a real run.
+    std::string host_lock_dir = "/run/lock";
     // Checks the recorded mounts of sandbox NAME again with the rules `create`
     // applied (the mountPolicy of `profiles`, the built-in deny list), from
     // their canonical paths: returns them unchanged, or throws agentctl::Error

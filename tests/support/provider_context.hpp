@@ -2,6 +2,9 @@
 // output and reporter a test reads: what every provider test builds first.
 #pragma once
 
+#include <stdlib.h>
+
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -19,12 +22,34 @@ struct ContextOptions {
     std::map<std::string, std::string> settings = {};
 };
 
+// A directory of the test's own for the host-wide locks (ProviderContext::
+// host_lock_dir), removed with it: a test never waits for or blocks a real
+// agentctl on this machine.
+class LockDir {
+public:
+    LockDir() {
+        std::string pattern = (std::filesystem::temp_directory_path() / "agentctl-test-locks.XXXXXX").string();
+        if (::mkdtemp(pattern.data()) != nullptr) m_path = pattern;
+    }
+    ~LockDir() {
+        std::error_code ec;
+        if (!m_path.empty()) std::filesystem::remove_all(m_path, ec);
+    }
+    LockDir(const LockDir&) = delete;
+    LockDir& operator=(const LockDir&) = delete;
+    [[nodiscard]] const std::string& path() const { return m_path; }
+
+private:
+    std::string m_path;
+};
+
 template <typename ReporterType>
 struct ProviderContextFixture {
     std::ostringstream out;
     ReporterType reporter;
     std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
     std::unique_ptr<HostPlatform> platform = make_real_host_platform();
+    LockDir locks;
     ProviderContext context;
 
     explicit ProviderContextFixture(ContextOptions options = {})
@@ -34,7 +59,8 @@ struct ProviderContextFixture {
                   .out = out,
                   .preview = options.preview,
                   .self_exe = "agentctl",
-                  .settings = std::move(options.settings)} {}
+                  .settings = std::move(options.settings),
+                  .host_lock_dir = locks.path()} {}
 };
 
 }  // namespace agentctl::test

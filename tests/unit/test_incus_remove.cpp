@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <sstream>
 
@@ -204,6 +205,14 @@ TEST_CASE("delete --force stops an instance that was started after it was read",
     f.client->refusals["DELETE " + instance] = 1;
     CHECK_THROWS_WITH(f.provider->lifecycle().remove("late", false), Catch::Contains("late is running"));
     CHECK(f.client->objects.contains(instance));
+}
+
+TEST_CASE("delete takes the host's locks in the context's lock directory", "[remove]") {
+    Fixture f;
+    f.client->objects["/1.0/networks/" + bridge_name("locks")] = owned_by("locks");
+    f.provider->lifecycle().remove("locks", false);
+    CHECK(std::filesystem::exists(f.locks.path() + "/agentctl-incus-sandbox-locks.lock"));
+    CHECK(std::filesystem::exists(f.locks.path() + "/agentctl-incus-network.lock"));
 }
 
 TEST_CASE("delete removes a bridge a cluster create left pending (defined on members, never created)", "[remove]") {

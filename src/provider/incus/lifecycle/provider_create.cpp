@@ -96,7 +96,7 @@ HostRecord IncusProvider::new_host_record(const std::string& name) {
 
 std::unique_ptr<core::FileLock> IncusProvider::lock_network() const {
     if (m_api.preview()) return nullptr;
-    return std::make_unique<core::FileLock>(host_network_lock_path());
+    return std::make_unique<core::FileLock>(host_network_lock_path(m_context.host_lock_dir));
 }
 
 std::function<void(const PortForward&)> IncusProvider::port_wait_notice() const {
@@ -108,7 +108,7 @@ std::function<void(const PortForward&)> IncusProvider::port_wait_notice() const 
 
 std::unique_ptr<core::FileLock> IncusProvider::lock_sandbox(const std::string& name) const {
     if (m_api.preview()) return nullptr;
-    return std::make_unique<core::FileLock>(host_sandbox_lock_path(name), [&] {
+    return std::make_unique<core::FileLock>(host_sandbox_lock_path(m_context.host_lock_dir, name), [&] {
         m_context.reporter.notice(fmt::format("waiting for another agentctl that is working on {}", name));
     });
 }
@@ -226,7 +226,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
     // A published port listens on the server: only this machine's ports can be checked here.
     std::vector<std::unique_ptr<core::FileLock>> reserved;
     if (server_is_this_machine()) {
-        if (!m_api.preview()) reserved = reserve_host_ports(spec.ports, port_wait_notice());
+        if (!m_api.preview()) reserved = reserve_host_ports(m_context.host_lock_dir, spec.ports, port_wait_notice());
         for (const auto& port : spec.ports) check_host_port_free(port);
     }
     spec.target = place(spec);

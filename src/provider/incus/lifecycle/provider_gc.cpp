@@ -170,7 +170,8 @@ std::vector<Leftover> IncusProvider::find_leftovers(std::map<std::string, std::u
     std::set<std::string> claimed;  // bridges whose host pieces a gone sandbox accounts for
     for (auto& [sandbox, pieces] : gone) {
         if (auto it = held.find(sandbox); it == held.end()) {
-            auto lock = core::FileLock::try_acquire(host_sandbox_lock_path(sandbox), !m_api.preview());
+            auto lock =
+                core::FileLock::try_acquire(host_sandbox_lock_path(m_context.host_lock_dir, sandbox), !m_api.preview());
             if (!lock) {
                 m_context.reporter.notice(
                     fmt::format("left {} alone: another agentctl is creating or deleting it now", sandbox));

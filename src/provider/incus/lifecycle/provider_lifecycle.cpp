@@ -320,7 +320,7 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
         const auto& ports = record.ports;
         // Held until the instance has started (host_ports.hpp).
         const auto reserved = server_is_this_machine() && !m_api.preview()
-                                  ? reserve_host_ports(ports, port_wait_notice())
+                                  ? reserve_host_ports(m_context.host_lock_dir, ports, port_wait_notice())
                                   : std::vector<std::unique_ptr<core::FileLock>>{};
         for (const auto& p : ports) check_host_port_free(p);
         const auto checked = m_api.preview() ? std::vector<std::pair<dev_t, ino_t>>{} : identities(mounts);

@@ -48,7 +48,8 @@ void check_host_port_free(const PortForward& port) {
 }
 
 std::vector<std::unique_ptr<core::FileLock>> reserve_host_ports(
-    const std::vector<PortForward>& ports, const std::function<void(const PortForward&)>& on_wait) {
+    const std::string& lock_dir, const std::vector<PortForward>& ports,
+    const std::function<void(const PortForward&)>& on_wait) {
     auto ordered = ports;
     const auto key = [](const PortForward& p) { return std::tie(p.protocol, p.host_port); };
     std::sort(ordered.begin(), ordered.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
@@ -58,7 +59,7 @@ std::vector<std::unique_ptr<core::FileLock>> reserve_host_ports(
     std::vector<std::unique_ptr<core::FileLock>> locks;
     for (const auto& port : ordered) {
         locks.push_back(std::make_unique<core::FileLock>(
-            fmt::format("/run/lock/agentctl-incus-port-{}-{}.lock", port.protocol, port.host_port),
+            fmt::format("{}/agentctl-incus-port-{}-{}.lock", lock_dir, port.protocol, port.host_port),
             [&] { on_wait(port); }));
     }
     return locks;

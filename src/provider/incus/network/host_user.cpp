@@ -61,10 +61,10 @@ uid_t pick_host_id(const Json& networks, const std::function<bool(uid_t)>& known
 
 bool id_known_on_host(uid_t id) { return ::getpwuid(id) != nullptr || ::getgrgid(id) != nullptr; }
 
-std::string host_network_lock_path() { return "/run/lock/agentctl-incus-network.lock"; }
+std::string host_network_lock_path(const std::string& lock_dir) { return lock_dir + "/agentctl-incus-network.lock"; }
 
-std::string host_sandbox_lock_path(const std::string& sandbox) {
-    return fmt::format("/run/lock/agentctl-incus-sandbox-{}.lock", sandbox);
+std::string host_sandbox_lock_path(const std::string& lock_dir, const std::string& sandbox) {
+    return fmt::format("{}/agentctl-incus-sandbox-{}.lock", lock_dir, sandbox);
 }
 
 std::string default_state_dir(const ProviderContext& context, const std::string& sandbox) {

@@ -65,11 +65,11 @@ struct HostRecord {
 // deletes a bridge. Incus lists every host interface in each of those steps
 // and fails when one goes away meanwhile (IncusRefusal::InterfaceGone), which
 // another agentctl deleting a bridge at that moment would cause.
-[[nodiscard]] std::string host_network_lock_path();
+[[nodiscard]] std::string host_network_lock_path(const std::string& lock_dir);
 // The host's lock of sandbox NAME (one per host, whatever the user's state
 // or runtime directory): create and delete hold it from start to end, and gc
 // leaves alone every sandbox whose lock another agentctl holds.
-[[nodiscard]] std::string host_sandbox_lock_path(const std::string& sandbox);
+[[nodiscard]] std::string host_sandbox_lock_path(const std::string& lock_dir, const std::string& sandbox);
 
 // The directory of sandbox NAME's host files: STATE_DIR/incus/NAME.
 [[nodiscard]] std::string default_state_dir(const ProviderContext& context, const std::string& sandbox);
