@@ -186,14 +186,9 @@ std::vector<Instance> Api::instances(bool with_state) {
         m_client.query("GET", with_state ? "/1.0/instances?recursion=2" : "/1.0/instances?recursion=1").metadata);
 }
 
-std::set<std::string> Api::managed_networks_in_every_project() {
+Json Api::networks_in_every_project() {
     auto metadata = m_client.query("GET", "/1.0/networks?all-projects=true&recursion=1").metadata;
-    std::set<std::string> names;
-    if (!metadata.is_array()) return names;
-    for (const auto& network : metadata) {
-        if (network.value("managed", false)) names.insert(network.value("name", std::string()));
-    }
-    return names;
+    return metadata.is_array() ? metadata : Json::array();
 }
 
 std::vector<Instance> Api::instances_in_every_project() {

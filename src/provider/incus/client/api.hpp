@@ -7,7 +7,6 @@
 #include <chrono>
 #include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -66,9 +65,9 @@ public:
     // GET /1.0/instances?all-projects=true&recursion=1: every instance of
     // every project (each with its project), without state.
     std::vector<Instance> instances_in_every_project();
-    // The names of the networks Incus manages in every project (not the host
-    // interfaces it also lists).
-    std::set<std::string> managed_networks_in_every_project();
+    // GET /1.0/networks?all-projects=true&recursion=1: every network of every
+    // project, and the host interfaces Incus lists beside them ("managed": false).
+    Json networks_in_every_project();
     // GET /1.0/instances/NAME/state (in preview: a state with nothing in it).
     InstanceState instance_state(const std::string& name);
     // POST /1.0/instances, waited on; with `target`, on that cluster member (?target=).

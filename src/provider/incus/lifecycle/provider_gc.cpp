@@ -33,8 +33,8 @@ struct IncusProvider::Scan {
     std::set<std::string> everywhere;               // every instance name, of every project
     std::set<std::string> unfinished;               // this project's instances a killed create left
     std::map<std::string, std::string> companions;  // this project's proxy instances, by sandbox
-    std::set<std::string> bridges;                  // every network's name
-    std::set<std::string> managed;                  // the networks Incus manages, in every project
+    std::set<std::string> bridges;                  // every network's name, in every project
+    std::set<std::string> managed;                  // of those, the ones Incus manages
     std::vector<std::string> tables;                // bridges with an agentctl firewall table here
     std::vector<std::string> cgroups;               // bridges with an agentctl cgroup here
     std::vector<std::string> interfaces;            // bridge interfaces named like agentctl's here
@@ -64,6 +64,15 @@ std::vector<std::string> bridge_interfaces() {
     for (const auto& entry : fs::directory_iterator("/sys/class/net", ec)) {
         auto name = entry.path().filename().string();
         if (is_bridge(name) && fs::is_directory(entry.path() / "bridge", ec)) names.push_back(std::move(name));
+    }
+    return names;
+}
+
+// The names of `networks` (an Incus listing), only the managed ones when `managed`.
+std::set<std::string> network_names(const Json& networks, bool managed) {
+    std::set<std::string> names;
+    for (const auto& network : networks) {
+        if (!managed || network.value("managed", false)) names.insert(network.value("name", std::string()));
     }
     return names;
 }
@@ -123,9 +132,9 @@ std::vector<Leftover> IncusProvider::find_leftovers(std::map<std::string, std::u
             elsewhere_or_user.insert(name);
         }
     }
-    const auto networks = m_api.networks();
-    for (const auto& network : networks) scan.bridges.insert(network.value("name", std::string()));
-    if (here) scan.managed = m_api.managed_networks_in_every_project();
+    const auto networks = m_api.networks_in_every_project();
+    scan.bridges = network_names(networks, false);
+    scan.managed = network_names(networks, true);
 
     // The sandboxes that are gone, with what names them in Incus.
     std::map<std::string, std::vector<Leftover>> gone;
@@ -248,9 +257,9 @@ void IncusProvider::remove_leftovers_of(const std::string& name) {
 
 void IncusProvider::remove_stray_host_pieces(const std::vector<Leftover>& found) {
     const auto lock = lock_network();
-    std::set<std::string> bridges;
-    for (const auto& network : m_api.networks()) bridges.insert(network.value("name", std::string()));
-    const auto managed = m_api.managed_networks_in_every_project();
+    const auto networks = m_api.networks_in_every_project();
+    const auto bridges = network_names(networks, false);
+    const auto managed = network_names(networks, true);
     for (const auto& piece : found) {
         if (!piece.sandbox.empty()) continue;
         if (piece.kind == "nft table") {
