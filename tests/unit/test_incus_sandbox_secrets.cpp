@@ -5,12 +5,12 @@
 #include "agentctl/error.hpp"
 #include "egress_proxy/secret_injection.hpp"
 #include "policy/secret_store.hpp"
-#include "provider/incus/lifecycle/sandbox_secrets.hpp"
+#include "provider/common/sandbox_secrets.hpp"
 #include "support/recording_runner.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace agentctl;
-using namespace agentctl::provider::incus;
+using namespace agentctl::provider::common;
 
 TEST_CASE("each sandbox secret gets a placeholder of its own, recorded 0600 without its value", "[secrets]") {
     test::TempDir dir;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "agentctl/process.hpp"
+#include "provider/common/guest_environment.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -15,27 +16,6 @@ std::map<std::string, std::string> proxy_environment(const std::string& url) {
     return {{"http_proxy", url},    {"https_proxy", url},   {"HTTP_PROXY", url},       {"HTTPS_PROXY", url},
             {"no_proxy", no_proxy}, {"NO_PROXY", no_proxy}, {"npm_config_proxy", url}, {"npm_config_https_proxy", url},
             {"PIP_PROXY", url}};
-}
-
-std::string environment_files_script(std::string_view mark, std::string_view profile_file,
-                                     const std::map<std::string, std::string>& environment) {
-    std::string env_lines;
-    std::string profile_lines;
-    for (const auto& [key, value] : environment) {
-        env_lines += fmt::format("{}={}\n", key, value);
-        profile_lines += fmt::format("export {}={}\n", key, shell_quote(value));
-    }
-    return fmt::format(R"SH(mark={mark}
-touch /etc/environment
-sed "/^$mark begin\$/,/^$mark end\$/d" /etc/environment >/etc/environment.agentctl
-{{ echo "$mark begin"; printf '%s' {env}; echo "$mark end"; }} >>/etc/environment.agentctl
-mv /etc/environment.agentctl /etc/environment
-mkdir -p /etc/profile.d
-{{ echo "$mark"; printf '%s' {profile}; }} >{file}
-)SH",
-                       fmt::arg("mark", shell_quote(std::string(mark))), fmt::arg("env", shell_quote(env_lines)),
-                       fmt::arg("profile", shell_quote(profile_lines)),
-                       fmt::arg("file", shell_quote(std::string(profile_file))));
 }
 
 std::string proxy_setup_script(const std::string& address, std::uint16_t port, const std::string& resolver) {
@@ -94,8 +74,9 @@ printf '%s\nHost *\n    ProxyCommand /usr/local/bin/agentctl-connect %%h %%p\n' 
   >/etc/ssh/ssh_config.d/90-agentctl-proxy.conf
 echo agentctl-proxy-configured
 )SH",
-        fmt::arg("environment", environment_files_script("# agentctl egress proxy", "/etc/profile.d/agentctl-proxy.sh",
-                                                         proxy_environment(url))),
+        fmt::arg("environment",
+                 common::environment_files_script("# agentctl egress proxy", "/etc/profile.d/agentctl-proxy.sh",
+                                                  proxy_environment(url))),
         fmt::arg("url", shell_quote(url)), fmt::arg("address", address), fmt::arg("port", port),
         fmt::arg("resolver", shell_quote(resolver)));
 }

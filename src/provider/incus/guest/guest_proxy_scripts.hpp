@@ -20,12 +20,6 @@ namespace agentctl::provider::incus {
 // and pip's own variables.
 [[nodiscard]] std::map<std::string, std::string> proxy_environment(const std::string& url);
 
-// sh lines (run as root) that put `environment` into /etc/environment (PAM),
-// between `MARK begin` and `MARK end` lines, and into `profile_file` (login
-// shells), replacing what an earlier run with the same MARK wrote. Sets $mark.
-[[nodiscard]] std::string environment_files_script(std::string_view mark, std::string_view profile_file,
-                                                   const std::map<std::string, std::string>& environment);
-
 // A POSIX sh script (run as root) that writes the same settings where login
 // shells, PAM, apt, git, npm, pip and ssh look for them:
 //   /etc/environment, /etc/profile.d/agentctl-proxy.sh, /etc/apt/apt.conf.d/

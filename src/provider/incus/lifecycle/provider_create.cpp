@@ -28,7 +28,7 @@
 #include "provider/incus/network/host_ports.hpp"
 #include "egress_proxy/sandbox_ca.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
-#include "provider/incus/lifecycle/sandbox_secrets.hpp"
+#include "provider/common/sandbox_secrets.hpp"
 #include "provider/incus/lifecycle/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
@@ -310,11 +310,11 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     // (Instance placement: the companion comes up on the bridge meanwhile.)
     const auto proxy_at = proxy_address(placement, subnet.host(1)).address_text();
     // Secrets: placeholders and the sandbox CA exist before the proxy starts (it reads them).
-    const auto secrets = plan_sandbox_secrets(spec.secrets);
+    const auto secrets = common::plan_sandbox_secrets(spec.secrets);
     std::string ca_cert;
     if (!secrets.empty() && !m_api.preview()) {
         const std::filesystem::path dir = state_dir_of(m_context, host, spec.name);
-        write_sandbox_secrets(dir, secrets);
+        common::write_sandbox_secrets(dir, secrets);
         ca_cert = egress_proxy::load_or_make_sandbox_ca(dir, spec.name).cert;
     }
     std::future<void> proxy;
@@ -330,7 +330,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     const auto pool = setting(m_context, config_key::k_storage_pool);
     auto devices = instance_devices(spec, bridge, pool);
     confine_instance(config, devices, subnet, confined, proxy_at, k_egress_proxy_port, spec.isolation);
-    const auto secret_env = secret_environment(secrets);
+    const auto secret_env = common::secret_environment(secrets);
     for (const auto& [name, value] : secret_env) config["environment." + name] = value;
     config[std::string(key::k_resolver)] = resolver_record(resolver);
     // Only agentctl starts it (start_gate.hpp): this create's start has a pass.
@@ -360,7 +360,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     std::string script = bootstrap_user_script(spec.user, guest_uid);
     if (confined) {
         auto setup = proxy_setup_script(proxy_at, k_egress_proxy_port, subnet.host(1).address_text());
-        if (!secrets.empty()) setup += "\n" + guest_secret_script(ca_cert, secret_env);
+        if (!secrets.empty()) setup += "\n" + common::guest_secret_script(ca_cert, secret_env);
         script = with_proxy_setup(script, setup);
     }
     auto result = run_as_root(spec.name, script, 120);
@@ -379,7 +379,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
                                 spec.user, user->uid, user->gid, spec.name, guest_uid),
                     "use an image that has no user with that id");
     }
-    if (!secrets.empty() && !m_api.preview() && result.out.find("agentctl-secrets-configured") == std::string::npos) {
+    if (!secrets.empty() && !m_api.preview() && result.out.find(common::k_secrets_configured) == std::string::npos) {
         throw Error(fmt::format("installing the sandbox CA in {} failed (exit {}): {}", spec.name, result.exit_code,
                                 result.err),
                     "the image needs a POSIX shell and sed");

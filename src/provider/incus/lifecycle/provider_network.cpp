@@ -15,7 +15,7 @@
 #include "provider/common/process_identity.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/lifecycle/provider_impl.hpp"
-#include "provider/incus/lifecycle/sandbox_secrets.hpp"
+#include "provider/common/sandbox_secrets.hpp"
 #include "provider/incus/network/proxy_instance.hpp"
 
 namespace agentctl::provider::incus {
@@ -181,7 +181,7 @@ void IncusProvider::add_egress_lines(const SandboxRecord& record, InstanceInfo& 
     info.egress_proxy = proxy;
     if (!status.log_path.empty()) info.extra.emplace_back("Egress log", status.log_path);
     // Bindings only: the record holds no value.
-    for (const auto& secret : read_sandbox_secrets(state_dir_of(m_context, site.host, site.sandbox))) {
+    for (const auto& secret : common::read_sandbox_secrets(state_dir_of(m_context, site.host, site.sandbox))) {
         info.extra.emplace_back("Secret " + secret.name,
                                 policy::describe_secret_use({secret.name, secret.env, secret.hosts, secret.origin}));
     }

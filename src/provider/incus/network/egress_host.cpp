@@ -19,7 +19,7 @@
 #include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
 #include "provider/incus/network/host_cgroup.hpp"
-#include "provider/incus/lifecycle/sandbox_secrets.hpp"
+#include "provider/common/sandbox_secrets.hpp"
 #include "provider/incus/lifecycle/settings.hpp"
 
 namespace agentctl::provider::incus {
@@ -125,7 +125,7 @@ public:
         }
         auto options = spawn_options(site, paths.output());
         // The sandbox's secrets: fetched now, handed over on the proxy's stdin.
-        options.input = proxy_secret_payload(m_context.state_dir, paths.dir, site.sandbox, m_context.runner);
+        options.input = common::proxy_secret_payload(m_context.state_dir, paths.dir, site.sandbox, m_context.runner);
         if (!options.input.empty()) {
             argv.insert(argv.end(),
                         {"--secrets-fd", "0", "--secrets-socket", paths.secrets_socket().filename().string()});
@@ -148,7 +148,7 @@ public:
             paths.dir = entry.path();
             paths.run = paths.dir / "run";
             const auto sandbox = paths.dir.filename().string();
-            const auto records = read_sandbox_secrets(paths.dir);
+            const auto records = common::read_sandbox_secrets(paths.dir);
             if (std::none_of(records.begin(), records.end(), [&](const auto& r) { return r.name == secret; })) continue;
             if (common::verified_pid(paths.record().string()) <= 0)
                 continue;  // not running: it reads the value at start
@@ -159,7 +159,7 @@ public:
                                 sandbox));
                 continue;
             }
-            const auto payload = proxy_secret_payload(m_context.state_dir, paths.dir, sandbox, m_context.runner);
+            const auto payload = common::proxy_secret_payload(m_context.state_dir, paths.dir, sandbox, m_context.runner);
             reached.push_back(fmt::format(
                 "{}: {}", sandbox, egress_proxy::send_secret_rotation(paths.secrets_socket().string(), payload)));
         }

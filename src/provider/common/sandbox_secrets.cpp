@@ -1,6 +1,7 @@
-#include "provider/incus/lifecycle/sandbox_secrets.hpp"
+#include "provider/common/sandbox_secrets.hpp"
 
-#include <sys/random.h>
+#include <sys/random.h>  // getentropy on macOS
+#include <unistd.h>      // getentropy on Linux
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -11,9 +12,9 @@
 #include "egress_proxy/sandbox_ca.hpp"
 #include "egress_proxy/secret_injection.hpp"
 #include "policy/secret_store.hpp"
-#include "provider/incus/guest/guest_proxy_scripts.hpp"
+#include "provider/common/guest_environment.hpp"
 
-namespace agentctl::provider::incus {
+namespace agentctl::provider::common {
 namespace {
 
 namespace fs = std::filesystem;
@@ -22,7 +23,7 @@ fs::path record_file(const fs::path& sandbox_dir) { return sandbox_dir / "secret
 
 std::string random_hex(std::size_t bytes) {
     std::string raw(bytes, '\0');
-    if (::getrandom(raw.data(), raw.size(), 0) != static_cast<ssize_t>(raw.size()))
+    if (::getentropy(raw.data(), raw.size()) != 0)
         throw Error("cannot draw random bytes for a secret's placeholder", "");
     std::string hex;
     for (unsigned char c : raw) hex += fmt::format("{:02x}", c);
@@ -104,10 +105,15 @@ printf '%s' {pem} >{ca}
 if ! {{ command -v update-ca-certificates >/dev/null 2>&1 && update-ca-certificates >/dev/null; }}; then
   mkdir -p "$(dirname {bundle})"; cat {ca} >>{bundle}
 fi
-{environment}echo agentctl-secrets-configured
+{environment}# Proof that it landed: the bundle the variables name holds the certificate.
+if ! grep -qF "$(sed -n 2p {ca})" {bundle}; then
+  echo "agentctl: the sandbox CA is not in "{bundle} >&2; exit 1
+fi
+echo {done}
 )SH",
         fmt::arg("ca", shell_quote(std::string(policy::k_sandbox_ca_file))), fmt::arg("pem", shell_quote(ca_cert_pem)),
         fmt::arg("bundle", shell_quote(std::string(policy::k_system_ca_bundle))),
+        fmt::arg("done", k_secrets_configured),
         fmt::arg("environment",
                  environment_files_script("# agentctl secrets", "/etc/profile.d/agentctl-secrets.sh", environment)));
 }
@@ -132,4 +138,4 @@ std::string proxy_secret_payload(const fs::path& state_dir, const fs::path& sand
     return egress_proxy::secret_payload_json(payload);
 }
 
-}  // namespace agentctl::provider::incus
+}  // namespace agentctl::provider::common

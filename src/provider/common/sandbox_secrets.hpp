@@ -1,15 +1,17 @@
-// A sandbox's secrets on Incus: the record of which secrets it uses and their
-// placeholders (secrets.json, root, 0600, in the directory of the sandbox's
-// host files: host_user.hpp), the per-sandbox CA beside it (egress-ca.key
-// 0600; the certificate is all the guest gets),
-// what the guest's environment holds, and the payload its egress proxy reads
-// on its stdin at each start (values fetched then: a `--from-command` secret's
-// command runs at each start).
+// A sandbox's secrets, whatever the provider: the record of which secrets it
+// uses and their placeholders (secrets.json, 0600, in the directory of the
+// sandbox's host files: Incus's host_user.hpp, Lima's lima_paths.hpp), the
+// per-sandbox CA beside it (egress-ca.key 0600; the certificate is all the
+// guest gets), what the guest's environment holds, the root script that puts
+// the CA and that environment into the guest, and the payload its egress proxy
+// reads on its stdin at each start (values fetched then: a `--from-command`
+// secret's command runs at each start).
 #pragma once
 
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agentctl/sandbox.hpp"
@@ -18,7 +20,7 @@ namespace agentctl {
 class ProcessRunner;
 }
 
-namespace agentctl::provider::incus {
+namespace agentctl::provider::common {
 
 struct SandboxSecret {
     std::string name;
@@ -43,9 +45,13 @@ void write_sandbox_secrets(const std::filesystem::path& sandbox_dir, const std::
 // curl find the CA (the system bundle, which holds it once installed).
 [[nodiscard]] std::map<std::string, std::string> secret_environment(const std::vector<SandboxSecret>& secrets);
 
+// The line guest_secret_script prints last, once the CA is in the trust store.
+inline constexpr std::string_view k_secrets_configured = "agentctl-secrets-configured";
+
 // A root script for the guest: installs `ca_cert_pem` into the trust store
-// (update-ca-certificates, else appended to the bundle) and writes the
-// variables to /etc/environment and /etc/profile.d for login shells.
+// (update-ca-certificates, else appended to the bundle), writes the variables
+// to /etc/environment and /etc/profile.d for login shells, then checks that
+// the bundle holds the certificate and prints k_secrets_configured.
 [[nodiscard]] std::string guest_secret_script(const std::string& ca_cert_pem,
                                               const std::map<std::string, std::string>& environment);
 
@@ -56,4 +62,4 @@ void write_sandbox_secrets(const std::filesystem::path& sandbox_dir, const std::
                                                const std::filesystem::path& sandbox_dir, const std::string& sandbox,
                                                ProcessRunner& runner);
 
-}  // namespace agentctl::provider::incus
+}  // namespace agentctl::provider::common
