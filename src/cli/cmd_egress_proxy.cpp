@@ -25,6 +25,9 @@ void add_egress_proxy(CLI::App& app, CommandEnv& env) {
                     "Read the secrets and the sandbox CA from this descriptor at start (agentctl passes a pipe)");
     cmd->add_option("--secrets-socket", options->secrets_socket,
                     "Take new secret values on this Unix socket while running (from root only)");
+    cmd->add_option("--secrets-peer-uid", options->secrets_peer_uid,
+                    "Also take new secret values from this user on the socket (the user that runs agentctl)")
+        ->check(CLI::Range(0L, 4294967295L));
     cmd->add_option("--upstream-ca", options->upstream_ca_file,
                     "Also trust this CA for the hosts whose TLS is terminated (test origins only)");
     cmd->add_flag("--companion", options->companion,

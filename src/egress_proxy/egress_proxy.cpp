@@ -249,7 +249,8 @@ int run_egress_proxy(const ProxyOptions& options) {
 
         std::optional<SecretListener> rotation;
         if (shared.intercept && !options.secrets_socket.empty())
-            rotation.emplace(server.main_io(), options.secrets_socket, *shared.intercept, log);
+            rotation.emplace(server.main_io(), options.secrets_socket, options.secrets_peer_uid, *shared.intercept,
+                             log);
 
         tcp::acceptor acceptor(server.main_io());
         boost::system::error_code ec;

@@ -88,6 +88,11 @@ struct ProxyOptions {
     // Optional, with secrets: a Unix socket path the proxy listens on for new
     // values while it runs (`secret set`, secret_rotation.hpp); root only.
     std::string secrets_socket;
+    // Optional, with secrets_socket: one more uid that may hand new values,
+    // the user agentctl runs as where the proxy runs as that same user and
+    // that user owns the secret store anyway (Lima); -1: root only (Incus,
+    // whose proxies run as a user of their own).
+    long secrets_peer_uid = -1;
     // Optional, for test origins only (agentctl never sets it by default): a
     // CA file trusted besides the system's trust store for terminated hosts.
     std::string upstream_ca_file;

@@ -18,8 +18,10 @@ class TlsIntercept;
 class SecretListener {
 public:
     // Binds `path` (mode 0600, replacing a stale socket) and starts accepting
-    // on `io`. Throws agentctl::Error when it cannot.
-    SecretListener(boost::asio::io_context& io, std::string path, TlsIntercept& intercept, AccessLog& log);
+    // on `io`: from root, and from `peer_uid` too unless it is -1. Throws
+    // agentctl::Error when it cannot.
+    SecretListener(boost::asio::io_context& io, std::string path, long peer_uid, TlsIntercept& intercept,
+                   AccessLog& log);
     ~SecretListener();
     SecretListener(const SecretListener&) = delete;
     SecretListener& operator=(const SecretListener&) = delete;
@@ -30,6 +32,7 @@ private:
     void serve(boost::asio::local::stream_protocol::socket& peer);
 
     std::string m_path;
+    long m_peer_uid;
     TlsIntercept& m_intercept;
     AccessLog& m_log;
     boost::asio::local::stream_protocol::acceptor m_acceptor;

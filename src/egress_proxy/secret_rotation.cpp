@@ -26,6 +26,21 @@ namespace local = boost::asio::local;
 constexpr std::size_t k_max_payload_bytes = 1024 * 1024;
 constexpr int k_timeout_seconds = 5;
 
+// The connecting process's uid as the kernel saw it, or -1 when it does not say.
+long peer_uid(int fd) {
+#if defined(__linux__)
+    ucred credentials{};
+    socklen_t size = sizeof credentials;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return -1;
+    return static_cast<long>(credentials.uid);
+#else
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (::getpeereid(fd, &uid, &gid) != 0) return -1;
+    return static_cast<long>(uid);
+#endif
+}
+
 void set_timeouts(int fd) {
     timeval limit{k_timeout_seconds, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
@@ -80,8 +95,9 @@ std::string send_secret_rotation(const std::string& socket_path, const std::stri
     return answer;
 }
 
-SecretListener::SecretListener(boost::asio::io_context& io, std::string path, TlsIntercept& intercept, AccessLog& log)
-    : m_path(std::move(path)), m_intercept(intercept), m_log(log), m_acceptor(io) {
+SecretListener::SecretListener(boost::asio::io_context& io, std::string path, long peer_uid, TlsIntercept& intercept,
+                               AccessLog& log)
+    : m_path(std::move(path)), m_peer_uid(peer_uid), m_intercept(intercept), m_log(log), m_acceptor(io) {
     ::unlink(m_path.c_str());  // a socket an earlier proxy left
     boost::system::error_code ec;
     m_acceptor.open(local::stream_protocol(), ec);
@@ -112,11 +128,12 @@ void SecretListener::accept() {
 
 void SecretListener::serve(local::stream_protocol::socket& peer) {
     const int fd = peer.native_handle();
-    ucred credentials{};
-    socklen_t size = sizeof credentials;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0 || credentials.uid != 0) {
-        m_log.write(
-            LogLine("secrets").add("decision", "refused").add("reason", "not root").add("uid", credentials.uid));
+    const long uid = peer_uid(fd);
+    if (uid != 0 && (m_peer_uid < 0 || uid != m_peer_uid)) {
+        m_log.write(LogLine("secrets")
+                        .add("decision", "refused")
+                        .add("reason", m_peer_uid < 0 ? "not root" : "neither root nor the owner")
+                        .add("uid", uid));
         return;  // closed unanswered
     }
     set_timeouts(fd);

@@ -4,8 +4,9 @@
 // (root) connects, writes the same payload the proxy read at start
 // (secret_injection.hpp) and shuts its side; the proxy takes the new values
 // for the secrets it already has (placeholders and hosts stay as they were)
-// and answers one line. Only root may connect (SO_PEERCRED): another process
-// of the proxy's uid cannot set a value.
+// and answers one line. Only root may connect (SO_PEERCRED; getpeereid off
+// Linux), and the one uid `--secrets-peer-uid` names: another process of the
+// proxy's uid cannot set a value unless that uid is named.
 #pragma once
 
 #include <string>
