@@ -61,7 +61,8 @@ TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start a
                         AGENTCTL_BINARY, static_cast<std::uint16_t>(std::stoi(proxy_port)),
                         {provider::lima::egress_policy_path(world.state_dir(), "demo").string(),
                          provider::lima::egress_pid_path(world.state_dir(), "demo").string(),
-                         provider::lima::egress_log_path(world.state_dir(), "demo").string()})));
+                         provider::lima::egress_log_path(world.state_dir(), "demo").string(),
+                         provider::lima::egress_secrets_socket_path(world.state_dir(), "demo").string()})));
     CHECK(out[1].find(" egress-proxy --listen 127.0.0.1:" + proxy_port + " --policy ") != std::string::npos);
     // the full profile is on the sandbox-exec command line (quoted, with its newlines)
     CHECK(out[2].rfind("env HTTPS_PROXY=http://127.0.0.1:" + proxy_port, 0) == 0);

@@ -1,5 +1,7 @@
 #include "provider/common/sandbox_secrets.hpp"
 
+#include <algorithm>
+
 #include <sys/random.h>  // getentropy on macOS
 #include <unistd.h>      // getentropy on Linux
 
@@ -11,6 +13,7 @@
 #include "core/files.hpp"
 #include "egress_proxy/sandbox_ca.hpp"
 #include "egress_proxy/secret_injection.hpp"
+#include "egress_proxy/secret_rotation.hpp"
 #include "policy/secret_store.hpp"
 #include "provider/common/guest_environment.hpp"
 
@@ -136,6 +139,20 @@ std::string proxy_secret_payload(const fs::path& state_dir, const fs::path& sand
         payload.secrets.push_back(std::move(injected));
     }
     return egress_proxy::secret_payload_json(payload);
+}
+
+std::optional<std::string> rotate_sandbox_secret(const fs::path& state_dir, const fs::path& sandbox_dir,
+                                                 const std::string& sandbox, const std::string& secret,
+                                                 const fs::path& socket, ProcessRunner& runner) {
+    const auto records = read_sandbox_secrets(sandbox_dir);
+    if (std::none_of(records.begin(), records.end(), [&](const auto& r) { return r.name == secret; }))
+        return std::nullopt;
+    if (!fs::exists(socket)) {
+        return fmt::format(
+            "{}: its egress proxy takes no new values while it runs; it gets the new value at its next start", sandbox);
+    }
+    const auto payload = proxy_secret_payload(state_dir, sandbox_dir, sandbox, runner);
+    return fmt::format("{}: {}", sandbox, egress_proxy::send_secret_rotation(socket.string(), payload));
 }
 
 }  // namespace agentctl::provider::common

@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,5 +62,16 @@ inline constexpr std::string_view k_secrets_configured = "agentctl-secrets-confi
 [[nodiscard]] std::string proxy_secret_payload(const std::filesystem::path& state_dir,
                                                const std::filesystem::path& sandbox_dir, const std::string& sandbox,
                                                ProcessRunner& runner);
+
+// `secret set SECRET` for one sandbox whose proxy is running: nullopt when the
+// sandbox does not use SECRET; else one sentence naming the sandbox: the
+// proxy's answer to the new payload sent on `socket`, or, when there is no
+// socket, that it gets the value at its next start. Throws agentctl::Error
+// as proxy_secret_payload and egress_proxy::send_secret_rotation do.
+[[nodiscard]] std::optional<std::string> rotate_sandbox_secret(const std::filesystem::path& state_dir,
+                                                               const std::filesystem::path& sandbox_dir,
+                                                               const std::string& sandbox, const std::string& secret,
+                                                               const std::filesystem::path& socket,
+                                                               ProcessRunner& runner);
 
 }  // namespace agentctl::provider::common

@@ -16,6 +16,7 @@
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
+#include "policy/secret_store.hpp"
 #include "provider/lima/lima_paths.hpp"
 
 namespace agentctl::provider::lima {
@@ -110,10 +111,15 @@ LimaState LimaBackend::require_state(const std::string& name) const {
 
 ProxyPaths LimaBackend::proxy_paths(const std::string& name) const {
     return {egress_policy_path(m_ctx.state_dir, name).string(), egress_pid_path(m_ctx.state_dir, name).string(),
-            egress_log_path(m_ctx.state_dir, name).string()};
+            egress_log_path(m_ctx.state_dir, name).string(),
+            egress_secrets_socket_path(m_ctx.state_dir, name).string()};
 }
 
-std::vector<std::string> LimaBackend::proxy_argv(const std::string& name, std::uint16_t port) const {
+std::vector<common::SandboxSecret> LimaBackend::sandbox_secrets(const std::string& name) const {
+    return common::read_sandbox_secrets(instance_state_dir(m_ctx.state_dir, name));
+}
+
+std::vector<std::string> LimaBackend::proxy_argv(const std::string& name, std::uint16_t port, bool secrets) const {
     // The proxy is started detached with execv: it needs an absolute path. A
     // bare name (where the platform could not tell agentctl its own path) is
     // looked up on PATH the way a shell would.
@@ -132,7 +138,7 @@ std::vector<std::string> LimaBackend::proxy_argv(const std::string& name, std::u
             start = end + 1;
         }
     }
-    return proxy_command(exe, port, proxy_paths(name));
+    return proxy_command(exe, port, proxy_paths(name), secrets, ::getuid());
 }
 
 std::set<std::uint16_t> LimaBackend::ports_in_use_by_other_instances(const std::string& name) const {
@@ -289,6 +295,11 @@ InstanceInfo LimaBackend::status(const std::string& name) {
                                         running_proxy_pid(proxy_paths(name).pid_file) > 0 ? "running" : "not running"));
         info.extra.emplace_back("Egress log", egress_log_path(m_ctx.state_dir, name).string());
     }
+    // Bindings only: the record holds no value.
+    for (const auto& secret : sandbox_secrets(name)) {
+        info.extra.emplace_back("Secret " + secret.name,
+                                policy::describe_secret_use({secret.name, secret.env, secret.hosts, secret.origin}));
+    }
     if (!state.agent.empty()) {
         info.extra.emplace_back("Agent", state.agent + (state.agent_installed ? " (installed)" : " (install pending)"));
     }
@@ -359,6 +370,20 @@ void LimaBackend::apply_network_policy(const std::string& name, const policy::Ne
     write_policy(name, network);
     // The proxy also notices the changed file by itself; SIGHUP makes it immediate.
     if (int pid = running_proxy_pid(proxy_paths(name).pid_file); pid > 0) ::kill(pid, SIGHUP);
+}
+
+std::vector<std::string> LimaBackend::refresh_secret(const std::string& secret) {
+    std::vector<std::string> reached;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(instances_dir(m_ctx.state_dir), ec)) {
+        const auto name = entry.path().filename().string();
+        const auto paths = proxy_paths(name);
+        if (running_proxy_pid(paths.pid_file) <= 0) continue;  // not running: it reads the value at start
+        if (auto line = common::rotate_sandbox_secret(m_ctx.state_dir, entry.path(), name, secret, paths.secrets_socket,
+                                                      m_ctx.runner))
+            reached.push_back(std::move(*line));
+    }
+    return reached;
 }
 
 }  // namespace agentctl::provider::lima

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agentctl/provider.hpp"
+#include "provider/common/sandbox_secrets.hpp"
 #include "provider/lima/guest_probe.hpp"
 #include "provider/lima/lima_instance.hpp"
 #include "provider/lima/lima_state.hpp"
@@ -36,6 +37,7 @@ public:
     int shell(const std::string& name, bool root) override;
     int logs(const std::string& name, const LogRequest& request) override;
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
+    std::vector<std::string> refresh_secret(const std::string& secret) override;
 
 private:
     // ---- limactl
@@ -50,7 +52,9 @@ private:
     // ---- state
     [[nodiscard]] LimaState require_state(const std::string& name) const;
     [[nodiscard]] ProxyPaths proxy_paths(const std::string& name) const;
-    [[nodiscard]] std::vector<std::string> proxy_argv(const std::string& name, std::uint16_t port) const;
+    [[nodiscard]] std::vector<std::string> proxy_argv(const std::string& name, std::uint16_t port, bool secrets) const;
+    // The secrets the sandbox uses (its record: names, placeholders, hosts; never a value).
+    [[nodiscard]] std::vector<common::SandboxSecret> sandbox_secrets(const std::string& name) const;
     [[nodiscard]] std::set<std::uint16_t> ports_in_use_by_other_instances(const std::string& name) const;
     void write_policy(const std::string& name, const policy::NetworkPolicy& network);
 
@@ -74,6 +78,7 @@ private:
     void boot_unrestricted(LimaState& state);
     // The egress proxy, then `limactl start` under sandbox-exec with the proxy in its environment.
     struct ConfinedBoot {
+        bool secrets = false;  // the proxy reads the sandbox's secrets on its stdin
         std::vector<std::string> proxy;
         std::vector<std::string> start;
         std::map<std::string, std::string> env;
@@ -86,6 +91,14 @@ private:
     Confinement check_confinement(const std::string& name, std::uint16_t ssh_port, std::uint16_t proxy_port);
     // The confinement check found a way out: stops the instance and its proxy, and throws.
     [[noreturn]] void halt_escaped(LimaState& state, const std::string& reason);
+    // Stops the instance and its proxy, and throws `message` with `hint`.
+    [[noreturn]] void halt(LimaState& state, const std::string& message, const std::string& hint);
+    // The sandbox CA into the guest's trust store and the secrets' placeholders
+    // (and the CA variables) into every session's environment, as root through
+    // `limactl shell`; the script proves the CA is in the bundle. On failure
+    // stops the instance and its proxy, and throws.
+    void install_guest_secrets(LimaState& state);
+    [[nodiscard]] std::vector<std::string> guest_secrets_argv(const std::string& name, bool preview) const;
     void install_agent(LimaState& state);
 
     ProviderContext& m_ctx;

@@ -10,6 +10,7 @@
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
 #include "core/utc_time.hpp"
+#include "egress_proxy/sandbox_ca.hpp"
 #include "provider/lima/lima_backend.hpp"
 #include "provider/lima/lima_paths.hpp"
 #include "provider/lima/loopback.hpp"
@@ -68,7 +69,31 @@ void LimaBackend::create(const SandboxSpec& spec) {
                     "start it with `agentctl start " + spec.name + "`, or delete it first");
     }
     create_locked(spec, image, expressions, settings, confined);
-    if (!spec.agent.empty()) start(spec.name, StartRequest{});
+    // With secrets, create boots the sandbox to hand the guest its CA and
+    // placeholders; a create that could not leaves nothing behind.
+    if (spec.agent.empty() && spec.secrets.empty()) return;
+    try {
+        start(spec.name, StartRequest{});
+    } catch (...) {
+        const auto state = load_state(m_ctx.state_dir, spec.name);
+        if (spec.secrets.empty() || !state || state->secrets_installed) throw;
+        if (spec.keep_on_failure) {
+            m_ctx.reporter.notice(
+                fmt::format("create failed; kept what was made for {} (--keep-on-failure): "
+                            "`agentctl delete {} --force` removes it",
+                            spec.name, spec.name));
+            throw;
+        }
+        m_ctx.reporter.notice(fmt::format("create failed; removing what was made for {}", spec.name));
+        try {
+            remove(spec.name, true);
+            m_ctx.reporter.notice(fmt::format("removed what was made for {}", spec.name));
+        } catch (const std::exception& cleanup) {
+            m_ctx.reporter.warning(fmt::format("cleanup of {} failed: {} (run agentctl delete {} --force)", spec.name,
+                                               cleanup.what(), spec.name));
+        }
+        throw;
+    }
 }
 
 void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& image,
@@ -141,6 +166,12 @@ void LimaBackend::create_locked(const SandboxSpec& spec, const std::string& imag
         state.mounts = spec.mounts;
         state.ports = spec.ports;
         write_policy(spec.name, spec.network);
+        // Secrets: the placeholders and the sandbox CA, on the host only; the
+        // first start hands the guest the placeholders and the CA's certificate.
+        if (!spec.secrets.empty()) {
+            common::write_sandbox_secrets(dir, common::plan_sandbox_secrets(spec.secrets));
+            (void)egress_proxy::load_or_make_sandbox_ca(dir, spec.name);
+        }
         save_state(m_ctx.state_dir, state);
     } catch (...) {
         cleanup();

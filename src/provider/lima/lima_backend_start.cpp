@@ -9,7 +9,9 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "egress_proxy/sandbox_ca.hpp"
 #include "policy/catalog.hpp"
+#include "policy/secret_store.hpp"
 #include "provider/common/agent_install.hpp"
 #include "provider/lima/confinement_check.hpp"
 #include "provider/lima/guest_probe.hpp"
@@ -111,7 +113,8 @@ LimaBackend::ConfinedBoot LimaBackend::confined_boot(const LimaState& state) con
     options.host_resolver = !state.dns_disabled;
     const auto profile = sandbox_profile::compact_sbpl(sandbox_profile::generate_sbpl(options));
     ConfinedBoot boot;
-    boot.proxy = proxy_argv(state.name, state.proxy_port);
+    boot.secrets = !sandbox_secrets(state.name).empty();
+    boot.proxy = proxy_argv(state.name, state.proxy_port, boot.secrets);
     boot.start = sandboxed(m_ctx.platform.sandbox_exec_path(), profile, limactl_start(state.name));
     // Lima's own downloads during start (the base image on first boot) go
     // through the egress proxy too: nothing else can leave the sandbox.
@@ -131,6 +134,42 @@ void LimaBackend::print_confined_boot(const LimaState& state) {
     with_env.insert(with_env.end(), boot.start.begin(), boot.start.end());
     print_preview(with_env);
     print_preview(limactl_shell(state.name, {"sh", "-c", probe_script(k_host_gateway, "<canary-port>")}));
+    if (boot.secrets) print_preview(guest_secrets_argv(state.name, true));
+}
+
+std::vector<std::string> LimaBackend::guest_secrets_argv(const std::string& name, bool preview) const {
+    // A preview makes no CA: it names the script instead of printing it.
+    if (preview)
+        return exec_command(name, {"sh", "-c", "<the sandbox CA and the placeholders: guest_secret_script>"}, true);
+    const auto dir = instance_state_dir(m_ctx.state_dir, name);
+    const auto ca = egress_proxy::load_or_make_sandbox_ca(dir, name);
+    return exec_command(
+        name, {"sh", "-c", common::guest_secret_script(ca.cert, common::secret_environment(sandbox_secrets(name)))},
+        true);
+}
+
+void LimaBackend::install_guest_secrets(LimaState& state) {
+    const auto argv = guest_secrets_argv(state.name, false);
+    m_ctx.reporter.step(fmt::format(
+        "installing the sandbox CA and the secrets' placeholders in {} (as root, limactl shell)", state.name));
+    ProcessRequest request;
+    request.argv = argv;
+    request.timeout = std::chrono::minutes(2);
+    const auto result = m_ctx.runner.run(request);
+    if (!result.ok() || result.out.find(common::k_secrets_configured) == std::string::npos) {
+        // The script's own word is its last line.
+        auto detail = result.err.empty() ? result.out : result.err;
+        while (!detail.empty() && (detail.back() == '\n' || detail.back() == '\r')) detail.pop_back();
+        detail = detail.substr(detail.rfind('\n') == std::string::npos ? 0 : detail.rfind('\n') + 1);
+        halt(state,
+             fmt::format("installing the sandbox CA in \"{}\" failed ({}): {}; the instance was stopped", state.name,
+                         result.timed_out ? "timed out" : "exit code " + std::to_string(result.pass_through_code()),
+                         detail),
+             "the guest needs sh, sed, grep and passwordless sudo; its CA goes to " +
+                 std::string(policy::k_sandbox_ca_file));
+    }
+    state.secrets_installed = true;
+    save_state(m_ctx.state_dir, state);
 }
 
 std::string LimaBackend::boot_confined(LimaState& state) {
@@ -142,8 +181,12 @@ std::string LimaBackend::boot_confined(LimaState& state) {
                                 state.proxy_port, state.name),
                     "stop that program, or delete and re-create the sandbox to pin another port");
     }
-    start_detached_proxy(boot.proxy, (instance_state_dir(m_ctx.state_dir, state.name) / "egress-proxy.out").string(),
-                         paths.pid_file, state.proxy_port);
+    // The secrets' values now (a command secret's command runs at each start), before anything starts:
+    // a secret that is gone stops the start here.
+    const auto dir = instance_state_dir(m_ctx.state_dir, state.name);
+    const auto secrets =
+        boot.secrets ? common::proxy_secret_payload(m_ctx.state_dir, dir, state.name, m_ctx.runner) : std::string();
+    start_detached_proxy(boot.proxy, (dir / "egress-proxy.out").string(), paths.pid_file, state.proxy_port, secrets);
     try {
         run_limactl(boot.start, "start " + state.name + " under sandbox-exec", boot.env);
     } catch (...) {
@@ -160,23 +203,28 @@ std::string LimaBackend::boot_confined(LimaState& state) {
         confinement.verdict == Verdict::Verified ? ConfinementState::Verified : ConfinementState::NotVerified,
         confinement.reason};
     save_state(m_ctx.state_dir, state);
+    if (boot.secrets) install_guest_secrets(state);
     return "network confinement " + to_string(state.confinement);
 }
 
 void LimaBackend::halt_escaped(LimaState& state, const std::string& reason) {
-    ProcessRequest halt;
-    halt.argv = limactl_stop(state.name, true);
-    halt.timeout = std::chrono::minutes(5);
+    halt(state, "network confinement failed: " + reason + "; the instance was stopped",
+         std::string("do not start it with limactl; ") + k_troubleshooting);
+}
+
+void LimaBackend::halt(LimaState& state, const std::string& message, const std::string& hint) {
+    ProcessRequest request;
+    request.argv = limactl_stop(state.name, true);
+    request.timeout = std::chrono::minutes(5);
     try {
-        (void)m_ctx.runner.run(halt);
+        (void)m_ctx.runner.run(request);
     } catch (const Error&) {
     }
     stop_proxy(proxy_paths(state.name).pid_file);
     state.hostagent_pid = 0;
     state.confinement = {};
     save_state(m_ctx.state_dir, state);
-    throw Error("network confinement failed: " + reason + "; the instance was stopped",
-                std::string("do not start it with limactl; ") + k_troubleshooting);
+    throw Error(message, hint);
 }
 
 void LimaBackend::preview_start(const LimaState& state, const std::string& expression,

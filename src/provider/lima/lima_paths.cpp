@@ -24,6 +24,10 @@ std::filesystem::path egress_log_path(const std::string& state_dir, const std::s
     return instance_state_dir(state_dir, name) / "egress-proxy.log";
 }
 
+std::filesystem::path egress_secrets_socket_path(const std::string& state_dir, const std::string& name) {
+    return instance_state_dir(state_dir, name) / "egress-secrets.sock";
+}
+
 std::filesystem::path lock_file_path(const std::string& state_dir, const std::string& name) {
     return instance_state_dir(state_dir, name) / ".lock";
 }

@@ -16,6 +16,8 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
             "or create the sandbox with --no-network-policy to accept unrestricted egress";
         m.set("network.acl", CapabilityStatus::NotAvailable, why);
         m.set("network.deny-lan", CapabilityStatus::NotAvailable, why);
+        // Secrets are injected by the egress proxy, which a Lima sandbox has only when confined.
+        m.set("network.credentials", CapabilityStatus::NotAvailable, why);
     }
     const char* snapshots =
         "`limactl snapshot` is marked experimental and unstable upstream; agentctl will not build on it until it "
@@ -37,9 +39,6 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
     m.set("placement.target", CapabilityStatus::NotAvailable,
           "a Lima instance runs on this machine; there are no cluster members to place it on (--target is for Incus "
           "clusters)");
-    m.set("network.credentials", CapabilityStatus::UnderDevelopment,
-          "the egress proxy injects secrets, but handing a Lima guest its placeholders and the sandbox CA is not built "
-          "yet; use Incus");
     m.set("gc", CapabilityStatus::UnderDevelopment,
           "finding what an interrupted create left is not built on Lima; `agentctl delete NAME` removes a half-made "
           "instance and its proxy");

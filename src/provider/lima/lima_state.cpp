@@ -58,6 +58,7 @@ std::string state_to_json(const LimaState& s) {
         {"dnsDisabled", s.dns_disabled},
         {"agent", s.agent},
         {"agentInstalled", s.agent_installed},
+        {"secretsInstalled", s.secrets_installed},
         {"sshPort", s.ssh_port},
         {"proxyPort", s.proxy_port},
         {"hostagentPid", s.hostagent_pid},
@@ -82,6 +83,7 @@ LimaState state_from_json(const std::string& text, const std::string& path) {
     s.dns_disabled = read<bool>(doc, "dnsDisabled", path, false);
     s.agent = read<std::string>(doc, "agent", path, "");
     s.agent_installed = read<bool>(doc, "agentInstalled", path, false);
+    s.secrets_installed = read<bool>(doc, "secretsInstalled", path, false);
     s.ssh_port = read_port(doc, "sshPort", path);
     s.proxy_port = read_port(doc, "proxyPort", path);
     s.hostagent_pid = read<int>(doc, "hostagentPid", path, 0);

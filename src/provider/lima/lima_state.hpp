@@ -24,6 +24,9 @@ struct LimaState {
     bool dns_disabled = false;  // profile network.dns.disabled: host resolver off
     std::string agent;          // --agent requested ("" = none)
     bool agent_installed = false;
+    // The sandbox CA and the secrets' placeholders reached the guest (set by
+    // the first start that installed them; a sandbox without secrets: false).
+    bool secrets_installed = false;
     std::uint16_t ssh_port = 0;     // pinned ssh.localPort (49152-65535)
     std::uint16_t proxy_port = 0;   // pinned egress proxy port (49152-65535)
     int hostagent_pid = 0;          // the hostagent agentctl started; 0 when stopped

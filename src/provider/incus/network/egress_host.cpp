@@ -15,7 +15,6 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
-#include "egress_proxy/secret_rotation.hpp"
 #include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
 #include "provider/incus/network/host_cgroup.hpp"
@@ -147,21 +146,11 @@ public:
             Paths paths;
             paths.dir = entry.path();
             paths.run = paths.dir / "run";
-            const auto sandbox = paths.dir.filename().string();
-            const auto records = common::read_sandbox_secrets(paths.dir);
-            if (std::none_of(records.begin(), records.end(), [&](const auto& r) { return r.name == secret; })) continue;
             if (common::verified_pid(paths.record().string()) <= 0)
                 continue;  // not running: it reads the value at start
-            if (!fs::exists(paths.secrets_socket())) {
-                reached.push_back(
-                    fmt::format("{}: its egress proxy takes no new values while it runs; it gets the new "
-                                "value at its next start",
-                                sandbox));
-                continue;
-            }
-            const auto payload = common::proxy_secret_payload(m_context.state_dir, paths.dir, sandbox, m_context.runner);
-            reached.push_back(fmt::format(
-                "{}: {}", sandbox, egress_proxy::send_secret_rotation(paths.secrets_socket().string(), payload)));
+            if (auto line = common::rotate_sandbox_secret(m_context.state_dir, paths.dir, paths.dir.filename().string(),
+                                                          secret, paths.secrets_socket(), m_context.runner))
+                reached.push_back(std::move(*line));
         }
         return reached;
     }
