@@ -67,6 +67,34 @@ public:
 // Elsewhere: whether the address can be bound (HostLocal) or not (Away).
 [[nodiscard]] std::unique_ptr<RouteTable> make_kernel_route_table();
 
+// An address range: `length` leading bits of `address`.
+struct IpPrefix {
+    IpAddress address;
+    int length = 0;
+    friend bool operator==(const IpPrefix&, const IpPrefix&) = default;
+};
+
+// Whether `address` is inside `prefix` (same family).
+[[nodiscard]] bool prefix_contains(const IpPrefix& prefix, const IpAddress& address);
+
+// The IPv4 ranges a Linux kernel delivers to itself, read from its
+// /proc/net/fib_trie text: every LOCAL, BROADCAST, ANYCAST and MULTICAST
+// route of any table (its own addresses, its bridges' gateways, their
+// broadcast addresses, 127/8). Lines it does not know are skipped.
+[[nodiscard]] std::vector<IpPrefix> fib_trie_local_prefixes(std::string_view fib_trie);
+
+// The route table of a proxy that runs in an instance on an Incus server's
+// bridge (a companion instance): `own` (the instance's kernel) first; an
+// address that one sends away is then looked up in the server's own local
+// routing table, read from `server_fib_trie` at each call (the server's
+// /proc/net/fib_trie, mounted read-only into the instance: what the server's
+// kernel delivers to itself at that moment, every address it gained since
+// the instance started included). An address there is HostLocal (interface
+// "the Incus server's routing table"); a table that cannot be read makes
+// every address Unknown (refused). IPv4 only: the companion has no IPv6.
+[[nodiscard]] std::unique_ptr<RouteTable> make_server_route_table(std::string server_fib_trie,
+                                                                  std::unique_ptr<RouteTable> own);
+
 // decide(), then the kernel's word on the address it chose (vet_route with
 // `routes`): an address the route refuses is dropped and the rest decided
 // again. A refusal by the route wins over the policy's refusal of the

@@ -35,8 +35,12 @@ refused_fast() {  # refused_fast CMD...: exits non-zero within 2 s
   local t=$(date +%s%N); ! "$@" >/dev/null 2>&1 && [ $(( ($(date +%s%N) - t) / 1000000 )) -lt 2000 ]
 }
 
+IMP=$A-imp        # an instance that takes the companion's address
+SINK=""
 cleanup() {
   set +e
+  [ -n "$SINK" ] && kill "$SINK" 2>/dev/null
+  incus delete --force "$IMP" >/dev/null 2>&1
   "$AGENTCTL" --provider incus delete --force "$A" >/dev/null 2>&1
   stop_public_hosts "$NS" "$VETH_HOST"
   rm -rf "$WORK"
@@ -45,6 +49,10 @@ trap cleanup EXIT
 
 config_set incus.subnetPool=10.233.0.0/16
 config_set incus.proxyPlacement=instance
+# The companion's sockets, bounded like a host proxy's by the same settings
+# (small here, so the sink below fills them well below the host's limits).
+config_set incus.hostSocketMemory=32MiB
+config_set incus.proxyMaxTunnels=64
 cat >"$WORK/hosts" <<EOF
 $PUB allowed.test
 $PUB_IP other.test
@@ -78,8 +86,8 @@ check "the companion is agentctl's, marked as the sandbox's egress proxy" bash -
 check "the companion has its own uid range, small limits and no guest API" bash -c \
   "[ \"\$(incus config get '$C' security.idmap.isolated)\" = true ] && [ -n \"\$(incus config get '$C' limits.memory)\" ] &&
    [ -n \"\$(incus config get '$C' limits.processes)\" ] && [ \"\$(incus config get '$C' security.guestapi)\" = false ]"
-check "the companion has no mounts: its only devices are root and eth0" \
-  test "$(incus query "/1.0/instances/$C?project=${INCUS_PROJECT:-default}" | python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["expanded_devices"])))')" = "eth0 root"
+check "the companion has no mounts: its only devices are root, eth0 and the server's routing table" \
+  test "$(incus query "/1.0/instances/$C?project=${INCUS_PROJECT:-default}" | python3 -c 'import json,sys; print(" ".join(sorted(json.load(sys.stdin)["expanded_devices"])))')" = "eth0 root server-routes"
 check "both NICs filter MAC and IPv4 sources" bash -c \
   "for i in '$A' '$C'; do incus config device get \$i eth0 security.mac_filtering | grep -qx true &&
      incus config device get \$i eth0 security.ipv4_filtering | grep -qx true || exit 1; done"
@@ -123,6 +131,83 @@ agentctl logs "$A" --network >"$WORK/logs" 2>&1
 check "logs --network reads the proxy's log from the companion" bash -c \
   "grep -q allowed.test '$WORK/logs' && grep 'other.test' '$WORK/logs' | grep -q not-allowlisted"
 
+# ---------------------------------------------------------------- the companion's TCP memory is bounded
+# A destination that accepts and never reads: every tunnel to it pins socket
+# memory in the companion (the sandbox's bytes the proxy holds). The proxy
+# caps the tunnels (503 tunnel-limit beyond incus.proxyMaxTunnels, 64 here),
+# and the companion's memory cgroup caps their kernel TCP memory
+# (incus.hostSocketMemory, 32 MiB here; memory.kmem.tcp on this cgroup v1
+# host), far below the host's tcp_mem: the sandbox fills its cap, never the
+# host's.
+SINK_PORT=8095
+ip netns exec "$NS" python3 -c '
+import socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+l.bind((sys.argv[1], int(sys.argv[2]))); l.listen(1024)
+held = []
+while True:
+    c, _ = l.accept(); held.append(c)
+' "$PUB" "$SINK_PORT" &
+SINK=$!
+companion_memcg() {  # the companion's memory cgroup directory (cgroup v1)
+  local pid path
+  pid=$(incus query "/1.0/instances/$C/state?project=${INCUS_PROJECT:-default}" | json_field 'd["pid"]')
+  path=$(awk -F: '$2 == "memory" {print $3}' "/proc/$pid/cgroup" | sed -E 's#^(.*/lxc\.payload\.[^/]+).*#\1#')
+  echo "/sys/fs/cgroup/memory$path"
+}
+MEMCG=$(companion_memcg)
+if [ -e "$MEMCG/memory.kmem.tcp.limit_in_bytes" ]; then
+  check "the companion's kernel TCP memory is limited by incus.hostSocketMemory (32 MiB)" \
+    test "$(cat "$MEMCG/memory.kmem.tcp.limit_in_bytes")" = 33554432
+  agentctl policy add "$A" allowed.test:$SINK_PORT >/dev/null
+  tcp_pages() { awk '$1 == "TCP:" {for (i = 2; i < NF; i++) if ($i == "mem") print $(i + 1)}' /proc/net/sockstat; }
+  before=$(tcp_pages)
+  in_a python3 -c '
+import socket, sys, time
+proxy, port, target, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+socks, refused = [], []
+for _ in range(n):
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    s.connect((proxy, port)); s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = s.recv(1)
+        if not d: break
+        head += d
+    line = head.split(b"\r\n")[0]
+    if b" 200" in line: socks.append(s)
+    else: refused.append(line.decode(errors="replace")); s.close()
+for s in socks: s.setblocking(False)
+chunk, sent, idle, deadline = b"x" * 65536, 0, time.time(), time.time() + 40
+while time.time() < deadline and time.time() - idle < 3:
+    for s in socks:
+        try:
+            sent += s.send(chunk); idle = time.time()
+        except OSError:  # full (EAGAIN), or closed by the proxy
+            pass
+    time.sleep(0.05)
+print("opened", len(socks), "refused", len(refused), "sent", sent)
+print("first refusal", refused[0] if refused else "-")
+' "$PROXY" 3128 "allowed.test:$SINK_PORT" 70 >"$WORK/sink.out" 2>&1
+  after=$(tcp_pages)
+  cat "$WORK/sink.out" | sed 's/^/# /'
+  peak=$(cat "$MEMCG/memory.kmem.tcp.max_usage_in_bytes")
+  echo "# host TCP memory: $before -> $after pages; the companion's peak $((peak / 1048576)) MiB"
+  check "the proxy opens at most incus.proxyMaxTunnels tunnels for the sandbox, the rest get 503" \
+    bash -c "grep -q '^opened 64 refused 6 ' '$WORK/sink.out' && grep -q '^first refusal HTTP/1.1 503' '$WORK/sink.out'"
+  # (This kernel keeps no failcnt for TCP memory: the peak tells.)
+  check "the tunnels filled the companion's TCP memory cap (the limit was hit)" test "$peak" -ge $((33554432 - 2097152))
+  # The kernel still charges what it must (an ACK, a FIN: a few KiB a socket)
+  # past a full cap; unbounded, these 64 tunnels held about 64 MiB there.
+  check "and the companion's TCP memory stayed at the cap (32 MiB, and at most 8 MiB the kernel forces past it)" \
+    test "$peak" -le $((33554432 + 8388608))
+  agentctl policy remove "$A" allowed.test:$SINK_PORT >/dev/null
+else
+  echo "# no cgroup v1 memory controller for the companion ($MEMCG): its TCP memory is part of limits.memory"
+fi
+kill "$SINK" 2>/dev/null; SINK=""
+
 # ---------------------------------------------------------------- the unit keeps the proxy up
 curl_ok() { "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 3 http://allowed.test:$PORT/ 2>/dev/null | grep -q hello; }
 eventually() { wait_until 60 "$@"; }
@@ -148,6 +233,74 @@ check "start does not copy agentctl again (same hash)" bash -c "! grep -q 'copyi
 check "start verifies confinement again" grep -q "network confinement verified (7/7 probes" "$WORK/start.out"
 check "egress works again after start" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- curl -s -m 10 http://allowed.test:$PORT/ | grep -q hello"
+# ---------------------------------------------------------------- an instance that takes the companion's address
+# The bridge admits the proxy's traffic by the companion's address, and
+# Incus 6.0 has no per-port ACL on a bridge: while the companion is stopped,
+# an instance attached to the sandbox's bridge can take that address and
+# serve the sandbox as an open proxy. status names it and is not "verified";
+# start refuses and stops the sandbox rather than run beside it.
+incus stop --force "$C"
+POOL=$(incus config device get "$C" root pool)
+PREFIX=$(incus network get "$BR" ipv4.address | cut -d/ -f2)
+incus init "$IMAGE" "$IMP" --no-profiles --storage "$POOL" >/dev/null &&
+  incus config device add "$IMP" eth0 nic network="$BR" name=eth0 >/dev/null &&
+  incus start "$IMP" || bad "cannot start the test's instance $IMP"
+wait_until 60 incus exec "$IMP" -- true
+incus exec "$IMP" -- ip addr add "$PROXY/$PREFIX" dev eth0
+incus exec "$IMP" -- ip route replace default via "$GW" src "$PROXY"
+cat >"$WORK/imp.py" <<'EOF'
+import socket, sys, threading
+def pipe(a, b):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d: break
+            b.sendall(d)
+    except OSError: pass
+    for s in (a, b):
+        try: s.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+def serve(c):
+    head = b""
+    while b"\r\n\r\n" not in head:
+        d = c.recv(1)
+        if not d: return
+        head += d
+    host, port = head.split()[1].decode().rsplit(":", 1)
+    u = socket.create_connection((host, int(port)), source_address=(sys.argv[1], 0))
+    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+    for a, b in ((c, u), (u, c)): threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+l = socket.create_server((sys.argv[1], 3128))
+while True:
+    c, _ = l.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+EOF
+incus file push "$WORK/imp.py" "$IMP/root/imp.py" >/dev/null
+incus exec "$IMP" -- sh -c "setsid python3 /root/imp.py $PROXY </dev/null >/dev/null 2>&1 &"
+served() { "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 3 -p -x "http://$PROXY:3128" "http://$PUB:$PORT/" | grep -q hello; }
+if wait_until 60 served; then
+  echo "# the instance with the companion's address serves the sandbox while the companion is stopped"
+else
+  echo "# the instance with the companion's address did not serve the sandbox"
+fi
+one_line() { tr -s ' \n' '  ' <"$1"; }  # the CLI wraps long lines
+agentctl status "$A" >"$WORK/status-imp" 2>&1
+grep -i "confinement" -A3 "$WORK/status-imp" | sed 's/^/# /'
+check "status names the instance on the sandbox's bridge" \
+  bash -c "grep -q \"instance $IMP is on the sandbox's bridge $BR\" <<<\"\$1\"" _ "$(one_line "$WORK/status-imp")"
+check "status does not say verified" bash -c "! grep -Eq '^Confinement: +verified' '$WORK/status-imp'"
+agentctl start "$A" >"$WORK/start-imp.out" 2>&1; rc=$?
+tail -4 "$WORK/start-imp.out" | sed 's/^/# /'
+check "start refuses while the instance is on the bridge (exit $rc)" bash -c \
+  "[ $rc != 0 ] && grep -q 'instance $IMP is on the sandbox' <<<\"\$1\"" _ "$(one_line "$WORK/start-imp.out")"
+check "and stops the sandbox rather than let it run beside it" bash -c \
+  "incus list -f csv -c s '^$A\$' | grep -qx STOPPED"
+not_served() { ! served; }
+check "so the sandbox cannot use it" not_served
+incus delete --force "$IMP" >/dev/null
+agentctl start "$A" >"$WORK/start-after.out" 2>&1
+check "with it gone, start brings the sandbox and its companion back, verified" \
+  grep -q "network confinement verified (7/7 probes" "$WORK/start-after.out"
+
 check "stop stops the companion too" bash -c \
   "'$AGENTCTL' --provider incus stop '$A' >/dev/null && incus list -f csv -c s '^$C\$' | grep -qx STOPPED"
 check "the companion cannot be deleted as a sandbox" bash -c \

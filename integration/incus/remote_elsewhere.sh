@@ -10,7 +10,9 @@
 #   - the probe battery skips the probes that need a listener on this host;
 #   - host directories cannot be mounted;
 # and the sandbox is still confined: an allowlisted name through the proxy, a
-# 403 for another, a direct connection refused. Nothing leaves this machine:
+# 403 for another, a direct connection refused, and an address the server
+# gains after create (on the veth this suite made) is refused by the
+# companion's proxy at connect time, from the server's own routing table. Nothing leaves this machine:
 # the "public" test hosts are in a second namespace (routes checked first).
 #
 # Usage: remote_elsewhere.sh AGENTCTL_BINARY   (exit 77 = skipped, with the reason printed)
@@ -27,6 +29,7 @@ RNET=10.246.$((TAG % 250 + 1))   # /30: .1 this host's veth end, .2 the "server"
 NS=agpn$TAG VETH_HOST=agp${TAG}h VETH_NS=agp${TAG}n
 NET=11.221.$((TAG % 250 + 1))    # the "public" test hosts
 PUB=$NET.2 PORT=8080
+GAINED=11.222.$((TAG % 250 + 1)).9 CANARY_PORT=8090   # an address the server gains after create (a public one)
 WORK=$(mktemp -d /tmp/agentctl-incus-elsewhere.XXXXXX)
 . "$HERE/lib.sh"
 require_incus "network namespaces, and it trusts a client certificate on the daemon"
@@ -42,11 +45,12 @@ SERVER_CERT=/var/lib/incus/server.crt
 
 export INCUS_CONF=$WORK/incus HOME=$WORK/home XDG_CONFIG_HOME=$WORK/home/.config XDG_STATE_HOME=$WORK/home/.local/state
 mkdir -p "$INCUS_CONF/servercerts" "$HOME"
-TRUSTED="" RELAYS=()
+TRUSTED="" RELAYS=() CANARY=""
 cleanup() {
   set +e
   "$AGENTCTL" --provider incus --remote "$REMOTE" delete --force "$S" >/dev/null 2>&1
   for pid in "${RELAYS[@]}"; do kill "$pid" 2>/dev/null; done
+  [ -n "$CANARY" ] && kill "$CANARY" 2>/dev/null
   [ -n "$TRUSTED" ] && incus config trust remove "$TRUSTED" >/dev/null 2>&1
   stop_public_hosts "$NS" "$VETH_HOST"
   ip netns del "$RNS" 2>/dev/null
@@ -113,7 +117,7 @@ check "agentctl takes the server for another machine" grep -q "using the remote 
 
 # ---------------------------------------------------------------- test hosts, names
 start_public_hosts "$NS" "$VETH_HOST" "$VETH_NS" "$NET" "$PUB" || exit 1
-printf '%s allowed.test\n%s other.test\n' "$PUB" "$PUB" >"$WORK/hosts"
+printf '%s allowed.test\n%s other.test\n%s canary.test\n' "$PUB" "$PUB" "$GAINED" >"$WORK/hosts"
 "$AGENTCTL" config set "incus.proxyResolveFile=$WORK/hosts" >/dev/null
 "$AGENTCTL" config set incus.subnetPool=10.222.0.0/16 >/dev/null
 
@@ -130,7 +134,8 @@ check "incus.proxyPlacement=host is refused for a server elsewhere (exit $rc)" b
 
 # ---------------------------------------------------------------- create
 t0=$(date +%s%N)
-agentctl create "$S" --image "$IMAGE" --isolation container --mount-none --allow allowed.test:$PORT >"$WORK/create.out" 2>&1
+agentctl create "$S" --image "$IMAGE" --isolation container --mount-none --allow allowed.test:$PORT \
+  --allow canary.test:$CANARY_PORT >"$WORK/create.out" 2>&1
 rc=$?
 echo "# create $S took $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 if [ $rc -ne 0 ]; then cat "$WORK/create.out"; bad "create $S"; finish; exit 1; fi
@@ -157,6 +162,38 @@ check "an allowlisted name through the companion's proxy" grep -q "hello from $P
 check "another name gets 403" test "$(in_s curl -s -o /dev/null -m 10 -w '%{http_code}' http://other.test:$PORT/)" = 403
 check "a direct connection to the allowed address is refused" test "$(in_s bash -c \
   "timeout 5 bash -c 'exec 3<>/dev/tcp/$PUB/$PORT' 2>/dev/null && echo connected || echo refused")" = refused
+
+# ---------------------------------------------------------------- an address the server gains after create
+# The server (this machine) gains an address on the veth this suite made, and
+# a service listens on it; canary.test (allowlisted since create) resolves to
+# it. The companion's proxy refuses it at connect time: the server's own
+# table, mounted into the companion, has it now.
+check "the companion has the server's routing table, read-only" bash -c \
+  "incus exec '$C' -- grep -q 'host LOCAL' /opt/agentctl-server/fib_trie && \
+   [ \"\$(incus config device get '$C' server-routes readonly)\" = true ]"
+ip addr add "$GAINED/32" dev "$RVH"
+python3 -c '
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"canary on the server\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), H).serve_forever()
+' "$GAINED" "$CANARY_PORT" &
+CANARY=$!
+canary_up() { curl -s -m 2 "http://$GAINED:$CANARY_PORT/" | grep -q canary; }
+wait_until 50 canary_up
+check "the server's new address answers on this machine (the canary is up)" canary_up
+check "an address the server gained after create is refused through the companion (403)" \
+  test "$(in_s curl -s -o /dev/null -m 10 -w '%{http_code}' http://canary.test:$CANARY_PORT/)" = 403
+check "and nothing of the canary reached the sandbox" bash -c \
+  "! '$AGENTCTL' --provider incus --remote '$REMOTE' exec '$S' -- curl -s -m 10 http://canary.test:$CANARY_PORT/ | grep -q 'canary on the server'"
+logged() { agentctl logs "$S" --network 2>&1 | tr -s ' \n' '  ' | grep -q "canary.test.*host-address"; }
+wait_until 10 logged
+agentctl logs "$S" --network 2>&1 | grep -A1 canary | sed 's/^/# /'
+check "the refusal is logged as the server's own address" logged
 
 # ---------------------------------------------------------------- delete
 agentctl delete --force "$S" >/dev/null 2>&1

@@ -32,6 +32,9 @@ void add_egress_proxy(CLI::App& app, CommandEnv& env) {
                     "Also trust this CA for the hosts whose TLS is terminated (test origins only)");
     cmd->add_flag("--companion", options->companion,
                   "Run alone in a companion instance on the sandbox's bridge (listen on its own address)");
+    cmd->add_option("--server-routes", options->server_routes,
+                    "The Incus server's /proc/net/fib_trie (a companion instance): its addresses are refused at "
+                    "each connection");
     cmd->callback([&env, options] { env.action = [options] { return egress_proxy::run_egress_proxy(*options); }; });
 }
 

@@ -234,7 +234,7 @@ int run_egress_proxy(const ProxyOptions& options) {
             log.write(
                 {{"time", utc_timestamp()}, {"event", "budgets"}, {"level", "error"}, {"message", budgets.problem()}});
         }
-        ProxyShared shared(limits, sandbox, log, refusals, budgets);
+        ProxyShared shared(limits, sandbox, log, refusals, budgets, options.server_routes);
         std::size_t secret_count = 0;
         if (options.secrets_fd >= 0) {
             // (The proxy is not dumpable from its start: refuse_inspection.)

@@ -100,6 +100,12 @@ struct ProxyOptions {
     // sandbox's bridge (Incus instance placement): it may listen on any one
     // address of that instance's own interfaces (never on all of them).
     bool companion = false;
+    // Optional, in a companion instance: the Incus server's own
+    // /proc/net/fib_trie, mounted read-only. Every address the server
+    // delivers to itself at the moment of a connection is refused as
+    // host-address (policy::make_server_route_table); a table that cannot be
+    // read refuses every connection.
+    std::string server_routes;
     ProxyLimits limits;
 };
 

@@ -40,15 +40,18 @@ inline constexpr std::size_t k_spare_pipes = 16;
 // and the reloads; the fields other loops write are atomic.
 struct ProxyShared {
     ProxyShared(ProxyLimits proxy_limits, std::string sandbox, AccessLog& log, RefusalLog& refusals,
-                BudgetBook& upload_budgets)
+                BudgetBook& upload_budgets, std::string server_fib_trie = {})
         : limits(proxy_limits),
           sandbox_name(std::move(sandbox)),
+          server_routes(std::move(server_fib_trie)),
           access_log(log),
           refusal_log(refusals),
           budgets(upload_budgets) {}
 
     const ProxyLimits limits;
     const std::string sandbox_name;
+    // ProxyOptions::server_routes (empty: this machine's kernel alone decides).
+    const std::string server_routes;
     AccessLog& access_log;    // thread-safe
     RefusalLog& refusal_log;  // thread-safe: every refused request goes here
     BudgetBook& budgets;      // thread-safe
@@ -89,7 +92,9 @@ struct ProxyContext {
           limits(proxy.limits),
           index(loop_index),
           spare_pipe_limit(spares),
-          routes(policy::make_kernel_route_table()) {}
+          routes(proxy.server_routes.empty()
+                     ? policy::make_kernel_route_table()
+                     : policy::make_server_route_table(proxy.server_routes, policy::make_kernel_route_table())) {}
 
     boost::asio::io_context& io;
     ProxyShared& shared;

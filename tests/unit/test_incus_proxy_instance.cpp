@@ -50,7 +50,7 @@ TEST_CASE("placement: auto is the host when the server is this machine, else the
 
 TEST_CASE("the companion: a small container of its own on the sandbox's bridge, marked as agentctl's",
           "[proxy-instance]") {
-    const auto payload = companion_payload(site(), "default");
+    const auto payload = companion_payload(site(), "default", CompanionLimits{64ULL << 20, 100});
     CHECK(payload["name"] == "demo-egress");
     CHECK(companion_name("demo") == "demo-egress");
     CHECK(payload["type"] == "container");
@@ -69,10 +69,16 @@ TEST_CASE("the companion: a small container of its own on the sandbox's bridge, 
     CHECK(config["user.agentctl.sandbox"] == "demo");
     CHECK(config["raw.lxc"] ==
           "lxc.net.0.ipv4.address = 10.9.0.3/28\nlxc.net.0.ipv4.gateway = 10.9.0.1\n"
-          "lxc.sysctl.net.ipv6.conf.all.disable_ipv6 = 1\nlxc.sysctl.net.ipv6.conf.default.disable_ipv6 = 1\n");
-    // Two devices only: its root disk and its NIC, filtered like the sandbox's.
+          "lxc.sysctl.net.ipv6.conf.all.disable_ipv6 = 1\nlxc.sysctl.net.ipv6.conf.default.disable_ipv6 = 1\n"
+          "lxc.cgroup.memory.kmem.tcp.limit_in_bytes = 67108864\n");
+    // Three devices only: its root disk, its NIC, filtered like the sandbox's,
+    // and the server's own routing table, read-only.
     const auto& devices = payload["devices"];
-    CHECK(devices.size() == 2);
+    CHECK(devices.size() == 3);
+    CHECK(devices["server-routes"] == Json{{"type", "disk"},
+                                           {"source", "/proc/1/net/fib_trie"},
+                                           {"path", "/opt/agentctl-server/fib_trie"},
+                                           {"readonly", "true"}});
     CHECK(devices["root"] == Json{{"type", "disk"}, {"path", "/"}, {"pool", "default"}});
     CHECK(devices["eth0"]["network"] == "agc-0123456789a");
     CHECK(devices["eth0"]["ipv4.address"] == "10.9.0.3");
@@ -93,19 +99,34 @@ TEST_CASE("the bundle: the binary, the libraries ldd lists and the loader", "[pr
     CHECK(files.at("/lib/x86_64-linux-gnu/libstdc++.so.6") == "/opt/agentctl/lib/libstdc++.so.6");
 
     // Run through the bundled loader, with only the bundled libraries.
-    const auto command = companion_command(bundle, site(), true);
-    CHECK(command == std::vector<std::string>{
-                         "/opt/agentctl/lib/ld-linux-x86-64.so.2", "--library-path", "/opt/agentctl/lib",
-                         "/opt/agentctl/bin/agentctl", "egress-proxy", "--listen", "10.9.0.3:3128", "--policy",
-                         "/etc/agentctl-egress/policy.json", "--log", "/var/lib/agentctl-egress/egress.log",
-                         "--sandbox", "demo", "--companion", "--resolve-file", "/etc/agentctl-egress/resolve"});
+    const auto command = companion_command(bundle, site(), true, CompanionLimits{64ULL << 20, 100});
+    CHECK(command == std::vector<std::string>{"/opt/agentctl/lib/ld-linux-x86-64.so.2",
+                                              "--library-path",
+                                              "/opt/agentctl/lib",
+                                              "/opt/agentctl/bin/agentctl",
+                                              "egress-proxy",
+                                              "--listen",
+                                              "10.9.0.3:3128",
+                                              "--policy",
+                                              "/etc/agentctl-egress/policy.json",
+                                              "--log",
+                                              "/var/lib/agentctl-egress/egress.log",
+                                              "--sandbox",
+                                              "demo",
+                                              "--companion",
+                                              "--server-routes",
+                                              "/opt/agentctl-server/fib_trie",
+                                              "--max-tunnels",
+                                              "100",
+                                              "--resolve-file",
+                                              "/etc/agentctl-egress/resolve"});
 
     // A static binary goes alone and runs directly.
     const auto alone = parse_ldd("/usr/bin/agentctl", "\tnot a dynamic executable\n");
     CHECK(alone.loader.empty());
     CHECK(alone.libraries.empty());
     CHECK(bundle_files(alone).size() == 1);
-    CHECK(companion_command(alone, site(), false).front() == "/opt/agentctl/bin/agentctl");
+    CHECK(companion_command(alone, site(), false, CompanionLimits{}).front() == "/opt/agentctl/bin/agentctl");
 
     // A library ldd cannot find is named.
     CHECK_THROWS_WITH(parse_ldd("/usr/bin/agentctl", "\tlibfmt.so.9 => not found\n"),
@@ -113,7 +134,8 @@ TEST_CASE("the bundle: the binary, the libraries ldd lists and the loader", "[pr
 }
 
 TEST_CASE("the unit: the proxy as nobody, without capabilities, restarted, reloaded by SIGHUP", "[proxy-instance]") {
-    const auto unit = companion_unit({"/opt/agentctl/bin/agentctl", "egress-proxy", "--sandbox", "demo"}, "demo");
+    const auto unit = companion_unit({"/opt/agentctl/bin/agentctl", "egress-proxy", "--sandbox", "demo"}, "demo",
+                                     CompanionLimits{64ULL << 20, 100});
     CHECK_THAT(unit, Catch::Contains("\nUser=nobody\nGroup=nogroup\n"));
     CHECK_THAT(unit, Catch::Contains("\nExecStart=/opt/agentctl/bin/agentctl egress-proxy --sandbox demo\n"));
     CHECK_THAT(unit, Catch::Contains("\nExecReload=/bin/sh -c \"kill -HUP ${MAINPID}\"\n"));
@@ -122,6 +144,11 @@ TEST_CASE("the unit: the proxy as nobody, without capabilities, restarted, reloa
     CHECK_THAT(unit, Catch::Contains("\nNoNewPrivileges=yes\nCapabilityBoundingSet=\n"));
     CHECK_THAT(unit, Catch::Contains("\nWorkingDirectory=/var/lib/agentctl-egress\n"));
     CHECK_THAT(unit, Catch::Contains("\nWantedBy=multi-user.target\n"));
+    // Its own memory cgroup counts and caps its TCP memory (cgroup v1), as root before it runs.
+    CHECK_THAT(unit,
+               Catch::Contains("\nExecStartPre=+/bin/sh -c 'g=$$(sed -n \"s/^[0-9]*:memory://p\" /proc/self/cgroup); "
+                               "f=/sys/fs/cgroup/memory$$g/memory.kmem.tcp.limit_in_bytes; [ \"$$g\" = / ] || "
+                               "[ ! -e \"$$f\" ] || echo 67108864 >\"$$f\"'\n"));
 }
 
 TEST_CASE("the setup script: static network, the bridge's resolver, the unit, waited for", "[proxy-instance]") {
@@ -162,4 +189,24 @@ TEST_CASE("probes point at the proxy where it runs; host probes are skipped when
     CHECK(summary.skipped.size() == 1);
     CHECK_THAT(to_string(provider::common::confinement_line(summary, std::chrono::system_clock::time_point{})),
                Catch::StartsWith("verified (1/1 probes, 1 skipped: host-port, 1970-01-01T00:00:00Z)"));
+}
+
+TEST_CASE("the bridge's strangers: whatever Incus has on it besides the sandbox and its companion",
+          "[proxy-instance]") {
+    const Json alone{{"used_by", {"/1.0/instances/demo?project=tests", "/1.0/instances/demo-egress?project=tests"}}};
+    CHECK(bridge_strangers(alone, "demo", "tests").empty());
+    CHECK(bridge_strangers(Json::object(), "demo", "tests").empty());
+    // The same names in another project, another instance, a profile that
+    // attaches the bridge: all of them could take the companion's address.
+    const Json crowded{
+        {"used_by",
+         {"/1.0/instances/demo", "/1.0/instances/demo-egress?project=tests", "/1.0/instances/imp%2Dostor?project=tests",
+          "/1.0/profiles/default?project=other", "/1.0/instances/demo-egress?project=other&target=node1"}}};
+    CHECK(bridge_strangers(crowded, "demo", "tests") ==
+          std::vector<std::string>{"instance demo (project default)", "instance imp-ostor",
+                                   "profile default (project other)", "instance demo-egress (project other)"});
+    // The default project is written without ?project=.
+    CHECK(
+        bridge_strangers(Json{{"used_by", {"/1.0/instances/demo", "/1.0/instances/demo-egress"}}}, "demo", "").empty());
+    CHECK(bridge_strangers(Json{{"used_by", {"/1.0/instances/demo-egress"}}}, "demo", "default").empty());
 }

@@ -10,6 +10,7 @@
 #include "core/utc_time.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/network/proxy_instance.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
@@ -91,6 +92,17 @@ std::map<std::string, std::string> IncusProvider::evidence_records(const std::st
             {std::string(key::k_confinement_firewall), firewall}};
 }
 
+std::string IncusProvider::strangers_problem(const std::string& name, const std::string& bridge, const Json& network) {
+    const auto strangers = bridge_strangers(network, name, m_project);
+    if (strangers.empty()) return {};
+    std::string list;
+    for (const auto& stranger : strangers) list += (list.empty() ? "" : ", ") + stranger;
+    return fmt::format(
+        "{} {} on the sandbox's bridge {} besides it and its egress proxy {} (the bridge admits the "
+        "proxy by its address, which anything on the bridge can take while the proxy is stopped)",
+        list, strangers.size() == 1 ? "is" : "are", bridge, companion_name(name));
+}
+
 void IncusProvider::read_evidence(const Instance& instance, const SandboxRecord& record, InstanceInfo& info) {
     info.evidence = record.evidence;
     const auto recorded = info.confinement;
@@ -118,10 +130,14 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     }
     const auto acl = acl_name(name);
     const auto bridge = bridge_name(name);
+    const auto network = m_api.network(bridge);
     if (!m_api.acl(acl)) {
         missing.push_back(fmt::format("the network ACL {} does not exist", acl));
-    } else if (const auto network = m_api.network(bridge); !network || !acl_attached(*network, acl)) {
+    } else if (!network || !acl_attached(*network, acl)) {
         missing.push_back(fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge));
+    }
+    if (record.placement == ProxyPlacement::Instance && network) {
+        if (auto why = strangers_problem(name, bridge, *network); !why.empty()) missing.push_back(std::move(why));
     }
     auto& host = egress(record.placement);
     if (host.host_firewall()) {

@@ -234,6 +234,11 @@ private:
     // resolver running); else what is missing and how to restore it.
     void judge_confinement(const std::string& name, const Instance& instance, const SandboxRecord& record,
                            InstanceInfo& info);
+    // Instance placement: a sentence naming what Incus has on the sandbox's
+    // bridge besides the sandbox and its companion (bridge_strangers), empty
+    // when nothing. Status is not "verified" and start refuses while it is not empty.
+    [[nodiscard]] std::string strangers_problem(const std::string& name, const std::string& bridge,
+                                                const Json& network);
     // to_info: the recorded line and evidence; a stopped sandbox is "not
     // verified" now (when it was last verified is kept in the line).
     static void read_evidence(const Instance& instance, const SandboxRecord& record, InstanceInfo& info);

@@ -137,6 +137,16 @@ void IncusProvider::restore_egress(const std::string& name, const SandboxRecord&
         }
         return;
     }
+    if (placement == ProxyPlacement::Instance && !m_api.preview()) {
+        if (const auto bridge = m_api.network(site.bridge)) {
+            if (auto why = strangers_problem(name, site.bridge, *bridge); !why.empty()) {
+                throw Error(fmt::format("{} is not started: {}", name, why),
+                            fmt::format("remove them from bridge {} (incus config device remove, incus profile "
+                                        "device remove, or delete them), then `agentctl start {}`",
+                                        site.bridge, name));
+            }
+        }
+    }
     const auto rules = plan_acl(name, network, site.subnet, placement, false);
     reattach_acl(name, rules);
     (void)egress_up(site, placement, network, rules, resolver, false);
@@ -164,7 +174,8 @@ void IncusProvider::add_egress_lines(const SandboxRecord& record, InstanceInfo& 
                                 proxy.running
                                     ? fmt::format("{} (instance {}, running, pid {} there, as {})", status.listen,
                                                   status.instance, status.pid, proxy.user)
-                                    : fmt::format("{} (instance {}, NOT running: {}; the sandbox has no egress; {})",
+                                    : fmt::format("{} (instance {}, NOT running: {}; nothing of agentctl's serves "
+                                                  "the sandbox's egress; {})",
                                                   status.listen, status.instance, status.problem, restart));
         info.extra.emplace_back("Host firewall", host.host_firewall()
                                                      ? "nft table inet " + firewall_table(bridge_name(info.name))

@@ -92,9 +92,10 @@ public:
         if (!m_api.preview() && m_host_sums.empty() && !m_hashing.valid()) {
             m_hashing = std::async(std::launch::async, [this] { return host_sums(); });
         }
+        if (companion && !m_api.preview()) upgrade(site, *companion, pool);
         if (!companion) {
             m_context.reporter.step(fmt::format("creating the egress proxy instance {} on {}", name, address));
-            m_api.create_instance(companion_payload(site, pool), 300);
+            m_api.create_instance(companion_payload(site, pool, limits()), 300);
         } else if (!companion->running()) {
             m_context.reporter.step(fmt::format("starting the egress proxy instance {}", name));
             m_api.change_state(name, state_payload("start", false, -1), 120);
@@ -111,8 +112,9 @@ public:
         m_api.push_file(name, companion_policy_path(), policy_text(site.sandbox));
         const auto resolve = setting(m_context, config_key::k_proxy_resolve_file);
         if (!resolve.empty()) m_api.push_file(name, companion_resolve_path(), core::read_file(resolve));
-        m_api.push_file(name, companion_unit_upload_path(),
-                        companion_unit(companion_command(bundle(), site, !resolve.empty()), site.sandbox));
+        m_api.push_file(
+            name, companion_unit_upload_path(),
+            companion_unit(companion_command(bundle(), site, !resolve.empty(), limits()), site.sandbox, limits()));
         auto result = run(name, companion_setup_script(site, pushed), 60);
         if (result.exit_code != 0 || result.out.find("agentctl-egress-up") == std::string::npos) {
             throw Error(fmt::format("the egress proxy in {} did not come up (exit {}): {}", name, result.exit_code,
@@ -258,6 +260,36 @@ private:
             return std::nullopt;
         }
         return companion;
+    }
+
+    // A companion an earlier agentctl made gets what this one's payload has
+    // and it lacks: the server's routing table (the proxy refuses the
+    // server's addresses from it) and the raw.lxc limits (its TCP memory),
+    // which take effect when it starts, so a running one is restarted.
+    void upgrade(const EgressSite& site, Instance& companion, const std::string& pool) {
+        const auto wanted = companion_payload(site, pool, limits());
+        const auto raw = wanted["config"].value("raw.lxc", "");
+        const bool no_table = !companion.devices.contains(k_companion_server_routes_device);
+        const bool stale_limits = companion.config_value("raw.lxc") != raw;
+        if (!no_table && !stale_limits) return;
+        const auto name = companion_name(site.sandbox);
+        m_context.reporter.step(
+            fmt::format("updating the egress proxy instance {} (its server routing table and "
+                        "TCP memory limit)",
+                        name));
+        auto updated = companion;
+        updated.devices[std::string(k_companion_server_routes_device)] = server_routes_device();
+        updated.config["raw.lxc"] = raw;
+        m_api.put_instance(name, updated, 120);
+        if (stale_limits && companion.running()) {
+            m_api.change_state(name, state_payload("restart", true, -1), 120);
+        }
+        if (auto fresh = m_api.instance(name)) companion = *fresh;
+    }
+
+    [[nodiscard]] CompanionLimits limits() const {
+        return CompanionLimits{setting_amount(m_context, config_key::k_host_socket_memory),
+                               setting_amount(m_context, config_key::k_proxy_max_tunnels)};
     }
 
     ExecResult run(const std::string& name, const std::string& script, int timeout) {

@@ -1,7 +1,9 @@
 #include "provider/incus/network/proxy_instance.hpp"
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -17,7 +19,7 @@ std::string companion_resolve_path() { return std::string(k_companion_etc) + "/r
 std::string companion_log_path() { return std::string(k_companion_run) + "/egress.log"; }
 std::string companion_unit_upload_path() { return std::string(k_companion_etc) + "/unit.new"; }
 
-Json companion_payload(const EgressSite& site, const std::string& pool) {
+Json companion_payload(const EgressSite& site, const std::string& pool, const CompanionLimits& limits) {
     const auto address = proxy_address(ProxyPlacement::Instance, site.subnet);
     Json config{
         {"limits.cpu", std::string(k_companion_cpu)},
@@ -31,8 +33,9 @@ Json companion_payload(const EgressSite& site, const std::string& pool) {
         // (nothing on the bridge can give the companion another route).
         {"raw.lxc", fmt::format("lxc.net.0.ipv4.address = {}\nlxc.net.0.ipv4.gateway = {}\n"
                                 "lxc.sysctl.net.ipv6.conf.all.disable_ipv6 = 1\n"
-                                "lxc.sysctl.net.ipv6.conf.default.disable_ipv6 = 1\n",
-                                address.to_string(), site.subnet.host(1).address_text())},
+                                "lxc.sysctl.net.ipv6.conf.default.disable_ipv6 = 1\n"
+                                "lxc.cgroup.memory.kmem.tcp.limit_in_bytes = {}\n",
+                                address.to_string(), site.subnet.host(1).address_text(), limits.socket_memory_bytes)},
         {std::string(key::k_managed), "true"},
         {std::string(key::k_role), std::string(key::k_role_egress_proxy)},
         {std::string(key::k_sandbox), site.sandbox},
@@ -48,6 +51,7 @@ Json companion_payload(const EgressSite& site, const std::string& pool) {
           {"security.mac_filtering", "true"},
           {"security.ipv4_filtering", "true"}}},
     };
+    devices[std::string(k_companion_server_routes_device)] = server_routes_device();
     Json source{{"type", "image"}};
     source[is_image_fingerprint(site.image) ? "fingerprint" : "alias"] = site.image;
     return Json{{"name", companion_name(site.sandbox)},
@@ -58,6 +62,77 @@ Json companion_payload(const EgressSite& site, const std::string& pool) {
                 {"devices", std::move(devices)},
                 {"start", true},
                 {"description", fmt::format("agentctl egress proxy of sandbox {}", site.sandbox)}};
+}
+
+ConfigMap server_routes_device() {
+    return ConfigMap{{"type", "disk"},
+                     {"source", std::string(k_server_fib_trie)},
+                     {"path", std::string(k_companion_server_routes)},
+                     {"readonly", "true"}};
+}
+
+namespace {
+
+// %XX escapes of a URL path segment or query value, decoded.
+std::string url_decode(std::string_view text) {
+    std::string out;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        if (text[i] == '%' && i + 2 < text.size()) {
+            const auto hex = std::string(text.substr(i + 1, 2));
+            char* end = nullptr;
+            const long value = std::strtol(hex.c_str(), &end, 16);
+            if (end == hex.c_str() + 2) {
+                out.push_back(static_cast<char>(value));
+                i += 2;
+                continue;
+            }
+        }
+        out.push_back(text[i]);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> bridge_strangers(const Json& network, const std::string& sandbox, const std::string& project) {
+    std::vector<std::string> out;
+    const auto used_by = network.find("used_by");
+    if (used_by == network.end() || !used_by->is_array()) return out;
+    const std::string ours = project.empty() ? "default" : project;
+    for (const auto& item : *used_by) {
+        if (!item.is_string()) continue;
+        std::string_view url = item.get_ref<const std::string&>();
+        std::string query;
+        if (const auto mark = url.find('?'); mark != std::string_view::npos) {
+            query = std::string(url.substr(mark + 1));
+            url = url.substr(0, mark);
+        }
+        std::string in_project = "default";
+        for (std::size_t start = 0; start < query.size();) {
+            auto end = query.find('&', start);
+            if (end == std::string::npos) end = query.size();
+            const auto pair = std::string_view(query).substr(start, end - start);
+            if (pair.starts_with("project=")) in_project = url_decode(pair.substr(8));
+            start = end + 1;
+        }
+        // /1.0/KIND/NAME
+        constexpr std::string_view k_prefix = "/1.0/";
+        if (!url.starts_with(k_prefix)) {
+            out.emplace_back(url);
+            continue;
+        }
+        const auto rest = url.substr(k_prefix.size());
+        const auto slash = rest.find('/');
+        auto kind = std::string(rest.substr(0, slash));
+        const auto name = slash == std::string_view::npos ? std::string() : url_decode(rest.substr(slash + 1));
+        if (kind == "instances" && in_project == ours && (name == sandbox || name == companion_name(sandbox))) {
+            continue;
+        }
+        if (kind.ends_with('s')) kind.pop_back();
+        out.push_back(fmt::format("{} {}{}", kind, name,
+                                  in_project == ours ? std::string() : fmt::format(" (project {})", in_project)));
+    }
+    return out;
 }
 
 Bundle parse_ldd(const std::string& executable, const std::string& ldd_output) {
@@ -107,23 +182,31 @@ std::map<std::string, std::string> bundle_files(const Bundle& bundle) {
     return files;
 }
 
-std::vector<std::string> companion_command(const Bundle& bundle, const EgressSite& site, bool resolve_file) {
+std::vector<std::string> companion_command(const Bundle& bundle, const EgressSite& site, bool resolve_file,
+                                           const CompanionLimits& limits) {
     std::vector<std::string> argv;
     if (!bundle.loader.empty()) {
         argv = {std::string(k_companion_lib) + "/" + std::filesystem::path(bundle.loader).filename().string(),
                 "--library-path", std::string(k_companion_lib)};
     }
-    argv.insert(
-        argv.end(),
-        {std::string(k_companion_bin), "egress-proxy", "--listen",
-         fmt::format("{}:{}", proxy_address(ProxyPlacement::Instance, site.subnet).address_text(), k_egress_proxy_port),
-         "--policy", companion_policy_path(), "--log", companion_log_path(), "--sandbox", site.sandbox, "--companion"});
+    argv.insert(argv.end(), {std::string(k_companion_bin), "egress-proxy", "--listen",
+                             fmt::format("{}:{}", proxy_address(ProxyPlacement::Instance, site.subnet).address_text(),
+                                         k_egress_proxy_port),
+                             "--policy", companion_policy_path(), "--log", companion_log_path(), "--sandbox",
+                             site.sandbox, "--companion", "--server-routes", std::string(k_companion_server_routes),
+                             "--max-tunnels", std::to_string(limits.max_tunnels)});
     if (resolve_file) argv.insert(argv.end(), {"--resolve-file", companion_resolve_path()});
     return argv;
 }
 
-std::string companion_unit(const std::vector<std::string>& command, const std::string& sandbox) {
+std::string companion_unit(const std::vector<std::string>& command, const std::string& sandbox,
+                           const CompanionLimits& limits) {
     // systemd's ExecStart quoting is close enough to the shell's for these words.
+    // On cgroup v1 a memory cgroup accounts TCP memory only where a
+    // memory.kmem.tcp limit was written, not below it: the proxy's own cgroup
+    // (systemd makes one per unit) gets the same limit, as root before it
+    // starts, and charges it up to the container's (raw.lxc). Not there (cgroup
+    // v2, where memory.max counts sockets): nothing to do.
     return fmt::format(R"UNIT([Unit]
 Description=agentctl egress proxy of sandbox {sandbox}
 After=network.target
@@ -133,6 +216,7 @@ StartLimitIntervalSec=0
 User=nobody
 Group=nogroup
 WorkingDirectory={run}
+ExecStartPre=+/bin/sh -c 'g=$$(sed -n "s/^[0-9]*:memory://p" /proc/self/cgroup); f=/sys/fs/cgroup/memory$$g/memory.kmem.tcp.limit_in_bytes; [ "$$g" = / ] || [ ! -e "$$f" ] || echo {tcp} >"$$f"'
 ExecStart={command}
 ExecReload=/bin/sh -c "kill -HUP ${{MAINPID}}"
 Restart=always
@@ -146,7 +230,7 @@ Environment=ASAN_OPTIONS=detect_leaks=0
 WantedBy=multi-user.target
 )UNIT",
                        fmt::arg("sandbox", sandbox), fmt::arg("run", k_companion_run),
-                       fmt::arg("command", shell_join(command)));
+                       fmt::arg("command", shell_join(command)), fmt::arg("tcp", limits.socket_memory_bytes));
 }
 
 std::map<std::string, std::string> parse_sha256sums(const std::string& output) {

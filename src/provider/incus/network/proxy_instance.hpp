@@ -12,6 +12,7 @@
 // find it and `list` does not show it as a sandbox.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -27,6 +28,13 @@ inline constexpr std::string_view k_companion_lib = "/opt/agentctl/lib";
 inline constexpr std::string_view k_companion_etc = "/etc/agentctl-egress";      // policy, resolve file (root, 0644)
 inline constexpr std::string_view k_companion_run = "/var/lib/agentctl-egress";  // the proxy's log (nobody, 0700)
 inline constexpr std::string_view k_companion_unit = "agentctl-egress.service";
+// The server's own routing table, mounted read-only from the server's
+// /proc/1/net/fib_trie (device k_companion_server_routes_device): the proxy
+// reads it at every connection and refuses every address the server
+// delivers to itself then (ProxyOptions::server_routes).
+inline constexpr std::string_view k_companion_server_routes = "/opt/agentctl-server/fib_trie";
+inline constexpr std::string_view k_companion_server_routes_device = "server-routes";
+inline constexpr std::string_view k_server_fib_trie = "/proc/1/net/fib_trie";
 
 [[nodiscard]] std::string companion_policy_path();   // ETC/policy.json
 [[nodiscard]] std::string companion_resolve_path();  // ETC/resolve
@@ -38,9 +46,40 @@ inline constexpr std::string_view k_companion_cpu = "1";
 inline constexpr std::string_view k_companion_memory = "256MiB";  // the sanitizer build of agentctl is large
 inline constexpr std::string_view k_companion_processes = "128";
 
+// The companion's sockets are bounded like the host proxy's, from the same
+// settings: the proxy's cap on open tunnels (incus.proxyMaxTunnels) and the
+// kernel TCP memory of its sockets (incus.hostSocketMemory), charged to the
+// companion and capped there — memory.kmem.tcp on a cgroup v1 server, which
+// limits.memory does not cover there (LXC ignores the key on a pure cgroup v2
+// server, where socket memory is part of limits.memory). So one sandbox
+// cannot touch the server's global TCP memory through its companion, during
+// its life or after it is deleted (orphaned sockets stay charged to it).
+struct CompanionLimits {
+    std::uint64_t socket_memory_bytes = 128ULL * 1024 * 1024;
+    std::uint64_t max_tunnels = 256;
+};
+
 // POST /1.0/instances for the companion of `site` (started), from the
 // sandbox's image, in storage pool `pool`.
-[[nodiscard]] Json companion_payload(const EgressSite& site, const std::string& pool);
+// Its devices: the root disk, eth0 on the sandbox's bridge, and the server's
+// routing table (server_routes_device).
+[[nodiscard]] Json companion_payload(const EgressSite& site, const std::string& pool, const CompanionLimits& limits);
+
+// The read-only disk device that shows the server's /proc/1/net/fib_trie (the
+// kernel's table of the server's network namespace, whoever reads it) at
+// k_companion_server_routes.
+[[nodiscard]] ConfigMap server_routes_device();
+
+// What Incus has on the sandbox's bridge besides the sandbox and its
+// companion in `project` (empty: the default project), from the bridge's
+// `used_by` (GET /1.0/networks/BRIDGE): "instance NAME", "instance NAME
+// (project P)", "profile NAME", ... in Incus's order. The bridge admits the
+// proxy's traffic by the companion's address, which any instance on the
+// bridge can take while the companion is stopped (Incus 6.0 has no per-port
+// ACL on a bridge), so agentctl verifies and starts a sandbox only while
+// nothing else is on its bridge.
+[[nodiscard]] std::vector<std::string> bridge_strangers(const Json& network, const std::string& sandbox,
+                                                        const std::string& project);
 
 // Which files make up agentctl's binary: the executable, and when it is
 // dynamically linked, the libraries `ldd` lists and the loader that runs it
@@ -61,12 +100,15 @@ struct Bundle {
 // The proxy's command line inside the companion: through the bundled loader
 // with --library-path when dynamically linked.
 [[nodiscard]] std::vector<std::string> companion_command(const Bundle& bundle, const EgressSite& site,
-                                                         bool resolve_file);
+                                                         bool resolve_file, const CompanionLimits& limits);
 
 // The systemd unit: the proxy as nobody, no capabilities, no new privileges,
 // restarted when it exits, reloaded by SIGHUP (ExecReload), enabled so that
 // it comes back with the companion.
-[[nodiscard]] std::string companion_unit(const std::vector<std::string>& command, const std::string& sandbox);
+// Before the proxy starts, its own memory cgroup gets the companion's TCP
+// memory limit (cgroup v1 counts socket memory only where one was written).
+[[nodiscard]] std::string companion_unit(const std::vector<std::string>& command, const std::string& sandbox,
+                                         const CompanionLimits& limits);
 
 // `sha256sum` output -> path -> hash.
 [[nodiscard]] std::map<std::string, std::string> parse_sha256sums(const std::string& output);
