@@ -6,7 +6,9 @@
 # nothing agentctl made is left: no instance, bridge, network ACL, nft table,
 # resolver, proxy or state directory (lib.sh: leftovers_of). After a kill the
 # next create of the same name works, and delete then leaves nothing. And the
-# refusals before anything is made: --memory 1B, --memory 4G.
+# refusals before anything is made: --memory 1B, --memory 4G, and a sandbox
+# user that cannot get the writable mount's uid, with --preview refusing the
+# same.
 #
 # Usage: faults.sh AGENTCTL_BINARY     (exit 77 = skipped, with the reason printed)
 set -uo pipefail
@@ -16,9 +18,12 @@ suite_start "$@"
 F=itest-f-$TAG
 require_incus "nftables, the Incus admin socket"
 
+BASE=itest-uidbase-$TAG CLASH=itest-uidclash-$TAG
 cleanup() {
   set +e
   agentctl delete --force "$F" >/dev/null 2>&1
+  incus delete --force "$BASE" >/dev/null 2>&1
+  incus image delete "$BASE" "$CLASH" >/dev/null 2>&1
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -76,5 +81,42 @@ if ! incus info | grep -q 'driver:.*qemu'; then
   same_refusal "a VM on a host without Incus VMs" --image "$IMAGE" --isolation vm
 fi
 check "  and nothing was made: $(leftovers_of "$F" | tr '\n' ' ')" test -z "$(leftovers_of "$F")"
+
+# ---------------------------------------------------------------- a uid clash
+# An image in which another user has the uid of the writable mount's owner
+# (1000): the sandbox user (agentctl's, at 1500) cannot be moved there, and the
+# mount could only be mapped to the other user. `image build` records the
+# image's accounts; create refuses before it makes anything, and --preview
+# says the same. The base: agentctl's image with a user `dev` at 1000 added.
+OWNED=$WORK/owned
+install -d -o 1000 -g 1000 "$OWNED"
+incus init -q "$IMAGE" "$BASE" >/dev/null &&
+  incus file pull "$BASE/etc/passwd" "$WORK/passwd" && incus file pull "$BASE/etc/group" "$WORK/group" &&
+  echo "dev:x:1000:1000::/home/dev:/bin/sh" >>"$WORK/passwd" && echo "dev:x:1000:" >>"$WORK/group" &&
+  incus file push -q "$WORK/passwd" "$BASE/etc/passwd" && incus file push -q "$WORK/group" "$BASE/etc/group" &&
+  incus publish -q "$BASE" --alias "$BASE" >/dev/null && incus delete --force "$BASE" >/dev/null ||
+  bad "cannot make the base image $BASE"
+agentctl image build "$CLASH" --base "$BASE" >"$WORK/build.out" 2>&1 || { cat "$WORK/build.out"; bad "image build $CLASH"; }
+check "image build records the image's accounts (dev at 1000)" \
+  bash -c "incus image get-property '$CLASH' agentctl.passwd | grep -qx 'dev:x:1000:1000::/home/dev:/bin/sh'"
+real=$(agentctl create "$F" --image "$CLASH" --isolation container --mount-only --mount "$OWNED:/w:w" 2>&1 >/dev/null); rc_real=$?
+preview=$(agentctl --preview create "$F" --image "$CLASH" --isolation container --mount-only --mount "$OWNED:/w:w" \
+  2>&1 >/dev/null); rc_preview=$?
+real=$(grep -v 'WARNING' <<<"$real") preview=$(grep -v 'WARNING' <<<"$preview")
+check "a uid clash is refused (exit $rc_real)" test "$rc_real" = 1
+check "  naming the user, its uid and the mount's: $real" \
+  grep -q "the sandbox user agent has uid 1500 gid 1500 in $F, but the writable mounts are mapped to uid 1000" <<<"$real"
+check "  before anything is made" bash -c "! grep -q 'creating' <<<'$real'"
+check "  and nothing was made: $(leftovers_of "$F" | tr '\n' ' ')" test -z "$(leftovers_of "$F")"
+check "--preview refuses it the same (exit $rc_preview): $preview" test "$rc_preview" = 1 -a "$preview" = "$real"
+# An image that does not record its accounts (published by incus itself): the
+# preview says it cannot tell, and create finds the clash once the user exists.
+out=$(agentctl --preview create "$F" --image "$BASE" --isolation container --mount-only --mount "$OWNED:/w:w" 2>&1 >/dev/null); rc=$?
+check "a preview with an image without accounts exits 0 ($rc)" test "$rc" = 0
+check "  and says it cannot tell the user's uid" grep -q "does not record its accounts" <<<"$out"
+out=$(agentctl create "$F" --image "$BASE" --isolation container --mount-only --mount "$OWNED:/w:w" 2>&1); rc=$?
+check "create with it is refused once the user exists (exit $rc)" test "$rc" = 1
+check "  with the same error" grep -q "the sandbox user agent has uid 1500 gid 1500 in $F, but the writable mounts" <<<"$out"
+check "  and leaves nothing: $(leftovers_of "$F" | tr '\n' ' ')" test -z "$(leftovers_of "$F")"
 
 finish

@@ -9,6 +9,8 @@
 
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "agentctl/process.hpp"
 #include "provider/common/probes.hpp"
 #include "provider/incus/guest/guest_proxy_scripts.hpp"
@@ -68,6 +70,50 @@ TEST_CASE("bootstrap output is parsed back into the user", "[guest]") {
     ProcessRequest check;
     check.argv = {"/bin/sh", "-n", "-c", script};
     CHECK(runner->run(check).ok());
+}
+
+namespace {
+
+// agentctl's own image: its sandbox user at 1500, marked by its comment.
+const ImageAccounts k_own_image{
+    "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/"
+    "nologin\nagent:x:1500:1500:agentctl sandbox user:/home/agent:/bin/bash\n",
+    "root:x:0:\nusers:x:100:\nnogroup:x:65534:\nagent:x:1500:\n"};
+
+ImageAccounts with(ImageAccounts accounts, const std::string& passwd, const std::string& group) {
+    accounts.passwd += passwd;
+    accounts.group += group;
+    return accounts;
+}
+
+std::string ids(const GuestUser& user) { return fmt::format("{} {}:{} {}", user.name, user.uid, user.gid, user.home); }
+
+}  // namespace
+
+TEST_CASE("the bootstrap's user is predicted from the image's accounts by the script's rule", "[guest]") {
+    // The image's user as it is, renamed after an agent, or moved to the writable mounts' owner.
+    CHECK(ids(predict_bootstrap_user(k_own_image, "agent", 1500)) == "agent 1500:1500 /home/agent");
+    CHECK(ids(predict_bootstrap_user(k_own_image, "claude", 1500)) == "claude 1500:1500 /home/claude");
+    CHECK(ids(predict_bootstrap_user(k_own_image, "claude", 1000)) == "claude 1000:1000 /home/claude");
+    // The owner's id is taken (by a user, or by a group alone): the image's user keeps its own.
+    const auto taken = with(k_own_image, "dev:x:1000:1000::/home/dev:/bin/sh\n", "dev:x:1000:\n");
+    CHECK(ids(predict_bootstrap_user(taken, "claude", 1000)) == "claude 1500:1500 /home/claude");
+    CHECK(ids(predict_bootstrap_user(with(k_own_image, "", "staff:x:1000:\n"), "agent", 1000)) ==
+          "agent 1500:1500 /home/agent");
+    // A user the image has already, not agentctl's: kept as it is.
+    const auto has_dev = with(taken, "", "");
+    CHECK(ids(predict_bootstrap_user(has_dev, "dev", 1500)) == "dev 1000:1000 /home/dev");
+    // Another image: a new user at the first id from the preferred one that no user or group has.
+    const ImageAccounts other{"root:x:0:0:root:/root:/bin/sh\nbob:x:1500:1500::/home/bob:/bin/sh\n",
+                              "root:x:0:\nbob:x:1500:\nops:x:1501:\n"};
+    CHECK(ids(predict_bootstrap_user(other, "agent", 1500)) == "agent 1502:1502 /home/agent");
+    CHECK(ids(predict_bootstrap_user(other, "agent", 1000)) == "agent 1000:1000 /home/agent");
+    // A group of the user's name joins it (useradd -g NAME).
+    CHECK(ids(predict_bootstrap_user(with(other, "", "agent:x:1300:\n"), "agent", 1000)) ==
+          "agent 1000:1300 /home/agent");
+    // Lines that are not accounts are skipped.
+    CHECK(ids(predict_bootstrap_user(ImageAccounts{"# comment\n\nbad:x:a:b:::\n", ""}, "agent", 1500)) ==
+          "agent 1500:1500 /home/agent");
 }
 
 TEST_CASE("package installs per manager", "[guest]") {

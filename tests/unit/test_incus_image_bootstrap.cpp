@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <yaml-cpp/yaml.h>
+
 #include "provider/incus/lifecycle/image_bootstrap.hpp"
 
 using namespace agentctl;
@@ -44,12 +46,13 @@ TEST_CASE("the bootstrap plan: debootstrap minbase, networkd, metadata, a zstd t
           std::vector<std::string>{"chroot", plan.work_dir + "/rootfs", "systemctl", "enable", "systemd-networkd"});
     CHECK(plan.networkd_unit.find("Name=eth0") != std::string::npos);
     CHECK(plan.networkd_unit.find("DHCP=ipv4") != std::string::npos);
-    CHECK(plan.metadata.starts_with("architecture: x86_64\ncreation_date: 1700000000\n"));
-    CHECK(plan.metadata.find("  architecture: amd64\n") != std::string::npos);
+    const auto metadata = image_metadata(options(), plan, nullptr);
+    CHECK(metadata.starts_with("architecture: x86_64\ncreation_date: 1700000000\n"));
+    CHECK(metadata.find("  architecture: \"amd64\"\n") != std::string::npos);
     // What it carries, for create's check of an agent's tools.
-    CHECK(plan.metadata.find("  agentctl.packages: \"systemd-sysv udev curl python3-minimal iproute2 sudo "
-                             "ca-certificates git procps\"\n") != std::string::npos);
-    CHECK(plan.metadata.find("/etc/hostname: {when: [create, copy], template: hostname.tpl}") != std::string::npos);
+    CHECK(metadata.find("  agentctl.packages: \"systemd-sysv udev curl python3-minimal iproute2 sudo "
+                        "ca-certificates git procps\"\n") != std::string::npos);
+    CHECK(metadata.find("/etc/hostname: {when: [create, copy], template: hostname.tpl}") != std::string::npos);
     CHECK(plan.pack.back() == "rootfs");
     CHECK(plan.pack[6] == plan.tarball + ".tmp");
     CHECK(plan.import ==
@@ -77,4 +80,29 @@ TEST_CASE("the image has the default sandbox user, and boots containers without 
         CHECK(std::find(units.begin(), units.end(), unit) != units.end());
     }
     CHECK(std::find(units.begin(), units.end(), "systemd-journald.service") == units.end());
+}
+
+TEST_CASE("the image records its accounts as properties that read back exactly", "[image]") {
+    const auto plan = bootstrap_plan(options());
+    // Text that YAML would misread unquoted: colons, quotes, a backslash, '#', newlines.
+    const ImageAccounts accounts{
+        "root:x:0:0:root:/root:/bin/bash\nagent:x:1500:1500:agentctl sandbox user:/home/agent:"
+        "/bin/bash\nodd:x:7:7:\"q\" \\ # x:/:/bin/sh\n",
+        "root:x:0:\nagent:x:1500:\n"};
+    const auto yaml = YAML::Load(image_metadata(options(), plan, &accounts));
+    CHECK(yaml["properties"]["agentctl.passwd"].as<std::string>() == accounts.passwd);
+    CHECK(yaml["properties"]["agentctl.group"].as<std::string>() == accounts.group);
+    CHECK(yaml["properties"]["description"].as<std::string>() == "Debian 12 minbase (agentctl)");
+    CHECK(yaml["templates"]["/etc/hosts"]["template"].as<std::string>() == "hosts.tpl");
+    // As Incus answers them: read back into the accounts; without them, nothing.
+    Json properties = Json::object();
+    for (const auto& entry : yaml["properties"]) {
+        properties[entry.first.as<std::string>()] = entry.second.as<std::string>();
+    }
+    const auto read = recorded_accounts(properties);
+    REQUIRE(read);
+    CHECK(read->passwd == accounts.passwd);
+    CHECK(read->group == accounts.group);
+    CHECK_FALSE(recorded_accounts(Json{{"agentctl.passwd", accounts.passwd}}));
+    CHECK_FALSE(recorded_accounts(Json{{"agentctl.passwd", 1}, {"agentctl.group", ""}}));
 }

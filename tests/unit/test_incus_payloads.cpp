@@ -200,4 +200,9 @@ TEST_CASE("state, image pull and publish payloads", "[payloads]") {
     auto publish = image_publish_payload("build-1", "my-image");
     CHECK(publish["source"] == Json{{"type", "instance"}, {"name", "build-1"}});
     CHECK(publish["aliases"][0]["name"] == "my-image");
+    CHECK(publish["properties"] == Json{{"description", "agentctl image my-image"}});
+    // What the image records of itself goes with it.
+    CHECK(image_publish_payload("build-1", "my-image",
+                                Json{{"agentctl.passwd", "root:x:0:0::/root:/bin/sh\n"}})["properties"] ==
+          Json{{"description", "agentctl image my-image"}, {"agentctl.passwd", "root:x:0:0::/root:/bin/sh\n"}});
 }

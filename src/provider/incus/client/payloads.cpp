@@ -246,10 +246,12 @@ Json image_pull_payload(const std::string& remote_url, const std::string& ref) {
         {"auto_update", false}};
 }
 
-Json image_publish_payload(const std::string& instance, const std::string& alias) {
+Json image_publish_payload(const std::string& instance, const std::string& alias, const Json& properties) {
+    Json all = properties;
+    all["description"] = fmt::format("agentctl image {}", alias);
     return Json{{"source", {{"type", "instance"}, {"name", instance}}},
                 {"aliases", Json::array({{{"name", alias}, {"description", "built by agentctl image build"}}})},
-                {"properties", {{"description", fmt::format("agentctl image {}", alias)}}}};
+                {"properties", all}};
 }
 
 }  // namespace agentctl::provider::incus

@@ -132,8 +132,10 @@ struct IdentityMap {
 
 // POST /1.0/images: pull REF from a simplestreams remote, aliased REF locally.
 [[nodiscard]] Json image_pull_payload(const std::string& remote_url, const std::string& ref);
-// POST /1.0/images: publish a stopped instance as a local image aliased OUT.
-[[nodiscard]] Json image_publish_payload(const std::string& instance, const std::string& alias);
+// POST /1.0/images: publish a stopped instance as a local image aliased OUT,
+// with `properties` (string values) besides its description.
+[[nodiscard]] Json image_publish_payload(const std::string& instance, const std::string& alias,
+                                         const Json& properties = Json::object());
 
 // Byte sizes as Incus config values ("4294967296B").
 [[nodiscard]] std::string bytes_value(std::uint64_t bytes);

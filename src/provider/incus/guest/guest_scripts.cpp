@@ -1,5 +1,6 @@
 #include "provider/incus/guest/guest_scripts.hpp"
 
+#include <algorithm>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -74,6 +75,94 @@ std::optional<GuestUser> parse_bootstrap_output(const std::string& output) {
         }
     }
     return std::nullopt;
+}
+
+namespace {
+
+// One line of /etc/passwd or /etc/group, split at ':' (empty fields kept).
+std::vector<std::string> account_fields(const std::string& line) {
+    std::vector<std::string> fields;
+    std::string field;
+    std::istringstream in(line);
+    while (std::getline(in, field, ':')) fields.push_back(field);
+    if (!line.empty() && line.back() == ':') fields.emplace_back();
+    return fields;
+}
+
+std::optional<int> account_id(const std::string& text) {
+    if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9) {
+        return std::nullopt;
+    }
+    return std::stoi(text);
+}
+
+struct Account {
+    std::string name;
+    int id = 0;   // uid (passwd) or gid (group)
+    int gid = 0;  // passwd only
+    std::string comment, home, shell;
+};
+
+std::vector<Account> parse_accounts(const std::string& text, bool passwd) {
+    std::vector<Account> accounts;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        const auto f = account_fields(line);
+        if (f.size() < (passwd ? 7U : 3U) || f[0].empty()) continue;
+        const auto id = account_id(f[2]);
+        const auto gid = passwd ? account_id(f[3]) : id;
+        if (!id || !gid) continue;
+        Account account{f[0], *id, *gid, {}, {}, {}};
+        if (passwd) {
+            account.comment = f[4];
+            account.home = f[5];
+            account.shell = f[6];
+        }
+        accounts.push_back(account);
+    }
+    return accounts;
+}
+
+}  // namespace
+
+GuestUser predict_bootstrap_user(const ImageAccounts& accounts, const std::string& user, int preferred_uid) {
+    auto users = parse_accounts(accounts.passwd, true);
+    auto groups = parse_accounts(accounts.group, false);
+    const auto named = [](auto& list, const std::string& name) {
+        auto it = std::find_if(list.begin(), list.end(), [&](const Account& a) { return a.name == name; });
+        return it == list.end() ? nullptr : &*it;
+    };
+    // uid_free: neither a user nor a group has the id.
+    const auto id_free = [&](int id) {
+        const auto has = [id](const Account& a) { return a.id == id; };
+        return std::none_of(users.begin(), users.end(), has) && std::none_of(groups.begin(), groups.end(), has);
+    };
+    const auto image_user =
+        std::find_if(users.begin(), users.end(), [](const Account& a) { return a.comment == k_image_user_comment; });
+    if (image_user != users.end() && image_user->name != user && !named(users, user) && !named(groups, user)) {
+        // usermod -l USER -d /home/USER -m IMG; groupmod -n USER (IMG's primary group)
+        for (auto& group : groups) {
+            if (group.id == image_user->gid) group.name = user;
+        }
+        image_user->name = user;
+        image_user->home = "/home/" + user;
+    }
+    if (auto* existing = named(users, user); existing && existing->id != preferred_uid &&
+                                             existing->comment == k_image_user_comment && id_free(preferred_uid)) {
+        // groupmod -g PREF USER; usermod -u PREF -g PREF USER
+        if (auto* group = named(groups, user)) group->id = preferred_uid;
+        existing->id = preferred_uid;
+        existing->gid = preferred_uid;
+    }
+    if (const auto* existing = named(users, user)) {
+        return GuestUser{user, existing->id, existing->gid, existing->home, existing->shell};
+    }
+    int uid = preferred_uid;
+    while (!id_free(uid)) ++uid;
+    // groupadd -g UID USER, or (a group USER exists already) useradd -g USER joins it
+    const auto* group = named(groups, user);
+    return GuestUser{user, uid, group ? group->id : uid, "/home/" + user, "/bin/bash"};
 }
 
 std::string detect_package_manager_script() {

@@ -24,6 +24,21 @@ inline constexpr std::string_view k_image_user_comment = "agentctl sandbox user"
 [[nodiscard]] std::string bootstrap_user_script(const std::string& user, int preferred_uid);
 [[nodiscard]] std::optional<GuestUser> parse_bootstrap_output(const std::string& output);
 
+// An image's accounts: its /etc/passwd and /etc/group, as text.
+struct ImageAccounts {
+    std::string passwd;
+    std::string group;
+};
+
+// The user that bootstrap_user_script ends up with in an image that has
+// `accounts`, by the same rule (the two change together): the image's own
+// sandbox user renamed and moved to `preferred_uid` when that is free, an
+// existing user kept as it is, a new one at the first free id from
+// `preferred_uid` on. Lets create (and --preview) refuse a uid clash before
+// anything is made.
+[[nodiscard]] GuestUser predict_bootstrap_user(const ImageAccounts& accounts, const std::string& user,
+                                               int preferred_uid);
+
 // Prints the guest's package manager: apt | dnf | apk | none.
 [[nodiscard]] std::string detect_package_manager_script();
 

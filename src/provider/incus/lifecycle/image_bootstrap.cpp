@@ -37,6 +37,11 @@ namespace fs = std::filesystem;
 constexpr const char* k_base_packages[] = {"systemd-sysv",    "udev", "curl", "python3-minimal", "iproute2", "sudo",
                                            "ca-certificates", "git"};
 
+// What a build puts into an image besides its packages, by revision: a
+// cached tarball of an earlier revision is built anew (2: the accounts are
+// recorded as image properties).
+constexpr int k_build_revision = 2;
+
 // A short, stable name for a package list: the cached tarball of another
 // list is another file, so a changed list is built anew.
 std::string list_digest(std::string_view list) { return fmt::format("{:08x}", fnv1a32(list)); }
@@ -96,6 +101,40 @@ void remove_matching(const fs::path& dir, std::string_view suffix) {
 
 }  // namespace
 
+std::optional<std::string> string_property(const Json& properties, std::string_view key) {
+    if (!properties.is_object()) return std::nullopt;
+    const auto it = properties.find(std::string(key));
+    if (it == properties.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+}
+
+Json accounts_properties(const ImageAccounts& accounts) {
+    return Json{{std::string(k_image_passwd_property), accounts.passwd},
+                {std::string(k_image_group_property), accounts.group}};
+}
+
+std::optional<ImageAccounts> recorded_accounts(const Json& properties) {
+    auto passwd = string_property(properties, k_image_passwd_property);
+    auto group = string_property(properties, k_image_group_property);
+    if (!passwd || !group) return std::nullopt;
+    return ImageAccounts{std::move(*passwd), std::move(*group)};
+}
+
+std::string image_metadata(const BootstrapOptions& options, const BootstrapPlan& plan, const ImageAccounts* accounts) {
+    auto text =
+        fmt::format("architecture: {}\ncreation_date: {}\nproperties:\n", plan.architecture, options.creation_date);
+    // Each value as a JSON string, which YAML reads as a double-quoted scalar.
+    for (const auto& [key, value] : plan.properties) text += fmt::format("  {}: {}\n", key, Json(value).dump());
+    if (accounts) {
+        const auto recorded = accounts_properties(*accounts);
+        for (const auto& [key, value] : recorded.items()) text += fmt::format("  {}: {}\n", key, value.dump());
+    }
+    return text +
+           "templates:\n"
+           "  /etc/hostname: {when: [create, copy], template: hostname.tpl}\n"
+           "  /etc/hosts: {when: [create, copy], template: hosts.tpl}\n";
+}
+
 BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
     BootstrapPlan plan;
     const auto architecture = options.architecture.empty() ? machine_architecture() : options.architecture;
@@ -108,7 +147,9 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
     std::string include;
     for (const auto& name : names) include.append(include.empty() ? "" : ",").append(name);
     plan.tarball =
-        (fs::path(options.cache_dir) / fmt::format("{}-{}.tar.zst", options.alias, list_digest(include))).string();
+        (fs::path(options.cache_dir) /
+         fmt::format("{}-{}.tar.zst", options.alias, list_digest(fmt::format("{}/{}", k_build_revision, include))))
+            .string();
     plan.work_dir = (fs::path(options.cache_dir) / ("build-" + options.alias)).string();
     auto carried = include;
     std::replace(carried.begin(), carried.end(), ',', ' ');
@@ -128,13 +169,12 @@ BootstrapPlan bootstrap_plan(const BootstrapOptions& options) {
         plan.dropins.emplace_back(fmt::format("etc/systemd/system/{}.d/agentctl-container.conf", unit),
                                   std::string(k_vm_only_dropin));
     }
-    plan.metadata = fmt::format(
-        "architecture: {}\ncreation_date: {}\nproperties:\n  description: Debian 12 minbase (agentctl)\n"
-        "  os: debian\n  release: {}\n  architecture: {}\n  {}: \"{}\"\ntemplates:\n"
-        "  /etc/hostname: {{when: [create, copy], template: hostname.tpl}}\n"
-        "  /etc/hosts: {{when: [create, copy], template: hosts.tpl}}\n",
-        architecture, options.creation_date, options.suite, debian_architecture(architecture),
-        k_image_packages_property, carried);
+    plan.architecture = architecture;
+    plan.properties = {{"description", "Debian 12 minbase (agentctl)"},
+                       {"os", "debian"},
+                       {"release", options.suite},
+                       {"architecture", debian_architecture(architecture)},
+                       {std::string(k_image_packages_property), carried}};
     plan.pack = {"tar", "--numeric-owner", "--xattrs",      "-I",        "zstd -T0 -3", "-cf", plan.tarball + ".tmp",
                  "-C",  plan.work_dir,     "metadata.yaml", "templates", "rootfs"};
     plan.import = {"incus", "image", "import", plan.tarball};
@@ -176,7 +216,9 @@ void build_bootstrap_image(ProviderContext& context, const BootstrapOptions& opt
             remove_matching(root / "var/cache/apt", ".bin");
             remove_matching(root / "var/lib/apt/lists", "");
             core::write_file_atomic(root / "etc/machine-id", "", 0444);
-            core::write_file_atomic(fs::path(plan.work_dir) / "metadata.yaml", plan.metadata, 0644);
+            const ImageAccounts accounts{core::read_file(root / "etc/passwd"), core::read_file(root / "etc/group")};
+            core::write_file_atomic(fs::path(plan.work_dir) / "metadata.yaml", image_metadata(options, plan, &accounts),
+                                    0644);
             core::write_file_atomic(fs::path(plan.work_dir) / "templates/hostname.tpl", k_hostname_template, 0644);
             core::write_file_atomic(fs::path(plan.work_dir) / "templates/hosts.tpl", k_hosts_template, 0644);
             context.reporter.step(fmt::format("packing {}", plan.tarball));

@@ -6,12 +6,15 @@
 // templates, one zstd tarball (cached), imported with the alias OUT.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "agentctl/provider.hpp"
+#include "provider/incus/client/client.hpp"
+#include "provider/incus/guest/guest_scripts.hpp"
 
 namespace agentctl::provider::incus {
 
@@ -19,6 +22,17 @@ namespace agentctl::provider::incus {
 // carries (space-separated); create reads it to refuse an agent whose
 // installer needs a tool the image lacks before it makes anything.
 inline constexpr std::string_view k_image_packages_property = "agentctl.packages";
+// The image properties that record its accounts (/etc/passwd and /etc/group
+// as they are in the image), set by both ways `image build` makes an image;
+// create predicts its sandbox user's uid from them before it makes anything.
+inline constexpr std::string_view k_image_passwd_property = "agentctl.passwd";
+inline constexpr std::string_view k_image_group_property = "agentctl.group";
+
+// An image property's text; nullopt when the image has none (or not a string).
+[[nodiscard]] std::optional<std::string> string_property(const Json& properties, std::string_view key);
+// The accounts as image properties, and back (nullopt: not recorded).
+[[nodiscard]] Json accounts_properties(const ImageAccounts& accounts);
+[[nodiscard]] std::optional<ImageAccounts> recorded_accounts(const Json& properties);
 
 struct BootstrapOptions {
     std::string alias;                  // the image alias to import as
@@ -43,12 +57,19 @@ struct BootstrapPlan {
     // systemd drop-ins (path relative to the root file system, content) that
     // skip what a container does not need at boot.
     std::vector<std::pair<std::string, std::string>> dropins;
-    std::string metadata;  // metadata.yaml
+    std::string architecture;  // Incus's name
+    // The image's properties, in order (accounts_properties are added at build time).
+    std::vector<std::pair<std::string, std::string>> properties;
     std::vector<std::string> pack;
     std::vector<std::string> import;
 };
 
 [[nodiscard]] BootstrapPlan bootstrap_plan(const BootstrapOptions& options);
+
+// metadata.yaml of the plan's image (creation date from `options`), with its
+// accounts recorded when given.
+[[nodiscard]] std::string image_metadata(const BootstrapOptions& options, const BootstrapPlan& plan,
+                                         const ImageAccounts* accounts);
 
 // Runs the plan with a reporter step per stage; an existing cached tarball is
 // imported without rebuilding. In preview prints the commands instead. Throws

@@ -32,6 +32,20 @@
 #include "provider/incus/lifecycle/provider_impl.hpp"
 
 namespace agentctl::provider::incus {
+namespace {
+
+// The sandbox user must have the uid and gid its writable mounts are mapped to
+// (create checks the user it predicts before anything is made, then the one it got).
+void refuse_uid_clash(const std::string& sandbox, const GuestUser& user, int guest_uid) {
+    if (user.uid == guest_uid && user.gid == guest_uid) return;
+    throw Error(fmt::format("the sandbox user {} has uid {} gid {} in {}, but the writable mounts are mapped to "
+                            "uid {}: the image already uses that id",
+                            user.name, user.uid, user.gid, sandbox, guest_uid),
+                "use an image that has no user with that id");
+}
+
+}  // namespace
+
 std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts) {
     std::vector<MountOwner> owners;
     for (const auto& mount : mounts) {
@@ -159,20 +173,35 @@ std::string IncusProvider::place(const SandboxSpec& spec) {
     return plan_placement(request);
 }
 
-void IncusProvider::refuse_agent_without_tools(const SandboxSpec& spec) {
+std::optional<Json> IncusProvider::image_properties(const std::string& image) {
+    auto found = m_api.image(image);
+    if (!found) return std::nullopt;
+    return found->value("properties", Json::object());
+}
+
+void IncusProvider::refuse_agent_without_tools(const SandboxSpec& spec, const std::optional<Json>& image_properties) {
     // An image built by agentctl lists its packages; any other image is asked
     // from inside, right before the install (provider_lifecycle.cpp).
-    std::optional<std::string> packages;
-    if (auto image = m_api.image(spec.image)) {
-        const auto properties = image->value("properties", Json::object());
-        if (auto it = properties.find(std::string(k_image_packages_property));
-            it != properties.end() && it->is_string())
-            packages = it->get<std::string>();
-    }
+    const auto packages =
+        image_properties ? string_property(*image_properties, k_image_packages_property) : std::nullopt;
     const auto& agent = policy::find_agent(spec.agent);
     const auto missing = common::tools_missing_from_image(agent, packages, spec.packages);
     if (missing && !missing->empty()) {
         throw common::agent_tools_missing(spec.agent, fmt::format("the image {}", spec.image), *missing);
+    }
+}
+
+void IncusProvider::refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image_properties,
+                                           int guest_uid) {
+    if (!image_properties) return;  // not asked (a preview without a daemon): create checks the user it gets
+    const auto accounts = recorded_accounts(*image_properties);
+    if (accounts) {
+        refuse_uid_clash(spec.name, predict_bootstrap_user(*accounts, spec.user, guest_uid), guest_uid);
+    } else if (m_api.preview()) {
+        m_context.reporter.warning(
+            fmt::format("cannot tell before the sandbox exists whether its user {} gets uid {}: the image {} does not "
+                        "record its accounts (images made by `agentctl image build` do); create checks it then",
+                        spec.user, guest_uid, spec.image));
     }
 }
 
@@ -222,7 +251,8 @@ void IncusProvider::create(const SandboxSpec& requested) {
                     "(or spec.isolation: container in a profile); it shares the host kernel");
     }
     refuse_mounts_elsewhere(spec.mounts);
-    if (!spec.agent.empty()) refuse_agent_without_tools(spec);
+    const auto properties = image_properties(spec.image);
+    if (!spec.agent.empty()) refuse_agent_without_tools(spec, properties);
     // A published port listens on the server: only this machine's ports can be checked here.
     std::vector<std::unique_ptr<core::FileLock>> reserved;
     if (server_is_this_machine()) {
@@ -236,7 +266,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
         m_context.reporter.step(fmt::format("removed leftovers of an earlier, unfinished create of {}", spec.name));
     }
     try {
-        create_pieces(spec);
+        create_pieces(spec, properties);
         if (!m_api.preview()) set_records(spec.name, {{std::string(key::k_create_pending), ""}});
     } catch (...) {
         m_context.reporter.fail_step();
@@ -260,12 +290,13 @@ void IncusProvider::create(const SandboxSpec& requested) {
     }
 }
 
-void IncusProvider::create_pieces(const SandboxSpec& spec) {
+void IncusProvider::create_pieces(const SandboxSpec& spec, const std::optional<Json>& image_properties) {
     // Who the sandbox user stands for on the host, checked before anything is made.
     const auto owners = writable_mount_owners(spec.mounts);
     const int guest_uid = guest_uid_for(owners);
     const auto idmap = plan_identity_map(owners, guest_uid);
     if (idmap && !m_api.preview()) check_subordinate_ids(*idmap);
+    if (idmap) refuse_uid_clash_early(spec, image_properties, guest_uid);
     const auto bridge = bridge_name(spec.name);
     const bool confined = spec.network.enabled;
     const auto placement = placement_setting();
@@ -373,12 +404,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
         }
         user = GuestUser{spec.user, guest_uid, guest_uid, "/home/" + spec.user, "/bin/bash"};
     }
-    if (idmap && (user->uid != guest_uid || user->gid != guest_uid)) {
-        throw Error(fmt::format("the sandbox user {} has uid {} gid {} in {}, but the writable mounts are mapped to "
-                                "uid {}: the image already uses that id",
-                                spec.user, user->uid, user->gid, spec.name, guest_uid),
-                    "use an image that has no user with that id");
-    }
+    if (idmap) refuse_uid_clash(spec.name, *user, guest_uid);
     if (!secrets.empty() && !m_api.preview() && result.out.find(common::k_secrets_configured) == std::string::npos) {
         throw Error(fmt::format("installing the sandbox CA in {} failed (exit {}): {}", spec.name, result.exit_code,
                                 result.err),

@@ -163,10 +163,13 @@ void IncusProvider::image_build(const std::string& output, const std::string& ba
     m_context.reporter.step(fmt::format("building image {} from {}", output, base));
     create(spec);
     try {
+        // Its accounts as they are now, the sandbox user included (image_bootstrap.hpp).
+        const ImageAccounts accounts{m_api.pull_file(spec.name, "/etc/passwd"),
+                                     m_api.pull_file(spec.name, "/etc/group")};
         m_context.reporter.step(fmt::format("stopping {}", spec.name));
         m_api.change_state(spec.name, state_payload("stop", false, 60), 180);
         m_context.reporter.step(fmt::format("publishing {} as image {}", spec.name, output));
-        m_api.create_image(image_publish_payload(spec.name, output), k_install_timeout);
+        m_api.create_image(image_publish_payload(spec.name, output, accounts_properties(accounts)), k_install_timeout);
     } catch (...) {
         remove_pieces(spec.name);
         throw;
