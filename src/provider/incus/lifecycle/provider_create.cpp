@@ -191,8 +191,10 @@ void IncusProvider::refuse_agent_without_tools(const SandboxSpec& spec, const st
     }
 }
 
-void IncusProvider::refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image_properties,
-                                           int guest_uid) {
+void IncusProvider::refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image_properties) {
+    const auto owners = writable_mount_owners(spec.mounts);
+    const int guest_uid = guest_uid_for(owners);
+    if (!plan_identity_map(owners, guest_uid)) return;  // no writable mount: any uid will do
     if (!image_properties) return;  // not asked (a preview without a daemon): create checks the user it gets
     const auto accounts = recorded_accounts(*image_properties);
     if (accounts) {
@@ -253,6 +255,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
     refuse_mounts_elsewhere(spec.mounts);
     const auto properties = image_properties(spec.image);
     if (!spec.agent.empty()) refuse_agent_without_tools(spec, properties);
+    refuse_uid_clash_early(spec, properties);
     // A published port listens on the server: only this machine's ports can be checked here.
     std::vector<std::unique_ptr<core::FileLock>> reserved;
     if (server_is_this_machine()) {
@@ -266,7 +269,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
         m_context.reporter.step(fmt::format("removed leftovers of an earlier, unfinished create of {}", spec.name));
     }
     try {
-        create_pieces(spec, properties);
+        create_pieces(spec);
         if (!m_api.preview()) set_records(spec.name, {{std::string(key::k_create_pending), ""}});
     } catch (...) {
         m_context.reporter.fail_step();
@@ -290,13 +293,12 @@ void IncusProvider::create(const SandboxSpec& requested) {
     }
 }
 
-void IncusProvider::create_pieces(const SandboxSpec& spec, const std::optional<Json>& image_properties) {
+void IncusProvider::create_pieces(const SandboxSpec& spec) {
     // Who the sandbox user stands for on the host, checked before anything is made.
     const auto owners = writable_mount_owners(spec.mounts);
     const int guest_uid = guest_uid_for(owners);
     const auto idmap = plan_identity_map(owners, guest_uid);
     if (idmap && !m_api.preview()) check_subordinate_ids(*idmap);
-    if (idmap) refuse_uid_clash_early(spec, image_properties, guest_uid);
     const auto bridge = bridge_name(spec.name);
     const bool confined = spec.network.enabled;
     const auto placement = placement_setting();

@@ -123,7 +123,7 @@ private:
     void create_bridge(const Json& network, const std::string& target);
     // PATCH of a bridge's config, under the host's network lock.
     void patch_bridge(const std::string& bridge, const Json& config);
-    void create_pieces(const SandboxSpec& spec, const std::optional<Json>& image_properties);
+    void create_pieces(const SandboxSpec& spec);
     Ipv4Net choose_subnet();
     // A uid of its own for the host processes of `name` (host_user.hpp), with
     // its files in this agentctl's state directory; the caller holds
@@ -251,10 +251,11 @@ private:
     // Refuses --agent before anything is made when the image says it lacks a
     // tool the agent's installer needs (provider_create.cpp).
     void refuse_agent_without_tools(const SandboxSpec& spec, const std::optional<Json>& image_properties);
-    // Refuses a sandbox user that would not get `guest_uid` (the writable
-    // mounts' owner) before anything is made, when the image records its
-    // accounts; a preview of an image that does not says it cannot tell.
-    void refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image_properties, int guest_uid);
+    // Refuses a sandbox user that would not get the uid its writable mounts
+    // are mapped to (their owner's) before anything is made, when the image
+    // records its accounts; a preview of an image that does not says it
+    // cannot tell.
+    void refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image_properties);
     // Writes `mounts` as the instance's disk devices and record, with the
     // identity map and the containment keys (guest API off, own uid range,
     // process limit) they need; the instance must be stopped.
