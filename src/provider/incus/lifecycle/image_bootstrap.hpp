@@ -49,7 +49,7 @@ struct BootstrapOptions {
 // What the build runs and writes, in order; pure, for tests and --preview.
 struct BootstrapPlan {
     std::string work_dir;  // below cache_dir, removed afterwards
-    std::string tarball;   // cache_dir/ALIAS-DIGEST.tar.zst (DIGEST: of the package list)
+    std::string tarball;   // cache_dir/ALIAS-DIGEST.tar.zst (DIGEST: of the build revision and package list)
     std::vector<std::string> debootstrap;
     std::vector<std::string> enable_networkd;
     std::string networkd_unit;          // content of /etc/systemd/network/10-eth0.network
