@@ -248,34 +248,8 @@ incus init "$IMAGE" "$IMP" --no-profiles --storage "$POOL" >/dev/null &&
 wait_until 60 incus exec "$IMP" -- true
 incus exec "$IMP" -- ip addr add "$PROXY/$PREFIX" dev eth0
 incus exec "$IMP" -- ip route replace default via "$GW" src "$PROXY"
-cat >"$WORK/imp.py" <<'EOF'
-import socket, sys, threading
-def pipe(a, b):
-    try:
-        while True:
-            d = a.recv(65536)
-            if not d: break
-            b.sendall(d)
-    except OSError: pass
-    for s in (a, b):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
-def serve(c):
-    head = b""
-    while b"\r\n\r\n" not in head:
-        d = c.recv(1)
-        if not d: return
-        head += d
-    host, port = head.split()[1].decode().rsplit(":", 1)
-    u = socket.create_connection((host, int(port)), source_address=(sys.argv[1], 0))
-    c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-    for a, b in ((c, u), (u, c)): threading.Thread(target=pipe, args=(a, b), daemon=True).start()
-l = socket.create_server((sys.argv[1], 3128))
-while True:
-    c, _ = l.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
-EOF
-incus file push "$WORK/imp.py" "$IMP/root/imp.py" >/dev/null
-incus exec "$IMP" -- sh -c "setsid python3 /root/imp.py $PROXY </dev/null >/dev/null 2>&1 &"
+incus file push "$(dirname "$0")/tcp_relay.py" "$IMP/root/tcp_relay.py" >/dev/null
+incus exec "$IMP" -- sh -c "setsid python3 /root/tcp_relay.py connect-proxy $PROXY </dev/null >/dev/null 2>&1 &"
 served() { "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 3 -p -x "http://$PROXY:3128" "http://$PUB:$PORT/" | grep -q hello; }
 if wait_until 60 served; then
   echo "# the instance with the companion's address serves the sandbox while the companion is stopped"

@@ -71,34 +71,10 @@ ip -n "$RNS" link set lo up
 ip -n "$RNS" addr add "$RNET.2/30" dev "$RVN"
 ip -n "$RNS" link set "$RVN" up
 ip route get "$RNET.2" | grep -q "dev $RVH" || { echo "refusing to run: $RNET.2 is not routed to the test namespace"; exit 1; }
-relay_py='
-import socket, sys, threading
-def pipe(a, b):
-    try:
-        while True:
-            data = a.recv(65536)
-            if not data: break
-            b.sendall(data)
-    except OSError: pass
-    finally:
-        for s in (a, b):
-            try: s.shutdown(socket.SHUT_RDWR)
-            except OSError: pass
-listener = socket.create_server((sys.argv[1], int(sys.argv[2])), reuse_port=False)
-while True:
-    client, _ = listener.accept()
-    try:
-        upstream = socket.create_connection((sys.argv[3], int(sys.argv[4])), timeout=5)
-        upstream.settimeout(None)
-    except OSError:
-        client.close(); continue  # the client sees the connection closed, the relay keeps serving
-    for a, b in ((client, upstream), (upstream, client)):
-        threading.Thread(target=pipe, args=(a, b), daemon=True).start()
-'
-python3 -c "$relay_py" "$RNET.1" 8444 "${LISTEN%:*}" "${LISTEN##*:}" &
+python3 "$(dirname "$0")/tcp_relay.py" relay "$RNET.1" 8444 "${LISTEN%:*}" "${LISTEN##*:}" &
 RELAYS+=($!)
 for _ in $(seq 50); do bash -c "exec 3<>/dev/tcp/$RNET.1/8444" 2>/dev/null && break; sleep 0.1; done
-ip netns exec "$RNS" python3 -c "$relay_py" "$RNET.2" 8443 "$RNET.1" 8444 &
+ip netns exec "$RNS" python3 "$(dirname "$0")/tcp_relay.py" relay "$RNET.2" 8443 "$RNET.1" 8444 &
 RELAYS+=($!)
 for _ in $(seq 50); do bash -c "exec 3<>/dev/tcp/$RNET.2/8443" 2>/dev/null && break; sleep 0.1; done
 

@@ -11,6 +11,7 @@
 #include "core/files.hpp"
 #include "core/utc_time.hpp"
 #include "egress_proxy/sandbox_ca.hpp"
+#include "provider/common/failed_create.hpp"
 #include "provider/lima/lima_backend.hpp"
 #include "provider/lima/lima_paths.hpp"
 #include "provider/lima/loopback.hpp"
@@ -77,21 +78,9 @@ void LimaBackend::create(const SandboxSpec& spec) {
     } catch (...) {
         const auto state = load_state(m_ctx.state_dir, spec.name);
         if (spec.secrets.empty() || !state || state->secrets_installed) throw;
-        if (spec.keep_on_failure) {
-            m_ctx.reporter.notice(
-                fmt::format("create failed; kept what was made for {} (--keep-on-failure): "
-                            "`agentctl delete {} --force` removes it",
-                            spec.name, spec.name));
-            throw;
-        }
-        m_ctx.reporter.notice(fmt::format("create failed; removing what was made for {}", spec.name));
-        try {
-            remove(spec.name, true);
-            m_ctx.reporter.notice(fmt::format("removed what was made for {}", spec.name));
-        } catch (const std::exception& cleanup) {
-            m_ctx.reporter.warning(fmt::format("cleanup of {} failed: {} (run agentctl delete {} --force)", spec.name,
-                                               cleanup.what(), spec.name));
-        }
+        common::undo_failed_create(
+            m_ctx.reporter, spec.name, spec.keep_on_failure, [&] { remove(spec.name, true); },
+            fmt::format("agentctl delete {} --force", spec.name));
         throw;
     }
 }

@@ -21,6 +21,7 @@
 #include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 #include "provider/common/agent_install.hpp"
+#include "provider/common/failed_create.hpp"
 #include "provider/incus/client/cluster.hpp"
 #include "provider/incus/lifecycle/image_bootstrap.hpp"
 #include "provider/incus/guest/guest_proxy_scripts.hpp"
@@ -273,21 +274,10 @@ void IncusProvider::create(const SandboxSpec& requested) {
         if (!m_api.preview()) set_records(spec.name, {{std::string(key::k_create_pending), ""}});
     } catch (...) {
         m_context.reporter.fail_step();
-        if (spec.keep_on_failure && !m_api.preview()) {
-            m_context.reporter.notice(
-                fmt::format("create failed; kept what was made for {} (--keep-on-failure): "
-                            "`agentctl delete {} --force` removes it",
-                            spec.name, spec.name));
-        } else if (!m_api.preview()) {
-            m_context.reporter.notice(fmt::format("create failed; removing what was made for {}", spec.name));
-            try {
-                remove_pieces(spec.name);
-                // Ends the last cleanup step as done: the error printed next is the create's.
-                m_context.reporter.notice(fmt::format("removed what was made for {}", spec.name));
-            } catch (const std::exception& cleanup) {
-                m_context.reporter.warning(fmt::format("cleanup of {} failed: {} (run agentctl delete {})", spec.name,
-                                                       cleanup.what(), spec.name));
-            }
+        if (!m_api.preview()) {
+            common::undo_failed_create(
+                m_context.reporter, spec.name, spec.keep_on_failure, [&] { remove_pieces(spec.name); },
+                "agentctl delete " + spec.name);
         }
         throw;
     }

@@ -58,7 +58,7 @@ std::string IncusProvider::firewall_digest(const std::string& bridge) {
     return fmt::format("{:016x}", fnv1a64(result.out));
 }
 
-void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules) {
+void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules, const std::optional<Json>& network) {
     const auto acl = acl_name(name);
     const auto bridge = bridge_name(name);
     auto payload = in_project(acl_payload(name, rules));
@@ -68,7 +68,6 @@ void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules)
         m_context.reporter.step(fmt::format("creating network ACL {} again (it was missing)", acl));
         m_api.create_acl(payload);
     }
-    const auto network = m_api.network(bridge);
     if (!network) throw Error(fmt::format("the bridge {} of {} is missing", bridge, name), "recreate the sandbox");
     if (acl_attached(*network, acl)) return;
     m_context.reporter.step(fmt::format("attaching network ACL {} to bridge {} again (it was detached)", acl, bridge));

@@ -224,7 +224,8 @@ private:
     std::string firewall_digest(const std::string& bridge);
     // start: the sandbox's ACL with `rules`, attached to its bridge with
     // reject defaults (re-attached, and said so, when someone detached it).
-    void reattach_acl(const std::string& name, const AclRules& rules);
+    // `network`: the bridge as Incus answered it (nullopt: missing).
+    void reattach_acl(const std::string& name, const AclRules& rules, const std::optional<Json>& network);
     // The records of one probe run and its line (verify_confinement).
     std::map<std::string, std::string> evidence_records(const std::string& name, const ProbeRun& run,
                                                         const ConfinementStatus& line);

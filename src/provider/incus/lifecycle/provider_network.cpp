@@ -137,18 +137,17 @@ void IncusProvider::restore_egress(const std::string& name, const SandboxRecord&
         }
         return;
     }
-    if (placement == ProxyPlacement::Instance && !m_api.preview()) {
-        if (const auto bridge = m_api.network(site.bridge)) {
-            if (auto why = strangers_problem(name, site.bridge, *bridge); !why.empty()) {
-                throw Error(fmt::format("{} is not started: {}", name, why),
-                            fmt::format("remove them from bridge {} (incus config device remove, incus profile "
-                                        "device remove, or delete them), then `agentctl start {}`",
-                                        site.bridge, name));
-            }
+    const auto bridge = m_api.network(site.bridge);
+    if (placement == ProxyPlacement::Instance && !m_api.preview() && bridge) {
+        if (auto why = strangers_problem(name, site.bridge, *bridge); !why.empty()) {
+            throw Error(fmt::format("{} is not started: {}", name, why),
+                        fmt::format("remove them from bridge {} (incus config device remove, incus profile "
+                                    "device remove, or delete them), then `agentctl start {}`",
+                                    site.bridge, name));
         }
     }
     const auto rules = plan_acl(name, network, site.subnet, placement, false);
-    reattach_acl(name, rules);
+    reattach_acl(name, rules, bridge);
     (void)egress_up(site, placement, network, rules, resolver, false);
 }
 
