@@ -38,6 +38,9 @@ struct ProcessResult {
     // The code agentctl should exit with to pass this result through: the exit
     // code, or 128+signal like a shell does.
     [[nodiscard]] int pass_through_code() const { return signaled ? 128 + signal : (timed_out ? 124 : exit_code); }
+    // How the process ended, for messages and logs: "exit code N", "killed by
+    // signal N" or "timed out".
+    [[nodiscard]] std::string ending() const;
 };
 
 class ProcessRunner {

@@ -22,6 +22,13 @@
 #include "agentctl/process.hpp"
 
 namespace agentctl {
+
+std::string ProcessResult::ending() const {
+    if (timed_out) return "timed out";
+    if (signaled) return fmt::format("killed by signal {}", signal);
+    return fmt::format("exit code {}", exit_code);
+}
+
 namespace {
 
 namespace bp = boost::process;
@@ -119,10 +126,7 @@ private:
         if (!spdlog::should_log(spdlog::level::info)) return;
         std::string line;
         for (const auto& word : request.argv) line += (line.empty() ? "" : " ") + shell_quote(redacted(word));
-        std::string end = result.timed_out  ? "timed out"
-                          : result.signaled ? fmt::format("killed by signal {}", result.signal)
-                                            : fmt::format("exit {}", result.exit_code);
-        spdlog::info("run {} -> {} ({} ms)", line, end,
+        spdlog::info("run {} -> {} ({} ms)", line, result.ending(),
                      std::chrono::duration_cast<std::chrono::milliseconds>(took).count());
     }
 

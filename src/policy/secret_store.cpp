@@ -179,9 +179,7 @@ std::string secret_value(const StoredSecret& secret, ProcessRunner& runner) {
         fmt::format("run it yourself to see why, or store the value: agentctl secret set {}", secret.name);
     if (!result.ok()) {
         throw Error(fmt::format("secret {}: its command `{}` failed ({})", secret.name, secret.from,
-                                result.timed_out  ? "no answer within 30 s"
-                                : result.signaled ? fmt::format("killed by signal {}", result.signal)
-                                                  : fmt::format("exit code {}", result.exit_code)),
+                                result.timed_out ? "no answer within 30 s" : result.ending()),
                     hint);
     }
     const auto value = without_trailing_line_breaks(result.out);

@@ -10,7 +10,9 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "agentctl/process.hpp"
 #include "agentctl/provider.hpp"
@@ -43,7 +45,22 @@ private:
     std::string m_path;
 };
 
-template <typename ReporterType>
+// A Reporter that keeps what it was told, one "step: ", "notice: " or
+// "warning: " line each.
+class RecordingReporter final : public Reporter {
+public:
+    void step(std::string_view m) override { lines.push_back("step: " + std::string(m)); }
+    void notice(std::string_view m) override { lines.push_back("notice: " + std::string(m)); }
+    void warning(std::string_view m) override { lines.push_back("warning: " + std::string(m)); }
+    [[nodiscard]] std::string text() const {
+        std::string all;
+        for (const auto& line : lines) all += line + "\n";
+        return all;
+    }
+    std::vector<std::string> lines;
+};
+
+template <typename ReporterType = RecordingReporter>
 struct ProviderContextFixture {
     std::ostringstream out;
     ReporterType reporter;

@@ -129,9 +129,9 @@ TEST_CASE("at log level info every process run is logged with argv, its end and 
     (void)sh("exit 0");
     spdlog::set_default_logger(previous);
     const auto text = log.str();
-    CHECK(text.find("run sh -c 'exit 3' -> exit 3 (") == 0);
+    CHECK(text.find("run sh -c 'exit 3' -> exit code 3 (") == 0);
     CHECK(text.find("run sh -c 'kill -TERM $$' -> killed by signal 15 (") != std::string::npos);
-    CHECK(text.find("run env 'API_KEY=(redacted)' HOME=/h true -> exit 0 (") != std::string::npos);
+    CHECK(text.find("run env 'API_KEY=(redacted)' HOME=/h true -> exit code 0 (") != std::string::npos);
     CHECK(text.find("s3cret") == std::string::npos);
     CHECK(text.find("sh -c 'exit 0'") == std::string::npos);  // nothing below info is logged
     CHECK(std::count(text.begin(), text.end(), '\n') == 3);

@@ -10,11 +10,15 @@
 #include <algorithm>
 
 #include "agentctl/process.hpp"
+#include "core/files.hpp"
+#include "provider/incus/network/egress_host.hpp"
 #include "provider/incus/network/acl_rules.hpp"
 #include "provider/incus/network/host_firewall.hpp"
 #include "provider/incus/network/host_user.hpp"
 #include "provider/incus/network/host_resolver.hpp"
 #include "provider/incus/client/payloads.hpp"
+#include "support/provider_context.hpp"
+#include "support/recording_runner.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
@@ -218,6 +222,31 @@ TEST_CASE("the host firewall table: rejects all but DHCP, DNS and the proxy on t
     CHECK_THAT(script, !Catch::Contains("2001:db8::1"));
     CHECK_THAT(script, Catch::Contains("meta l4proto tcp ct state new reject with tcp reset"));
     check_nft_accepts({script, firewall_delete_script("agc-0123456789a")});
+}
+
+TEST_CASE("nft changes a firewall table holding the host's firewall lock, and a failure says how nft ended",
+          "[firewall]") {
+    test::RecordingProcessRunner runner;
+    auto platform = make_real_host_platform();
+    test::LockDir locks;
+    std::ostringstream out;
+    test::RecordingReporter reporter;
+    ProviderContext context{
+        .runner = runner, .platform = *platform, .reporter = reporter, .out = out, .host_lock_dir = locks.path()};
+    const auto lock = host_firewall_lock_path(locks.path());
+    bool held_while_nft_ran = false;
+    runner.set_fallback([&](const ProcessRequest& request) {
+        REQUIRE(request.argv.front() == "nft");
+        held_while_nft_ran = core::FileLock::try_acquire(lock) == nullptr;
+        ProcessResult result;
+        result.timed_out = true;
+        return result;
+    });
+    auto host = make_local_egress_host(context);
+    CHECK_THROWS_WITH(host->remove_firewall("agc-0123456789a"),
+                      "nft refused agentctl's firewall table for bridge agc-0123456789a (timed out): ");
+    CHECK(held_while_nft_ran);
+    CHECK(core::FileLock::try_acquire(lock) != nullptr);  // and let go of it after
 }
 
 TEST_CASE("firewall_bridges: the bridges of agentctl's tables, from nft's JSON", "[firewall]") {

@@ -195,14 +195,7 @@ public:
     }
 };
 
-class Quiet final : public Reporter {
-public:
-    void step(std::string_view) override {}
-    void notice(std::string_view) override {}
-    void warning(std::string_view) override {}
-};
-
-struct Fixture : test::ProviderContextFixture<Quiet> {
+struct Fixture : test::ProviderContextFixture<> {
     ClusterClient* client = nullptr;
     std::unique_ptr<Provider> provider;
     Fixture() {

@@ -19,15 +19,7 @@ using namespace agentctl::provider::incus;
 
 namespace {
 
-class RecordingReporter final : public Reporter {
-public:
-    void step(std::string_view m) override { lines.push_back("step: " + std::string(m)); }
-    void notice(std::string_view m) override { lines.push_back("notice: " + std::string(m)); }
-    void warning(std::string_view m) override { lines.push_back("warning: " + std::string(m)); }
-    std::vector<std::string> lines;
-};
-
-struct Fixture : test::ProviderContextFixture<RecordingReporter> {
+struct Fixture : test::ProviderContextFixture<> {
     Fixture() : ProviderContextFixture({.preview = true}) {}
     std::unique_ptr<Provider> provider = make_provider(context, make_preview_client(out), nullptr);
 };
@@ -132,8 +124,7 @@ TEST_CASE("capabilities: everything but exec logs is supported", "[preview]") {
 }
 
 TEST_CASE("preview create with the proxy in an instance prints the companion and the sourced rules", "[preview]") {
-    test::ProviderContextFixture<RecordingReporter> f(
-        {.preview = true, .settings = {{"incus.proxyPlacement", "instance"}}});
+    test::ProviderContextFixture<> f({.preview = true, .settings = {{"incus.proxyPlacement", "instance"}}});
     auto [out, context, reporter] = std::tie(f.out, f.context, f.reporter);
     auto provider = make_provider(context, make_preview_client(out), nullptr);
     SandboxSpec spec;

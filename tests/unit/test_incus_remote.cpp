@@ -53,13 +53,6 @@ struct ConfigDirs {
     IncusConfigDirs dirs;
 };
 
-class RecordingReporter final : public Reporter {
-public:
-    void step(std::string_view) override {}
-    void notice(std::string_view) override {}
-    void warning(std::string_view) override {}
-};
-
 }  // namespace
 
 TEST_CASE("the incus client's directories: $INCUS_CONF, else ~/.config/incus; /etc/incus globally", "[remote]") {
@@ -235,7 +228,7 @@ TEST_CASE("preview lines address the remote the way the incus client does (REMOT
     // Runnable as printed: `incus query` refuses --project, so the project is in the path.
     CHECK(query_argv("GET", "/1.0/instances?recursion=1", nullptr, "agents", "") ==
           std::vector<std::string>{"incus", "query", "-X", "GET", "/1.0/instances?recursion=1&project=agents"});
-    test::ProviderContextFixture<RecordingReporter> f({.preview = true});
+    test::ProviderContextFixture<> f({.preview = true});
     auto [out, context, reporter] = std::tie(f.out, f.context, f.reporter);
     Server server;
     server.remote = "build";
@@ -248,7 +241,7 @@ TEST_CASE("preview lines address the remote the way the incus client does (REMOT
 }
 
 TEST_CASE("a server that is not this machine: host directories are refused, --mount-none is fine", "[remote]") {
-    test::ProviderContextFixture<RecordingReporter> f({.preview = true});
+    test::ProviderContextFixture<> f({.preview = true});
     auto [out, context, reporter] = std::tie(f.out, f.context, f.reporter);
     Server server;
     server.remote = "far";

@@ -71,14 +71,6 @@ public:
     [[nodiscard]] bool preview() const override { return false; }
 };
 
-class Lines final : public Reporter {
-public:
-    void step(std::string_view m) override { text += "step: " + std::string(m) + "\n"; }
-    void notice(std::string_view m) override { text += "notice: " + std::string(m) + "\n"; }
-    void warning(std::string_view m) override { text += "warning: " + std::string(m) + "\n"; }
-    std::string text;
-};
-
 // The host's side of a sandbox (processes, nft table, state), recording what
 // delete asks of it.
 class RecordingEgress final : public EgressHost {
@@ -110,7 +102,7 @@ private:
     }
 };
 
-struct Fixture : test::ProviderContextFixture<Lines> {
+struct Fixture : test::ProviderContextFixture<> {
     ScriptedClient* client = nullptr;
     std::vector<std::string> host;  // what was done on the host's side (RecordingEgress)
     std::unique_ptr<Provider> provider;
@@ -153,7 +145,7 @@ TEST_CASE("delete leaves alone a bridge or ACL that is not the sandbox's", "[rem
     f.provider->lifecycle().remove("mine", false);
     CHECK(f.client->objects.contains("/1.0/networks/" + bridge_name("mine")));
     CHECK_FALSE(f.client->objects.contains("/1.0/network-acls/agentctl-mine"));
-    CHECK_THAT(f.reporter.text, Catch::Contains("belongs to \"someone-else\""));
+    CHECK_THAT(f.reporter.text(), Catch::Contains("belongs to \"someone-else\""));
 }
 
 TEST_CASE("delete refuses a running sandbox without --force and an instance agentctl did not make", "[remove]") {

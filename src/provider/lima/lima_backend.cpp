@@ -73,11 +73,9 @@ ProcessResult LimaBackend::run_limactl(const std::vector<std::string>& argv, con
     auto result = m_ctx.runner.run(request);
     if (!result.ok()) {
         std::string detail = first_line(result.err.empty() ? result.out : result.err);
-        throw Error(
-            fmt::format("cannot {}: `{}` failed ({}): {}", what, shell_join({argv[0], argv.size() > 1 ? argv[1] : ""}),
-                        result.timed_out ? "timed out" : "exit code " + std::to_string(result.pass_through_code()),
-                        detail),
-            "run the command by hand to see Lima's full output");
+        throw Error(fmt::format("cannot {}: `{}` failed ({}): {}", what,
+                                shell_join({argv[0], argv.size() > 1 ? argv[1] : ""}), result.ending(), detail),
+                    "run the command by hand to see Lima's full output");
     }
     return result;
 }

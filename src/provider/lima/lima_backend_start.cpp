@@ -163,8 +163,7 @@ void LimaBackend::install_guest_secrets(LimaState& state) {
         detail = detail.substr(detail.rfind('\n') == std::string::npos ? 0 : detail.rfind('\n') + 1);
         halt(state,
              fmt::format("installing the sandbox CA in \"{}\" failed ({}): {}; the instance was stopped", state.name,
-                         result.timed_out ? "timed out" : "exit code " + std::to_string(result.pass_through_code()),
-                         detail),
+                         result.ending(), detail),
              "the guest needs sh, sed, grep and passwordless sudo; its CA goes to " +
                  std::string(policy::k_sandbox_ca_file));
     }

@@ -83,10 +83,8 @@ ProcessResult run_stage(ProviderContext& context, const std::string& what, const
     auto result = context.runner.run(request);
     if (!result.ok()) {
         const auto output = common::output_tail(result.err.empty() ? result.out : result.err);
-        throw Error(
-            fmt::format("image build: {} failed ({}): {}", what,
-                        result.timed_out ? "timed out" : fmt::format("exit {}", result.pass_through_code()), output),
-            fmt::format("the command was: {}", shell_join(argv)));
+        throw Error(fmt::format("image build: {} failed ({}): {}", what, result.ending(), output),
+                    fmt::format("the command was: {}", shell_join(argv)));
     }
     return result;
 }

@@ -15,9 +15,11 @@
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/egress_proxy.hpp"
+#include "provider/common/command_output.hpp"
 #include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
 #include "provider/incus/network/host_cgroup.hpp"
+#include "provider/incus/network/host_user.hpp"
 #include "provider/common/sandbox_secrets.hpp"
 #include "provider/incus/lifecycle/settings.hpp"
 
@@ -373,6 +375,7 @@ private:
         request.argv = {"nft", "-f", "-"};
         request.stdin_data = script;
         request.timeout = std::chrono::seconds(20);
+        const core::FileLock one_at_a_time(host_firewall_lock_path(m_context.host_lock_dir));
         ProcessResult result;
         try {
             result = m_context.runner.run(request);
@@ -380,9 +383,9 @@ private:
             throw Error(fmt::format("cannot run nft for bridge {}: {}", bridge, e.what()),
                         "install nftables (scripts/incus/up.sh does)");
         }
-        if (result.exit_code != 0 || result.signaled || result.timed_out) {
-            throw Error(fmt::format("nft refused agentctl's firewall table for bridge {}: {}", bridge,
-                                    result.err.empty() ? result.out : result.err),
+        if (!result.ok()) {
+            throw Error(fmt::format("nft refused agentctl's firewall table for bridge {} ({}): {}", bridge,
+                                    result.ending(), common::output_tail(result.err.empty() ? result.out : result.err)),
                         "agentctl must run as root, on a kernel with nftables");
         }
     }

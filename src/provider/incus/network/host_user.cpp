@@ -63,6 +63,8 @@ bool id_known_on_host(uid_t id) { return ::getpwuid(id) != nullptr || ::getgrgid
 
 std::string host_network_lock_path(const std::string& lock_dir) { return lock_dir + "/agentctl-incus-network.lock"; }
 
+std::string host_firewall_lock_path(const std::string& lock_dir) { return lock_dir + "/agentctl-incus-firewall.lock"; }
+
 std::string host_sandbox_lock_path(const std::string& lock_dir, const std::string& sandbox) {
     return fmt::format("{}/agentctl-incus-sandbox-{}.lock", lock_dir, sandbox);
 }
