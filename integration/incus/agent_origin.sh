@@ -101,14 +101,13 @@ agent_origin_image() {
       incus file push -q --mode 0755 "$WORK/npm-wrapper" "$builder/usr/bin/npm" || { incus delete --force "$builder" >/dev/null 2>&1; return 1; }
     [ "$AGENT_IMAGE_NPM" = yes ] || carried="$carried nodejs npm"
   fi
-  # Its accounts are the base's (recorded by `image build`): the copy keeps them.
-  local passwd group
-  passwd=$(incus image get-property "$base" agentctl.passwd 2>/dev/null) &&
-    group=$(incus image get-property "$base" agentctl.group 2>/dev/null) || passwd='' group=''
+  # Its accounts are the base's (recorded by `image build`): the copy records
+  # them as its own.
+  local fingerprint
   incus publish "$builder" --alias "$alias" >/dev/null &&
     incus image set-property "$alias" agentctl.packages "$carried" &&
-    { [ -z "$passwd" ] || { incus image set-property "$alias" agentctl.passwd "$passwd"$'\n' &&
-      incus image set-property "$alias" agentctl.group "$group"$'\n'; }; }
+    fingerprint=$(incus image info "$alias" | awk '/^Fingerprint:/ {print $2}') &&
+    incus image set-property "$alias" agentctl.accounts.of "$fingerprint"
   local rc=$?
   incus delete --force "$builder" >/dev/null 2>&1
   return $rc

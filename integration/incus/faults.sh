@@ -99,6 +99,9 @@ incus init -q "$IMAGE" "$BASE" >/dev/null &&
 agentctl image build "$CLASH" --base "$BASE" >"$WORK/build.out" 2>&1 || { cat "$WORK/build.out"; bad "image build $CLASH"; }
 check "image build records the image's accounts (dev at 1000)" \
   bash -c "incus image get-property '$CLASH' agentctl.passwd | grep -qx 'dev:x:1000:1000::/home/dev:/bin/sh'"
+check "  as the accounts of that image (its fingerprint)" \
+  test "$(incus image get-property "$CLASH" agentctl.accounts.of)" = \
+  "$(incus image info "$CLASH" | awk '/^Fingerprint:/ {print $2}')"
 real=$(agentctl create "$F" --image "$CLASH" --isolation container --mount-only --mount "$OWNED:/w:w" 2>&1 >/dev/null); rc_real=$?
 preview=$(agentctl --preview create "$F" --image "$CLASH" --isolation container --mount-only --mount "$OWNED:/w:w" \
   2>&1 >/dev/null); rc_preview=$?

@@ -82,7 +82,8 @@ TEST_CASE("the image has the default sandbox user, and boots containers without 
     CHECK(std::find(units.begin(), units.end(), "systemd-journald.service") == units.end());
 }
 
-TEST_CASE("the image records its accounts as properties that read back exactly", "[image]") {
+TEST_CASE("the image records its accounts as properties that read back exactly, trusted on that image only",
+          "[image]") {
     const auto plan = bootstrap_plan(options());
     // Text that YAML would misread unquoted: colons, quotes, a backslash, '#', newlines.
     const ImageAccounts accounts{
@@ -99,10 +100,31 @@ TEST_CASE("the image records its accounts as properties that read back exactly",
     for (const auto& entry : yaml["properties"]) {
         properties[entry.first.as<std::string>()] = entry.second.as<std::string>();
     }
-    const auto read = recorded_accounts(properties);
+    const Json image{{"fingerprint", "f00d"}, {"properties", properties}};
+    // Not yet bound to the image: not trusted.
+    CHECK_FALSE(recorded_accounts(image));
+    const auto patch = accounts_binding(image);
+    CHECK(patch.size() == 1);
+    CHECK(patch["properties"]["agentctl.accounts.of"] == "f00d");
+    CHECK(patch["properties"]["description"] == "Debian 12 minbase (agentctl)");  // the others stay
+    Json bound = image;
+    bound["properties"] = patch["properties"];
+    const auto read = recorded_accounts(bound);
     REQUIRE(read);
     CHECK(read->passwd == accounts.passwd);
     CHECK(read->group == accounts.group);
-    CHECK_FALSE(recorded_accounts(Json{{"agentctl.passwd", accounts.passwd}}));
-    CHECK_FALSE(recorded_accounts(Json{{"agentctl.passwd", 1}, {"agentctl.group", ""}}));
+    // An image published from an instance of it carries the record, bound to another image.
+    Json copy = bound;
+    copy["fingerprint"] = "beef";
+    CHECK_FALSE(recorded_accounts(copy));
+    CHECK_FALSE(recorded_accounts(
+        Json{{"fingerprint", "f00d"},
+             {"properties", {{"agentctl.passwd", accounts.passwd}, {"agentctl.accounts.of", "f00d"}}}}));
+    CHECK_FALSE(recorded_accounts(Json{
+        {"fingerprint", ""},
+        {"properties",
+         {{"agentctl.passwd", accounts.passwd}, {"agentctl.group", accounts.group}, {"agentctl.accounts.of", ""}}}}));
+    CHECK_FALSE(recorded_accounts(
+        Json{{"fingerprint", "f00d"},
+             {"properties", {{"agentctl.passwd", 1}, {"agentctl.group", ""}, {"agentctl.accounts.of", "f00d"}}}}));
 }

@@ -346,6 +346,10 @@ void Api::create_image(const Json& payload, int timeout_seconds) {
     run("POST", "/1.0/images", &payload, timeout_seconds);
 }
 
+void Api::patch_image(const std::string& fingerprint, const Json& payload) {
+    run("PATCH", fmt::format("/1.0/images/{}", fingerprint), &payload, 60);
+}
+
 std::optional<Json> Api::image_alias(const std::string& name) {
     return get_optional(fmt::format("/1.0/images/aliases/{}", name));
 }

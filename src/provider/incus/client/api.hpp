@@ -114,6 +114,7 @@ public:
     void delete_snapshot(const std::string& name, const std::string& snapshot);
 
     void create_image(const Json& payload, int timeout_seconds);
+    void patch_image(const std::string& fingerprint, const Json& payload);
     // GET /1.0/images/aliases/NAME; nullopt when absent (and in preview).
     std::optional<Json> image_alias(const std::string& name);
     // GET /1.0/images/FINGERPRINT of an alias or fingerprint; nullopt when absent (and in preview).

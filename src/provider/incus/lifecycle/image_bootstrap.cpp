@@ -111,7 +111,16 @@ Json accounts_properties(const ImageAccounts& accounts) {
                 {std::string(k_image_group_property), accounts.group}};
 }
 
-std::optional<ImageAccounts> recorded_accounts(const Json& properties) {
+Json accounts_binding(const Json& image) {
+    Json properties = image.value("properties", Json::object());
+    properties[std::string(k_image_accounts_of_property)] = image.value("fingerprint", "");
+    return Json{{"properties", std::move(properties)}};
+}
+
+std::optional<ImageAccounts> recorded_accounts(const Json& image) {
+    const auto properties = image.value("properties", Json::object());
+    const auto of = string_property(properties, k_image_accounts_of_property);
+    if (!of || of->empty() || *of != image.value("fingerprint", "")) return std::nullopt;
     auto passwd = string_property(properties, k_image_passwd_property);
     auto group = string_property(properties, k_image_group_property);
     if (!passwd || !group) return std::nullopt;

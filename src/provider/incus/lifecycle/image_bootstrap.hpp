@@ -27,12 +27,23 @@ inline constexpr std::string_view k_image_packages_property = "agentctl.packages
 // create predicts its sandbox user's uid from them before it makes anything.
 inline constexpr std::string_view k_image_passwd_property = "agentctl.passwd";
 inline constexpr std::string_view k_image_group_property = "agentctl.group";
+// The fingerprint of the image whose accounts those are, set once the image
+// exists. `incus publish` copies an instance's image properties into the new
+// image, whose accounts may differ: a record is trusted only on the image
+// whose fingerprint it names.
+inline constexpr std::string_view k_image_accounts_of_property = "agentctl.accounts.of";
 
 // An image property's text; nullopt when the image has none (or not a string).
 [[nodiscard]] std::optional<std::string> string_property(const Json& properties, std::string_view key);
-// The accounts as image properties, and back (nullopt: not recorded).
+// The accounts as image properties.
 [[nodiscard]] Json accounts_properties(const ImageAccounts& accounts);
-[[nodiscard]] std::optional<ImageAccounts> recorded_accounts(const Json& properties);
+// The PATCH of `image` (GET /1.0/images/FINGERPRINT) that binds the accounts
+// it records to it: every property it has, and its fingerprint as
+// k_image_accounts_of_property.
+[[nodiscard]] Json accounts_binding(const Json& image);
+// The accounts `image` records (GET /1.0/images/FINGERPRINT); nullopt when it
+// records none, or records them for another image.
+[[nodiscard]] std::optional<ImageAccounts> recorded_accounts(const Json& image);
 
 struct BootstrapOptions {
     std::string alias;                  // the image alias to import as

@@ -174,17 +174,11 @@ std::string IncusProvider::place(const SandboxSpec& spec) {
     return plan_placement(request);
 }
 
-std::optional<Json> IncusProvider::image_properties(const std::string& image) {
-    auto found = m_api.image(image);
-    if (!found) return std::nullopt;
-    return found->value("properties", Json::object());
-}
-
-void IncusProvider::refuse_agent_without_tools(const SandboxSpec& spec, const std::optional<Json>& image_properties) {
+void IncusProvider::refuse_agent_without_tools(const SandboxSpec& spec, const std::optional<Json>& image) {
     // An image built by agentctl lists its packages; any other image is asked
     // from inside, right before the install (provider_lifecycle.cpp).
     const auto packages =
-        image_properties ? string_property(*image_properties, k_image_packages_property) : std::nullopt;
+        image ? string_property(image->value("properties", Json::object()), k_image_packages_property) : std::nullopt;
     const auto& agent = policy::find_agent(spec.agent);
     const auto missing = common::tools_missing_from_image(agent, packages, spec.packages);
     if (missing && !missing->empty()) {
@@ -192,12 +186,12 @@ void IncusProvider::refuse_agent_without_tools(const SandboxSpec& spec, const st
     }
 }
 
-void IncusProvider::refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image_properties) {
+void IncusProvider::refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image) {
     const auto owners = writable_mount_owners(spec.mounts);
     const int guest_uid = guest_uid_for(owners);
     if (!plan_identity_map(owners, guest_uid)) return;  // no writable mount: any uid will do
-    if (!image_properties) return;  // not asked (a preview without a daemon): create checks the user it gets
-    const auto accounts = recorded_accounts(*image_properties);
+    if (!image) return;  // not asked (a preview without a daemon): create checks the user it gets
+    const auto accounts = recorded_accounts(*image);
     if (accounts) {
         refuse_uid_clash(spec.name, predict_bootstrap_user(*accounts, spec.user, guest_uid), guest_uid);
     } else if (m_api.preview()) {
@@ -254,9 +248,9 @@ void IncusProvider::create(const SandboxSpec& requested) {
                     "(or spec.isolation: container in a profile); it shares the host kernel");
     }
     refuse_mounts_elsewhere(spec.mounts);
-    const auto properties = image_properties(spec.image);
-    if (!spec.agent.empty()) refuse_agent_without_tools(spec, properties);
-    refuse_uid_clash_early(spec, properties);
+    const auto image = m_api.image(spec.image);
+    if (!spec.agent.empty()) refuse_agent_without_tools(spec, image);
+    refuse_uid_clash_early(spec, image);
     // A published port listens on the server: only this machine's ports can be checked here.
     std::vector<std::unique_ptr<core::FileLock>> reserved;
     if (server_is_this_machine()) {

@@ -134,7 +134,18 @@ void IncusProvider::build_from_nothing(const std::string& output, const std::vec
     options.cache_dir = image_cache_dir();
     options.creation_date = static_cast<long long>(std::time(nullptr));
     build_bootstrap_image(m_context, options);
-    if (!m_api.preview()) m_context.reporter.notice(fmt::format("image {} is ready", output));
+    if (m_api.preview()) return;
+    bind_image_accounts(output);
+    m_context.reporter.notice(fmt::format("image {} is ready", output));
+}
+
+void IncusProvider::bind_image_accounts(const std::string& alias) {
+    const auto image = m_api.image(alias);
+    if (!image) {
+        throw Error(fmt::format("the image {} that was just made is not in Incus", alias),
+                    "see `incus image list`, then run agentctl image build again");
+    }
+    m_api.patch_image(image->value("fingerprint", ""), accounts_binding(*image));
 }
 
 void IncusProvider::image_pull(const std::string& ref) {
@@ -170,6 +181,7 @@ void IncusProvider::image_build(const std::string& output, const std::string& ba
         m_api.change_state(spec.name, state_payload("stop", false, 60), 180);
         m_context.reporter.step(fmt::format("publishing {} as image {}", spec.name, output));
         m_api.create_image(image_publish_payload(spec.name, output, accounts_properties(accounts)), k_install_timeout);
+        if (!m_api.preview()) bind_image_accounts(output);
     } catch (...) {
         remove_pieces(spec.name);
         throw;

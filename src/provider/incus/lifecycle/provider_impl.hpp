@@ -245,18 +245,19 @@ private:
     static void read_evidence(const Instance& instance, const SandboxRecord& record, InstanceInfo& info);
     void install_packages(const std::string& name, const std::vector<std::string>& packages);
     void install_agent(const std::string& name, const SandboxRecord& record, bool fresh);
-    // The properties of an image (what agentctl recorded on the images it
-    // builds, image_bootstrap.hpp); nullopt when the image was not read (a
-    // preview without a daemon, or a fingerprint Incus does not have).
-    std::optional<Json> image_properties(const std::string& image);
+    // Binds the accounts the image ALIAS records to it (image_bootstrap.hpp,
+    // accounts_binding), once `image build` made it.
+    void bind_image_accounts(const std::string& alias);
     // Refuses --agent before anything is made when the image says it lacks a
-    // tool the agent's installer needs (provider_create.cpp).
-    void refuse_agent_without_tools(const SandboxSpec& spec, const std::optional<Json>& image_properties);
+    // tool the agent's installer needs (provider_create.cpp). `image`: as
+    // Incus has it (Api::image, with what agentctl recorded on the images it
+    // builds, image_bootstrap.hpp); nullopt when it was not read.
+    void refuse_agent_without_tools(const SandboxSpec& spec, const std::optional<Json>& image);
     // Refuses a sandbox user that would not get the uid its writable mounts
     // are mapped to (their owner's) before anything is made, when the image
     // records its accounts; a preview of an image that does not says it
     // cannot tell.
-    void refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image_properties);
+    void refuse_uid_clash_early(const SandboxSpec& spec, const std::optional<Json>& image);
     // Writes `mounts` as the instance's disk devices and record, with the
     // identity map and the containment keys (guest API off, own uid range,
     // process limit) they need; the instance must be stopped.
