@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 . scripts/as-root.sh
+. scripts/build-env.sh
 start=$(date +%s)
 phase() { printf '\n==> [%4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 

@@ -10,6 +10,7 @@ start=$(date +%s)
 phase() { printf '\n==> [%4ss] %s\n' "$(( $(date +%s) - start ))" "$*"; }
 
 . scripts/as-root.sh
+. scripts/build-env.sh
 
 phase "dependencies"
 bash scripts/install-deps.sh

@@ -33,6 +33,10 @@ extern char** environ;
 
 namespace suite {
 
+const char* upstream_bin() { return EGRESS_PROXY_UPSTREAM_BIN; }
+const char* runner_bin() { return EGRESS_PROXY_RUNNER_BIN; }
+const char* tls_origin_bin() { return EGRESS_PROXY_TLS_ORIGIN_BIN; }
+
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 

@@ -32,6 +32,11 @@
 
 namespace suite {
 
+// The suite's helper programs (their paths are compiled into suite_support.cpp alone).
+[[nodiscard]] const char* upstream_bin();
+[[nodiscard]] const char* runner_bin();
+[[nodiscard]] const char* tls_origin_bin();
+
 // Why the suite cannot run here (not root, no `ip`, namespaces unavailable), or nullopt.
 std::optional<std::string> skip_reason();
 

@@ -39,7 +39,7 @@ public:
             must("ip netns add " + name);
             must("ip -n " + name + " link set lo up");
             m_canary.emplace(
-                std::vector<std::string>{"ip", "netns", "exec", name, EGRESS_PROXY_UPSTREAM_BIN, "greet:0.0.0.0:2525"});
+                std::vector<std::string>{"ip", "netns", "exec", name, suite::upstream_bin(), "greet:0.0.0.0:2525"});
             if (m_canary->wait_for_line("ready", 10s).empty()) throw std::runtime_error("the canary did not start");
         } catch (...) {
             m_canary.reset();
@@ -78,7 +78,7 @@ public:
         must("ip -n " + peer + " link set eth0 up");
         must("ip -n " + peer + " link set lo up");
         auto& greeter = m_peers.emplace_back(
-            std::vector<std::string>{"ip", "netns", "exec", peer, EGRESS_PROXY_UPSTREAM_BIN, "greet:" + net + ".2:25"});
+            std::vector<std::string>{"ip", "netns", "exec", peer, suite::upstream_bin(), "greet:" + net + ".2:25"});
         if (greeter.wait_for_line("ready", 10s).empty()) throw std::runtime_error("a greeter did not start");
     }
     // A bridge in the host namespace, with `address` (CIDR) when given.

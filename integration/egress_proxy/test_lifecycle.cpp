@@ -10,6 +10,7 @@
 
 #include "core/files.hpp"
 #include "suite_support.hpp"
+#include "support/build_paths.hpp"
 
 using namespace std::chrono_literals;
 
@@ -167,7 +168,7 @@ TEST_CASE("the proxy listens only on loopback or an agentctl sandbox bridge") {
     suite::Network network;
     suite::ProxyFiles files;
     files.write_policy(suite::policy_allowing({"a.test:7"}));
-    const std::string base = std::string(EGRESS_PROXY_RUNNER_BIN) + " --policy " + files.policy.string() + " --listen ";
+    const std::string base = std::string(suite::runner_bin()) + " --policy " + files.policy.string() + " --listen ";
     std::string output;
     // The host end of the suite's veth pair: an address of this machine, but not a sandbox bridge.
     CHECK(suite::run_capture(base + suite::Network::k_host_side + ":0", output) == 1);
@@ -199,15 +200,15 @@ TEST_CASE("the proxy listens only on loopback or an agentctl sandbox bridge") {
 
 TEST_CASE("the real binary: agentctl egress-proxy serves and stops the same way, idle with little of its code mapped") {
     SUITE_REQUIRE_READY();
-    if (!std::filesystem::exists(AGENTCTL_BINARY)) {
-        WARN("agentctl binary not built: " << AGENTCTL_BINARY);
+    if (!std::filesystem::exists(agentctl::test::agentctl_binary())) {
+        WARN("agentctl binary not built: " << agentctl::test::agentctl_binary());
         return;
     }
     suite::Network network;
     suite::ProxyFiles files;
     files.write_resolve("192.0.3.2 a.test other.test\n");
     files.write_policy(suite::policy_allowing({"a.test:7"}));
-    suite::Proxy proxy(files, {"--sandbox", "box7"}, AGENTCTL_BINARY);
+    suite::Proxy proxy(files, {"--sandbox", "box7"}, agentctl::test::agentctl_binary());
     // Start-up runs code all over the executable once; the proxy gives up its
     // mappings of it before it says it listens (release_startup_code), so idle
     // it keeps resident little more than what its event loops run.

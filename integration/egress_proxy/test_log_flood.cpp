@@ -14,6 +14,7 @@
 #include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/refusal_log.hpp"
 #include "suite_support.hpp"
+#include "support/build_paths.hpp"
 
 using namespace std::chrono_literals;
 
@@ -23,7 +24,7 @@ TEST_CASE("a flood of 32000 refused CONNECTs with long names does not remove an 
     suite::ProxyFiles files;
     files.write_resolve("192.0.3.2 allowed.test\n");
     files.write_policy(suite::policy_allowing({"allowed.test:7"}));
-    suite::Proxy proxy(files, {}, AGENTCTL_BINARY);  // the real binary, with its 10 MiB log cap
+    suite::Proxy proxy(files, {}, agentctl::test::agentctl_binary());  // the real binary, with its 10 MiB log cap
     {
         suite::Client client(proxy.port);
         REQUIRE(suite::connect_through(client, "allowed.test:7").status == 200);

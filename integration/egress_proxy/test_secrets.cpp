@@ -23,6 +23,7 @@
 #include "egress_proxy/secret_injection.hpp"
 #include "egress_proxy/secret_rotation.hpp"
 #include "suite_support.hpp"
+#include "support/build_paths.hpp"
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
@@ -66,7 +67,7 @@ struct OriginCertificates {
 // The origin at 192.0.3.2:443 in the suite's namespace.
 struct Origin {
     Origin(const suite::Network& network, const OriginCertificates& certificates)
-        : child({"ip", "netns", "exec", network.name, EGRESS_PROXY_TLS_ORIGIN_BIN, "192.0.3.2:443",
+        : child({"ip", "netns", "exec", network.name, suite::tls_origin_bin(), "192.0.3.2:443",
                  certificates.cert.string(), certificates.key.string()}) {
         if (child.wait_for_line("listening", 10s).empty()) throw std::runtime_error("the TLS origin did not start");
     }
@@ -170,7 +171,7 @@ struct Fixture {
                                        "--secrets-fd",     std::to_string(fds[0]),
                                        "--secrets-socket", secrets_socket.string()};
         if (trust_origin) flags.insert(flags.end(), {"--upstream-ca", certificates.ca.string()});
-        proxy.emplace(files, flags, AGENTCTL_BINARY);
+        proxy.emplace(files, flags, agentctl::test::agentctl_binary());
         ::close(fds[0]);
     }
 

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "support/build_paths.hpp"
+
 namespace agentctl::test {
 
 CliSandbox::CliSandbox() : m_runner(make_real_process_runner()) {
@@ -24,7 +26,7 @@ ProcessResult CliSandbox::run(const std::vector<std::string>& args, const std::m
                               const std::string& input) {
     ProcessRequest request;
     request.stdin_data = input;
-    request.argv = {AGENTCTL_BINARY};
+    request.argv = {agentctl::test::agentctl_binary()};
     request.argv.insert(request.argv.end(), args.begin(), args.end());
     request.env = {{"HOME", m_home.string()},
                    {"XDG_CONFIG_HOME", (m_home / ".config").string()},

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli_runner.hpp"
+#include "support/build_paths.hpp"
 
 using agentctl::test::CliSandbox;
 
@@ -19,7 +20,7 @@ TEST_CASE("the capability matrix in docs/capabilities.md matches the binary") {
 
     const std::map<std::string, std::string> abbreviations = {
         {"S", "Supported"}, {"NA", "NotAvailable"}, {"UD", "UnderDevelopment"}, {"MW", "ManualWorkaround"}};
-    std::ifstream in(std::string(AGENTCTL_SOURCE_DIR) + "/docs/capabilities.md");
+    std::ifstream in(std::string(agentctl::test::source_dir()) + "/docs/capabilities.md");
     REQUIRE(in);
     std::string line;
     int rows = 0;

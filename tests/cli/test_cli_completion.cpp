@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "cli_runner.hpp"
+#include "support/build_paths.hpp"
 
 using agentctl::test::CliSandbox;
 
@@ -33,7 +34,7 @@ struct BashCompleter {
                         "bash",
                         script.string(),
                         line};
-        const auto bin_dir = std::filesystem::path(AGENTCTL_BINARY).parent_path().string();
+        const auto bin_dir = std::filesystem::path(agentctl::test::agentctl_binary()).parent_path().string();
         request.env = {{"HOME", cli.home().string()},
                        {"XDG_CONFIG_HOME", (cli.home() / ".config").string()},
                        {"AGENTCTL_ORG_DIR", cli.org_dir().string()},
@@ -145,7 +146,7 @@ TEST_CASE("fish completes commands, nested commands and values with the generate
                         "source $argv[1]; complete -C $argv[2] | string replace -r '\\t.*' ''",
                         script.string(),
                         line};
-        const auto bin_dir = std::filesystem::path(AGENTCTL_BINARY).parent_path().string();
+        const auto bin_dir = std::filesystem::path(agentctl::test::agentctl_binary()).parent_path().string();
         request.env = {{"HOME", cli.home().string()},
                        {"XDG_CONFIG_HOME", (cli.home() / ".config").string()},
                        {"AGENTCTL_ORG_DIR", cli.org_dir().string()},

@@ -28,6 +28,7 @@
 #include <sstream>
 
 #include "cli_runner.hpp"
+#include "support/build_paths.hpp"
 
 using agentctl::ProcessResult;
 using agentctl::test::CliSandbox;
@@ -75,9 +76,9 @@ std::string collapse_spaces(const std::string& text) {
 }
 
 std::vector<fs::path> documents() {
-    std::vector<fs::path> files{fs::path(AGENTCTL_SOURCE_DIR) / "README.md"};
+    std::vector<fs::path> files{fs::path(agentctl::test::source_dir()) / "README.md"};
     std::vector<fs::path> docs;
-    for (const auto& entry : fs::directory_iterator(fs::path(AGENTCTL_SOURCE_DIR) / "docs")) {
+    for (const auto& entry : fs::directory_iterator(fs::path(agentctl::test::source_dir()) / "docs")) {
         if (entry.path().extension() == ".md") docs.push_back(entry.path());
     }
     std::sort(docs.begin(), docs.end());
@@ -93,7 +94,7 @@ std::vector<DocCommand> extract_commands() {
     static const std::regex inline_code("`(?:sudo )?(agentctl [^`]*)`");
     for (const auto& file : documents()) {
         std::ifstream in(file);
-        const auto name = fs::relative(file, AGENTCTL_SOURCE_DIR).string();
+        const auto name = fs::relative(file, agentctl::test::source_dir()).string();
         std::string line;
         int number = 0;
         bool in_block = false;
@@ -431,7 +432,8 @@ struct AgentOrigin {
 };
 
 ProcessResult agent_origin_script(std::vector<std::string> args) {
-    args.insert(args.begin(), {"bash", (fs::path(AGENTCTL_SOURCE_DIR) / "integration/incus/agent_origin.sh").string()});
+    args.insert(args.begin(),
+                {"bash", (fs::path(agentctl::test::source_dir()) / "integration/incus/agent_origin.sh").string()});
     agentctl::ProcessRequest request;
     request.argv = std::move(args);
     request.timeout = std::chrono::minutes(5);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "support/build_paths.hpp"
 
 using agentctl::test::CliSandbox;
 
@@ -52,7 +53,7 @@ TEST_CASE("version prints the version, the commit and why the backend's version 
     CHECK(doc["backend"].is_null());
     CHECK(contains(doc["backend_unavailable"].get<std::string>(), "no provider configured"));
     // In a git checkout the commit is known and the version carries it.
-    if (std::filesystem::exists(std::filesystem::path(AGENTCTL_SOURCE_DIR) / ".git")) {
+    if (std::filesystem::exists(std::filesystem::path(agentctl::test::source_dir()) / ".git")) {
         const auto commit = doc["commit"].get<std::string>();
         CHECK(commit.size() == 12);
         CHECK(contains(version, "g" + commit));

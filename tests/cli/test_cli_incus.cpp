@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_runner.hpp"
+#include "support/build_paths.hpp"
 
 using agentctl::test::CliSandbox;
 using agentctl::test::incus_unavailable;
@@ -104,7 +105,7 @@ TEST_CASE("incus: a failing step is shown as failed, and the error follows on it
     CHECK_FALSE(contains(r.err, "failed: deleting"));
 
     // On a terminal the spinner line of the failed step ends "failed", never "ok".
-    std::string command = AGENTCTL_BINARY;
+    std::string command = agentctl::test::agentctl_binary();
     for (const auto& a : args) command += " " + a;
     auto runner = agentctl::make_real_process_runner();
     agentctl::ProcessRequest request;
@@ -145,7 +146,7 @@ TEST_CASE("a command waiting for another agentctl's lock on the same sandbox say
                     "flock \"$1\" sleep 1.5 & sleep 0.3; \"$2\" stop u12-lock; status=$?; wait; exit $status",
                     "bash",
                     (locks / "incus-u12-lock.lock").string(),
-                    AGENTCTL_BINARY};
+                    agentctl::test::agentctl_binary()};
     request.env = {{"HOME", cli.home().string()},
                    {"XDG_CONFIG_HOME", (cli.home() / ".config").string()},
                    {"XDG_STATE_HOME", ""},

@@ -25,12 +25,13 @@
 #include "provider/lima/lima_paths.hpp"
 #include "provider/lima/lima_provider.hpp"
 #include "provider/lima/proxy_process.hpp"
+#include "support/build_paths.hpp"
 
 namespace lima_test {
 
 namespace fs = std::filesystem;
 
-inline std::string fakes_dir() { return std::string(AGENTCTL_SOURCE_DIR) + "/tests/fakes"; }
+inline std::string fakes_dir() { return std::string(agentctl::test::source_dir()) + "/tests/fakes"; }
 
 class FakePlatform final : public agentctl::HostPlatform {
 public:
@@ -91,7 +92,7 @@ public:
                     .reporter = reporter,
                     .out = out,
                     .config_dir = (m_home / ".config" / "agentctl").string(),
-                    .self_exe = AGENTCTL_BINARY,
+                    .self_exe = agentctl::test::agentctl_binary(),
                     .state_dir = (m_home / ".local" / "state" / "agentctl").string(),
                     .runtime_dir = (m_home / ".local" / "state" / "agentctl" / "run").string()} {
         fs::create_directories(m_home / ".lima" / "_config");

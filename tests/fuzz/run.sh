@@ -10,7 +10,9 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${AGENTCTL_FUZZ_BUILD:-$root/build-fuzz}"
 jobs="${AGENTCTL_FUZZ_JOBS:-2}"
 
-cmake -S "$root" -B "$build" -G Ninja \
+launcher=""
+command -v ccache >/dev/null 2>&1 && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"
+cmake -S "$root" -B "$build" -G Ninja $launcher \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-14 \
   -DAGENTCTL_FUZZ=ON -DAGENTCTL_SANITIZE=ON -DAGENTCTL_TESTS=OFF >/dev/null

@@ -19,6 +19,7 @@
 #include "egress_proxy/secret_injection.hpp"
 #include "egress_proxy/secret_rotation.hpp"
 #include "support/temp_dir.hpp"
+#include "support/build_paths.hpp"
 
 using namespace agentctl;
 namespace fs = std::filesystem;
@@ -35,7 +36,7 @@ public:
         const auto ca = egress_proxy::make_sandbox_ca("peer-test");
         const auto payload = egress_proxy::secret_payload_json(
             {ca.cert, ca.key, {{"github", "agentctl-secret-github-00", "ghp_first", {{"api.test", "authorization"}}}}});
-        std::vector<std::string> args{AGENTCTL_BINARY,
+        std::vector<std::string> args{agentctl::test::agentctl_binary(),
                                       "egress-proxy",
                                       "--listen",
                                       "127.0.0.1:0",

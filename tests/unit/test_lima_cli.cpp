@@ -9,6 +9,7 @@
 
 #include "agentctl/process.hpp"
 #include "fakes/lima_fixture.hpp"
+#include "support/build_paths.hpp"
 
 using namespace agentctl;
 namespace fs = std::filesystem;
@@ -31,7 +32,7 @@ public:
 
     ProcessResult run(std::vector<std::string> args) {
         ProcessRequest request;
-        request.argv = {AGENTCTL_BINARY};
+        request.argv = {agentctl::test::agentctl_binary()};
         request.argv.insert(request.argv.end(), args.begin(), args.end());
         const auto home = (m_root / "home").string();
         request.env = {{"HOME", home},

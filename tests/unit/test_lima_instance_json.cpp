@@ -7,13 +7,14 @@
 
 #include "agentctl/error.hpp"
 #include "provider/lima/lima_instance.hpp"
+#include "support/build_paths.hpp"
 
 using namespace agentctl::provider::lima;
 
 namespace {
 
 std::string fixture(const std::string& name) {
-    std::ifstream in(std::string(AGENTCTL_SOURCE_DIR) + "/tests/fakes/fixtures/" + name);
+    std::ifstream in(std::string(agentctl::test::source_dir()) + "/tests/fakes/fixtures/" + name);
     std::stringstream s;
     s << in.rdbuf();
     return s.str();

@@ -4,6 +4,7 @@
 
 #include "fakes/lima_fixture.hpp"
 #include "provider/lima/limactl_commands.hpp"
+#include "support/build_paths.hpp"
 
 using namespace agentctl;
 using lima_test::LimaWorld;
@@ -58,7 +59,7 @@ TEST_CASE("preview start shows the edit, the proxy launch, the sandboxed start a
     REQUIRE(out.size() == 4);  // one command per line
     CHECK(out[0].rfind("limactl edit demo --tty=false --set '.networks = [] | .ssh.localPort = " + ssh_port, 0) == 0);
     CHECK(out[1] == shell_join(provider::lima::proxy_command(
-                        AGENTCTL_BINARY, static_cast<std::uint16_t>(std::stoi(proxy_port)),
+                        agentctl::test::agentctl_binary(), static_cast<std::uint16_t>(std::stoi(proxy_port)),
                         {provider::lima::egress_policy_path(world.state_dir(), "demo").string(),
                          provider::lima::egress_pid_path(world.state_dir(), "demo").string(),
                          provider::lima::egress_log_path(world.state_dir(), "demo").string(),

@@ -11,6 +11,7 @@
 
 #include "agentctl/process.hpp"
 #include "policy/profile_store.hpp"
+#include "support/build_paths.hpp"
 
 namespace fs = std::filesystem;
 using namespace agentctl;
@@ -29,9 +30,9 @@ public:
     ~Cli() { fs::remove_all(m_root); }
 
     ProcessResult run(std::vector<std::string> args) {
-        REQUIRE(fs::exists(AGENTCTL_BINARY));
+        REQUIRE(fs::exists(agentctl::test::agentctl_binary()));
         ProcessRequest request;
-        request.argv = {AGENTCTL_BINARY};
+        request.argv = {agentctl::test::agentctl_binary()};
         request.argv.insert(request.argv.end(), args.begin(), args.end());
         request.env = {{"HOME", (m_root / "home").string()},
                        {"XDG_CONFIG_HOME", (m_root / "home/.config").string()},

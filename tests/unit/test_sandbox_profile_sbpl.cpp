@@ -9,6 +9,7 @@
 
 #include "agentctl/error.hpp"
 #include "sandbox_profile/sbpl_profile.hpp"
+#include "support/build_paths.hpp"
 
 using agentctl::sandbox_profile::generate_sbpl;
 using agentctl::sandbox_profile::SbplOptions;
@@ -16,7 +17,7 @@ using agentctl::sandbox_profile::SbplOptions;
 namespace {
 
 std::string golden_path(const std::string& name) {
-    return std::string(AGENTCTL_SOURCE_DIR) + "/tests/golden/sbpl/" + name;
+    return std::string(agentctl::test::source_dir()) + "/tests/golden/sbpl/" + name;
 }
 
 void check_golden(const std::string& name, const std::string& actual) {
