@@ -26,6 +26,7 @@
 #include "provider/lima/lima_provider.hpp"
 #include "provider/lima/proxy_process.hpp"
 #include "support/build_paths.hpp"
+#include "support/provider_context.hpp"
 
 namespace lima_test {
 
@@ -41,18 +42,7 @@ public:
     [[nodiscard]] std::string sandbox_exec_path() const override { return sandbox_exec; }
 };
 
-class RecordingReporter final : public agentctl::Reporter {
-public:
-    std::vector<std::string> lines;
-    void step(std::string_view m) override { lines.push_back("step: " + std::string(m)); }
-    void notice(std::string_view m) override { lines.push_back("notice: " + std::string(m)); }
-    void warning(std::string_view m) override { lines.push_back("warning: " + std::string(m)); }
-    [[nodiscard]] std::string text() const {
-        std::string t;
-        for (const auto& l : lines) t += l + "\n";
-        return t;
-    }
-};
+using agentctl::test::RecordingReporter;
 
 // Sets an environment variable for the fixture's lifetime.
 class ScopedEnv {
