@@ -77,7 +77,9 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Every agentctl and incus command of the tests works in the tests' project.
 export INCUS_PROJECT=$tests_project
-ctest --test-dir build/test --output-on-failure --timeout 600
+# Two at a time: the suites that need the machine to themselves are RUN_SERIAL,
+# and the tests that ask the daemon take turns (RESOURCE_LOCK incus-daemon).
+ctest --test-dir build/test --output-on-failure --timeout 600 -j2
 unset INCUS_PROJECT
 
 phase "egress proxy under ThreadSanitizer (its event loops share the policy, the log and the cap)"

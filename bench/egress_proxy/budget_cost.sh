@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# What upload-budget accounting costs agentctl's egress proxy: two proxies
-# from the same build, side by side in one run, with the same allowlist; one
-# has no budget, the other a budget on every destination the run uses (large
-# enough never to run out) and a default budget, so every byte it relays is
-# counted. Both write their per-connection records as always. Figures: upload
+# What upload-budget accounting costs agentctl's egress proxy: proxies from
+# the same build, side by side in one run, with the same allowlist; one has no
+# budget, one a budget on every destination the run uses (large enough never to
+# run out) and a default budget, so every byte it relays is counted, and a third
+# is the first again, to show how far apart two identical proxies come out on
+# this host. Each writes its per-connection records as always. Figures: upload
 # through CONNECT (what a budget counts), download through CONNECT, proxy CPU
 # per MiB, and connection rate and proxy CPU per connection
 # (connect+CONNECT+1 KiB GET+close, 32 at a time). Prints a Markdown table.
@@ -14,9 +15,9 @@
 # with the same flags: the suites' egress_proxy_runner is the same proxy code
 # in a binary that needs only the proxy's own libraries built.
 #
-# The two take turns, ROUNDS times (default 5); each figure is the median of
+# They take turns, ROUNDS times (default 5); each figure is the median of
 # its rounds and each ratio the median of the rounds' ratios, so a load that
-# comes and goes falls on both. The origin (nginx with a 1 KiB and a 100 MiB
+# comes and goes falls on all. The origin (nginx with a 1 KiB and a 100 MiB
 # file, and proxy_bench's upload sink) sits at 192.0.3.2 in a network
 # namespace the script makes, routed for the run only; nothing leaves the machine.
 set -euo pipefail
@@ -48,8 +49,11 @@ start_origin
 ip netns exec "$NS" "$PB" sink --listen "$ORIGIN:9" & PIDS+=($!)
 
 # The same allowlist; the budgeted one counts every byte (1 TiB: never spent).
-declare -A PORT=([plain]=18121 [budget]=18122) PID
-for c in plain budget; do
+# `again` is a second proxy exactly like `plain`: how far apart those two are
+# is how far apart this host puts two identical runs (the noise floor).
+declare -A PORT=([plain]=18121 [budget]=18122 [again]=18123) PID
+PROXIES="plain budget again"
+for c in $PROXIES; do
   mkdir -p "$WORK/$c"
   budgets=""
   [ "$c" = budget ] && budgets=',"budgets":[{"host":"'$ORIGIN'","port":9,"bytes":1099511627776}],"defaultBudget":1099511627776'
@@ -60,7 +64,7 @@ JSON
   "${PROXY_CMD[@]}" --listen 127.0.0.1:${PORT[$c]} --policy "$WORK/$c/egress-policy.json" \
     --log "$WORK/$c/egress.log" >/dev/null 2>"$WORK/$c/err" & PID[$c]=$!; PIDS+=("${PID[$c]}")
 done
-wait_port "$ORIGIN" 80; wait_port "$ORIGIN" 9; wait_port 127.0.0.1 ${PORT[plain]}; wait_port 127.0.0.1 ${PORT[budget]}
+wait_port "$ORIGIN" 80; wait_port "$ORIGIN" 9; for c in $PROXIES; do wait_port 127.0.0.1 "${PORT[$c]}"; done
 
 declare -A R ALL
 FIGURES="up cpu_up dl cpu_dl rate cpu_conn"
@@ -82,16 +86,19 @@ run_one() {  # name
 LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
 for round in $(seq 1 "$ROUNDS"); do
   echo "== round $round of $ROUNDS" >&2
-  # Who goes first alternates, so neither always runs on a warmer machine.
-  order="plain budget"; [ $((round % 2)) = 0 ] && order="budget plain"
+  # Who goes first rotates, so none always runs on a warmer machine.
+  case $((round % 3)) in
+    1) order="plain budget again" ;; 2) order="budget again plain" ;; *) order="again plain budget" ;;
+  esac
   for c in $order; do run_one "$c"; done
   for f in $FIGURES; do
-    for c in plain budget; do ALL[$c,$f]+=" ${R[$c,$f]}"; done
+    for c in $PROXIES; do ALL[$c,$f]+=" ${R[$c,$f]}"; done
     ALL[ratio,$f]+=" $(calc "${R[budget,$f]} / max(1e-9, ${R[plain,$f]})" 3)"
+    ALL[noise,$f]+=" $(calc "${R[again,$f]} / max(1e-9, ${R[plain,$f]})" 3)"
   done
 done
 # shellcheck disable=SC2086  # the lists are space-separated on purpose
-for f in $FIGURES; do for c in plain budget ratio; do R[$c,$f]=$(median 3 ${ALL[$c,$f]}); done; done
+for f in $FIGURES; do for c in $PROXIES ratio noise; do R[$c,$f]=$(median 3 ${ALL[$c,$f]}); done; done
 SENT=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['sent'].get('$ORIGIN:9', 0))" "$WORK/budget/egress.log.budgets" 2>/dev/null || echo "?")
 
 echo
@@ -99,9 +106,9 @@ echo "Machine: $(nproc) CPUs, $(awk -F': ' '/model name/ {print $2; exit}' /proc
 echo "Load average (1 min) at start: $LOAD_START, at end: $(cut -d' ' -f1 /proc/loadavg); $ROUNDS rounds, each figure the median of its rounds"
 echo "Bytes the budgeted proxy counted to $ORIGIN:9 (its budget state file): $SENT"
 echo
-echo "| figure | no budget | budget on every destination | ratio (median of rounds) |"
-echo "|---|---|---|---|"
-row() { echo "| $1 | ${R[plain,$2]} | ${R[budget,$2]} | ${R[ratio,$2]} |"; }
+echo "| figure | no budget | budget on every destination | budget / no budget | the same proxy again | again / no budget (noise) |"
+echo "|---|---|---|---|---|---|"
+row() { echo "| $1 | ${R[plain,$2]} | ${R[budget,$2]} | ${R[ratio,$2]} | ${R[again,$2]} | ${R[noise,$2]} |"; }
 row "upload through CONNECT, MB/s (median of $TRANSFERS x 100 MiB)" up
 row "proxy CPU per MiB uploaded, us" cpu_up
 row "download through CONNECT, MB/s (median of $TRANSFERS x 100 MiB)" dl

@@ -1,5 +1,6 @@
 // create NAME: everything that shapes a sandbox, then the provider builds it.
 #include <algorithm>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -66,6 +67,22 @@ std::vector<std::string> sandbox_names(const std::vector<std::string>& given, in
     return given;
 }
 
+// The sandbox's own directories (the last part of the path is its name, as in
+// ~/agentctl/workspaces/NAME) that the mounts of `planned` (a dry-run spec)
+// will make: a create that fails takes them back, while they are still empty.
+// A missing directory that others may share is made and left.
+std::vector<std::filesystem::path> own_directories_to_make(const SandboxSpec& planned) {
+    std::vector<std::filesystem::path> own;
+    for (const auto& mount : planned.mounts) {
+        const std::filesystem::path path(mount.host_path);
+        std::error_code ec;
+        if (path.filename() == planned.name && !std::filesystem::exists(std::filesystem::symlink_status(path, ec))) {
+            own.push_back(path);
+        }
+    }
+    return own;
+}
+
 // One sandbox of `create`: its spec from the options, behind the gates, then the provider builds it.
 void create_one(Session& session, CreateOptions& o) {
     // Checked first without touching the disk: the gate decides before anything is made.
@@ -91,10 +108,24 @@ void create_one(Session& session, CreateOptions& o) {
         session.reporter().notice(
             fmt::format("upload budget: {} bytes to each other destination", spec.network.default_budget));
     }
-    if (!session.globals().preview) spec = build_sandbox_spec(session, o, true);
-    spec.keep_on_failure = o.keep_on_failure;
+    // Under the sandbox's lock before anything is made: a second create of the
+    // same name finds the directories there and takes nothing back.
     session.lock_instance(o.name);
-    session.lifecycle().create(spec);
+    std::vector<std::filesystem::path> made;
+    if (!session.globals().preview) {
+        made = own_directories_to_make(spec);
+        spec = build_sandbox_spec(session, o, true);
+    }
+    spec.keep_on_failure = o.keep_on_failure;
+    try {
+        session.lifecycle().create(spec);
+    } catch (...) {
+        if (!o.keep_on_failure) {
+            std::error_code ec;
+            for (const auto& directory : made) std::filesystem::remove(directory, ec);  // only while empty
+        }
+        throw;
+    }
 }
 
 }  // namespace

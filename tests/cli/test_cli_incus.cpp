@@ -123,6 +123,32 @@ TEST_CASE("incus: a failing step is shown as failed, and the error follows on it
     CHECK_FALSE(contains(cli.run({"list", "-q"}).out, "u12-fail"));
 }
 
+TEST_CASE("incus: a failed create takes back the workspace directory it made, and only that", "[incus]") {
+    if (skipped()) return;
+    CliSandbox cli;
+    cli.use_incus();
+    const std::string missing(64, '0');  // Incus refuses it after the directories are made
+    const auto workspaces = cli.home() / "agentctl" / "workspaces";
+    auto r = cli.run({"create", "u12-gone", "--isolation", "container", "--image", missing});
+    INFO(r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(contains(r.err, "/agentctl/workspaces/u12-gone -> /workspace"));  // the mount was planned
+    CHECK_FALSE(std::filesystem::exists(workspaces / "u12-gone"));
+
+    // A directory that was there before is the user's: it stays, with what is in it.
+    std::filesystem::create_directories(workspaces / "u12-kept");
+    cli.write(workspaces / "u12-kept" / "notes.txt", "mine\n");
+    r = cli.run({"create", "u12-kept", "--isolation", "container", "--image", missing});
+    CHECK(r.exit_code == 1);
+    CHECK(std::filesystem::exists(workspaces / "u12-kept" / "notes.txt"));
+
+    // --keep-on-failure keeps what the create made, the directory too.
+    r = cli.run({"create", "u12-gone", "--isolation", "container", "--image", missing, "--keep-on-failure"});
+    CHECK(r.exit_code == 1);
+    CHECK(std::filesystem::is_directory(workspaces / "u12-gone"));
+    (void)cli.run({"delete", "-f", "u12-gone"});
+}
+
 TEST_CASE("incus: version names the daemon's version") {
     if (skipped()) return;
     CliSandbox cli;
@@ -140,13 +166,18 @@ TEST_CASE("a command waiting for another agentctl's lock on the same sandbox say
     std::filesystem::create_directories(locks);
     auto runner = agentctl::make_real_process_runner();
     agentctl::ProcessRequest request;
-    // flock(1) holds the lock for a moment, as another agentctl stopping u12-lock would.
+    // The shell holds the lock, as another agentctl stopping u12-lock would,
+    // and lets it go once the waiting stop has said so.
+    const auto said = cli.home() / "stop.err";
     request.argv = {"bash",
                     "-c",
-                    "flock \"$1\" sleep 1.5 & sleep 0.3; \"$2\" stop u12-lock; status=$?; wait; exit $status",
+                    "exec 9>\"$1\"; flock 9; \"$2\" stop u12-lock 9>&- 2>\"$3\" & stop=$!; "
+                    "for _ in $(seq 600); do grep -q 'waiting for another' \"$3\" && break; sleep 0.05; done; "
+                    "exec 9>&-; wait $stop; cat \"$3\" >&2",
                     "bash",
                     (locks / "incus-u12-lock.lock").string(),
-                    agentctl::test::agentctl_binary()};
+                    agentctl::test::agentctl_binary(),
+                    said.string()};
     request.env = {{"HOME", cli.home().string()},
                    {"XDG_CONFIG_HOME", (cli.home() / ".config").string()},
                    {"XDG_STATE_HOME", ""},

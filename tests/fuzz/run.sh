@@ -18,16 +18,30 @@ cmake -S "$root" -B "$build" -G Ninja $launcher \
   -DAGENTCTL_FUZZ=ON -DAGENTCTL_SANITIZE=ON -DAGENTCTL_TESTS=OFF >/dev/null
 ninja -C "$build" -j "$jobs" fuzz_allow_entry fuzz_profile_loader fuzz_proxy_request
 
-status=0
-for target in allow_entry profile_loader proxy_request; do
+# The targets run side by side (each for SECONDS), each into a log of its own,
+# printed once all have ended.
+targets="allow_entry profile_loader proxy_request"
+pids=""
+for target in $targets; do
   corpus="$build/corpus-$target"
   mkdir -p "$corpus" "$build/artifacts-$target"
-  echo "== fuzz_$target for ${seconds}s"
-  if ! "$build/tests/fuzz/fuzz_$target" "$corpus" "$root/tests/fuzz/corpus/$target" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
-      -artifact_prefix="$build/artifacts-$target/" -print_final_stats=1; then
+  "$build/tests/fuzz/fuzz_$target" "$corpus" "$root/tests/fuzz/corpus/$target" \
+    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=8192 \
+    -artifact_prefix="$build/artifacts-$target/" -print_final_stats=1 >"$build/fuzz_$target.log" 2>&1 &
+  pids="$pids $!"
+done
+status=0
+set -- $pids
+for target in $targets; do
+  pid=$1
+  shift
+  if wait "$pid"; then result=passed; else result=FAILED; status=1; fi
+  echo "== fuzz_$target for ${seconds}s: $result"
+  if [ "$result" = FAILED ]; then
+    cat "$build/fuzz_$target.log"
     echo "fuzz_$target FAILED; the input is in $build/artifacts-$target/" >&2
-    status=1
+  else
+    grep '^Done ' "$build/fuzz_$target.log" || true
   fi
 done
 exit "$status"
