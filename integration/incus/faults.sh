@@ -96,6 +96,13 @@ incus init -q "$IMAGE" "$BASE" >/dev/null &&
   incus file push -q "$WORK/passwd" "$BASE/etc/passwd" && incus file push -q "$WORK/group" "$BASE/etc/group" &&
   incus publish -q "$BASE" --alias "$BASE" >/dev/null && incus delete --force "$BASE" >/dev/null ||
   bad "cannot make the base image $BASE"
+# A build that cannot record the accounts fails and takes its image back; the
+# next build of the same alias then starts afresh.
+err=$(AGENTCTL_FAULT="recording the accounts" agentctl image build "$CLASH" --base "$BASE" 2>&1); rc=$?
+check "an image build whose accounts cannot be recorded fails (exit $rc)" test "$rc" = 1
+check "  saying the image was removed: $(tail -n 2 <<<"$err" | tr '\n' ' ')" \
+  grep -q "recording the accounts on image $CLASH failed, and the image was removed" <<<"$err"
+check "  and the image is gone" bash -c "! incus image info '$CLASH' >/dev/null 2>&1"
 agentctl image build "$CLASH" --base "$BASE" >"$WORK/build.out" 2>&1 || { cat "$WORK/build.out"; bad "image build $CLASH"; }
 check "image build records the image's accounts (dev at 1000)" \
   bash -c "incus image get-property '$CLASH' agentctl.passwd | grep -qx 'dev:x:1000:1000::/home/dev:/bin/sh'"

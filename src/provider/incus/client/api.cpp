@@ -350,6 +350,10 @@ void Api::patch_image(const std::string& fingerprint, const Json& payload) {
     run("PATCH", fmt::format("/1.0/images/{}", fingerprint), &payload, 60);
 }
 
+void Api::delete_image(const std::string& fingerprint) {
+    run("DELETE", fmt::format("/1.0/images/{}", fingerprint), nullptr, 120);
+}
+
 std::optional<Json> Api::image_alias(const std::string& name) {
     return get_optional(fmt::format("/1.0/images/aliases/{}", name));
 }

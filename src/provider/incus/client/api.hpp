@@ -115,6 +115,7 @@ public:
 
     void create_image(const Json& payload, int timeout_seconds);
     void patch_image(const std::string& fingerprint, const Json& payload);
+    void delete_image(const std::string& fingerprint);
     // GET /1.0/images/aliases/NAME; nullopt when absent (and in preview).
     std::optional<Json> image_alias(const std::string& name);
     // GET /1.0/images/FINGERPRINT of an alias or fingerprint; nullopt when absent (and in preview).

@@ -145,7 +145,25 @@ void IncusProvider::bind_image_accounts(const std::string& alias) {
         throw Error(fmt::format("the image {} that was just made is not in Incus", alias),
                     "see `incus image list`, then run agentctl image build again");
     }
-    m_api.patch_image(image->value("fingerprint", ""), accounts_binding(*image));
+    // Unbound, the image's record of its accounts would not be trusted: a
+    // build that cannot bind it fails and takes the image back, so that the
+    // next build starts afresh instead of stopping at the alias.
+    const auto fingerprint = image->value("fingerprint", "");
+    try {
+        m_context.reporter.step(fmt::format("recording the accounts of image {}", alias));
+        m_api.patch_image(fingerprint, accounts_binding(*image));
+    } catch (const Error& error) {
+        try {
+            m_api.delete_image(fingerprint);
+        } catch (const Error& cleanup) {
+            throw Error(fmt::format("recording the accounts on image {} failed: {}; removing the image failed too: {}",
+                                    alias, error.what(), cleanup.what()),
+                        fmt::format("remove it (incus image delete {}), then run agentctl image build again", alias));
+        }
+        throw Error(fmt::format("recording the accounts on image {} failed, and the image was removed: {}", alias,
+                                error.what()),
+                    "run agentctl image build again");
+    }
 }
 
 void IncusProvider::image_pull(const std::string& ref) {
