@@ -15,11 +15,10 @@
 #include "cli/reporter.hpp"
 #include "cli/suggest.hpp"
 #include "cli/version.hpp"
+#include "egress_proxy/proxy_arguments.hpp"
 
 namespace agentctl::cli {
 namespace {
-
-constexpr std::string_view k_egress_proxy_verb = "egress-proxy";
 
 void print_error(std::string_view message, std::string_view hint) {
     std::cerr << "agentctl: " << message << "\n";
@@ -194,9 +193,9 @@ int run(int argc, char** argv) {
     // proxy, where start-up time is the time until the sandbox has network. It
     // comes first on that command line, so only its entry is built; every
     // other command line gets the whole table.
-    const bool proxy_only = argc > 1 && std::string_view(argv[1]) == k_egress_proxy_verb;
+    const bool proxy_only = argc > 1 && std::string_view(argv[1]) == egress_proxy::k_verb;
     for (const auto& entry : commands()) {
-        if (!proxy_only || entry.name == k_egress_proxy_verb) entry.add(app, env);
+        if (!proxy_only || entry.name == egress_proxy::k_verb) entry.add(app, env);
     }
     if (auto ended = parse_command_line(app, argc, argv)) return *ended;
 

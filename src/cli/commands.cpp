@@ -3,6 +3,7 @@
 
 #include "cli/command.hpp"
 #include "cli/commands_list.hpp"
+#include "egress_proxy/proxy_arguments.hpp"
 
 #include <fmt/format.h>
 
@@ -34,7 +35,7 @@ constexpr std::array k_commands{
     CommandEntry{"completion", &add_completion},
     CommandEntry{"version", &add_version},
     CommandEntry{"help", &add_help},
-    CommandEntry{"egress-proxy", &add_egress_proxy},  // hidden
+    CommandEntry{egress_proxy::k_verb, &add_egress_proxy},  // hidden
     CommandEntry{"man", &add_man},                    // hidden
 };
 

@@ -3,6 +3,10 @@
 
 #include "cli/command.hpp"
 
+namespace agentctl::egress_proxy {
+struct ProxyOptions;
+}  // namespace agentctl::egress_proxy
+
 namespace agentctl::cli {
 
 // `config set` and `profile set`: writes KEY=VALUE to the user's file, or with
@@ -30,6 +34,8 @@ void add_config(CLI::App& app, CommandEnv& env);
 void add_capabilities(CLI::App& app, CommandEnv& env);
 void add_completion(CLI::App& app, CommandEnv& env);
 void add_egress_proxy(CLI::App& app, CommandEnv& env);
+// The flags of `egress-proxy` (egress_proxy/proxy_arguments.hpp), read into `options`.
+void add_egress_proxy_options(CLI::App& command, egress_proxy::ProxyOptions& options);
 void add_help(CLI::App& app, CommandEnv& env);
 void add_version(CLI::App& app, CommandEnv& env);
 void add_man(CLI::App& app, CommandEnv& env);

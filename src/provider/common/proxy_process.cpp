@@ -23,6 +23,7 @@
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
+#include "egress_proxy/proxy_arguments.hpp"
 #include "provider/common/command_output.hpp"
 
 namespace agentctl::provider::common {
@@ -296,7 +297,7 @@ bool is_egress_proxy_in(int pid, const std::string& working_dir) {
     std::error_code ec;
     const auto cwd = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec);
     if (ec || cwd != std::filesystem::path(working_dir)) return false;
-    return process_has_argument(pid, "egress-proxy");
+    return process_has_argument(pid, egress_proxy::k_verb);
 }
 
 }  // namespace agentctl::provider::common

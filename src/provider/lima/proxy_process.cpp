@@ -1,19 +1,23 @@
 #include "provider/lima/proxy_process.hpp"
 
+#include "egress_proxy/proxy_arguments.hpp"
 #include "provider/common/proxy_process.hpp"
 
 namespace agentctl::provider::lima {
 
 std::vector<std::string> proxy_command(const std::string& self_exe, std::uint16_t port, const ProxyPaths& paths,
                                        bool secrets, uid_t owner) {
-    std::vector<std::string> argv{self_exe,   "egress-proxy", "--listen",   "127.0.0.1:" + std::to_string(port),
-                                  "--policy", paths.policy,   "--pid-file", paths.pid_file,
-                                  "--log",    paths.log};
+    egress_proxy::ProxyOptions proxy;
+    proxy.listen = "127.0.0.1:" + std::to_string(port);
+    proxy.policy_file = paths.policy;
+    proxy.pid_file = paths.pid_file;
+    proxy.log_file = paths.log;
     if (secrets) {
-        argv.insert(argv.end(), {"--secrets-fd", "0", "--secrets-socket", paths.secrets_socket, "--secrets-peer-uid",
-                                 std::to_string(owner)});
+        proxy.secrets_fd = 0;
+        proxy.secrets_socket = paths.secrets_socket;
+        proxy.secrets_peer_uid = static_cast<long>(owner);
     }
-    return argv;
+    return egress_proxy::proxy_command(self_exe, proxy);
 }
 
 int start_detached_proxy(const std::vector<std::string>& argv, const std::string& output, const std::string& pid_file,

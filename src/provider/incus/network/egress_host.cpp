@@ -14,7 +14,7 @@
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
 #include "core/files.hpp"
-#include "egress_proxy/egress_proxy.hpp"
+#include "egress_proxy/proxy_arguments.hpp"
 #include "provider/common/command_output.hpp"
 #include "provider/common/process_identity.hpp"
 #include "provider/common/proxy_process.hpp"
@@ -106,20 +106,18 @@ public:
         }
         stop_started(paths.record(), paths.pid(), std::chrono::seconds(2), is_earlier_proxy(paths));
         refuse_impostor(site, address, k_egress_proxy_port, "egress proxy");
-        const auto listen = fmt::format("{}:{}", address, k_egress_proxy_port);
-        std::vector<std::string> argv{
-            self_exe(),      "egress-proxy",
-            "--listen",      listen,
-            "--policy",      "../egress-policy.json",
-            "--pid-file",    "egress-proxy.pid",
-            "--log",         "egress.log",
-            "--sandbox",     site.sandbox,
-            "--max-tunnels", std::to_string(setting_amount(m_context, config_key::k_proxy_max_tunnels))};
+        egress_proxy::ProxyOptions proxy;
+        proxy.listen = fmt::format("{}:{}", address, k_egress_proxy_port);
+        proxy.policy_file = "../egress-policy.json";
+        proxy.pid_file = "egress-proxy.pid";
+        proxy.log_file = "egress.log";
+        proxy.sandbox_name = site.sandbox;
+        proxy.limits.max_tunnels = setting_amount(m_context, config_key::k_proxy_max_tunnels);
         auto resolve = setting(m_context, config_key::k_proxy_resolve_file);
         if (!resolve.empty()) {
             // A copy the proxy can read, wherever the original lives.
             write_shared(site, paths.resolve(), core::read_file(resolve));
-            argv.insert(argv.end(), {"--resolve-file", "../egress-resolve"});
+            proxy.resolve_file = "../egress-resolve";
         } else {
             std::error_code ec;
             fs::remove(paths.resolve(), ec);
@@ -128,15 +126,16 @@ public:
         // The sandbox's secrets: fetched now, handed over on the proxy's stdin.
         options.input = common::proxy_secret_payload(m_context.state_dir, paths.dir, site.sandbox, m_context.runner);
         if (!options.input.empty()) {
-            argv.insert(argv.end(),
-                        {"--secrets-fd", "0", "--secrets-socket", paths.secrets_socket().filename().string()});
+            proxy.secrets_fd = 0;
+            proxy.secrets_socket = paths.secrets_socket().filename().string();
             if (auto extra = setting(m_context, config_key::k_proxy_upstream_ca); !extra.empty()) {
                 write_shared(site, paths.upstream_ca(), core::read_file(extra));
-                argv.insert(argv.end(), {"--upstream-ca", "../egress-upstream-ca.crt"});
+                proxy.upstream_ca_file = "../egress-upstream-ca.crt";
             }
         }
         options.working_dir = paths.run.string();
-        start_recorded(argv, options, paths.pid(), paths.record(), address, k_egress_proxy_port);
+        start_recorded(egress_proxy::proxy_command(self_exe(), proxy), options, paths.pid(), paths.record(), address,
+                       k_egress_proxy_port);
     }
 
     std::vector<std::string> refresh_secret(const std::string& secret) override {

@@ -9,6 +9,7 @@
 
 #include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
+#include "egress_proxy/proxy_arguments.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/client/payloads.hpp"
 
@@ -189,13 +190,18 @@ std::vector<std::string> companion_command(const Bundle& bundle, const EgressSit
         argv = {std::string(k_companion_lib) + "/" + std::filesystem::path(bundle.loader).filename().string(),
                 "--library-path", std::string(k_companion_lib)};
     }
-    argv.insert(argv.end(), {std::string(k_companion_bin), "egress-proxy", "--listen",
-                             fmt::format("{}:{}", proxy_address(ProxyPlacement::Instance, site.subnet).address_text(),
-                                         k_egress_proxy_port),
-                             "--policy", companion_policy_path(), "--log", companion_log_path(), "--sandbox",
-                             site.sandbox, "--companion", "--server-routes", std::string(k_companion_server_routes),
-                             "--max-tunnels", std::to_string(limits.max_tunnels)});
-    if (resolve_file) argv.insert(argv.end(), {"--resolve-file", companion_resolve_path()});
+    egress_proxy::ProxyOptions proxy;
+    proxy.listen = fmt::format("{}:{}", proxy_address(ProxyPlacement::Instance, site.subnet).address_text(),
+                               k_egress_proxy_port);
+    proxy.policy_file = companion_policy_path();
+    proxy.log_file = companion_log_path();
+    proxy.sandbox_name = site.sandbox;
+    proxy.companion = true;
+    proxy.server_routes = std::string(k_companion_server_routes);
+    proxy.limits.max_tunnels = limits.max_tunnels;
+    if (resolve_file) proxy.resolve_file = companion_resolve_path();
+    const auto command = egress_proxy::proxy_command(std::string(k_companion_bin), proxy);
+    argv.insert(argv.end(), command.begin(), command.end());
     return argv;
 }
 
