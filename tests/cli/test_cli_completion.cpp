@@ -51,7 +51,7 @@ TEST_CASE("bash completion offers commands, subcommands and flags") {
     BashCompleter complete(cli);
     CHECK(complete("agentctl cre") == "create\n");
     CHECK(complete("agentctl profile pr") == "presets\n");
-    CHECK(complete("agentctl create demo --allow-l") == "--allow-lan\n");
+    CHECK(complete("agentctl create tbox --allow-l") == "--allow-lan\n");
     CHECK(complete("agentctl --provider ") == "incus\nlima\nhyperv\n");
     CHECK(complete("agentctl -o ") == "table\njson\n");
     CHECK(complete("agentctl egress") == "\n");   // hidden
@@ -65,20 +65,20 @@ TEST_CASE("bash completion offers values by what each argument takes") {
     BashCompleter complete(cli);
     CHECK(complete("agentctl completion ") == "bash\nzsh\nfish\n");
     CHECK(complete("agentctl help cr") == "create\n");
-    CHECK(complete("agentctl create demo --agent cl") == "claude\n");
-    CHECK(complete("agentctl create demo --allow-preset py") == "pypi\n");
+    CHECK(complete("agentctl create tbox --agent cl") == "claude\n");
+    CHECK(complete("agentctl create tbox --allow-preset py") == "pypi\n");
     CHECK(complete("agentctl config get default") == "defaultProfile\n");
     CHECK(complete("agentctl config set incus.storage") == "incus.storagePool=\n");
-    CHECK(complete("agentctl create demo --isolation ") == "vm\ncontainer\n");
+    CHECK(complete("agentctl create tbox --isolation ") == "vm\ncontainer\n");
     // Profiles come from `agentctl __complete profiles`: built-in and the user's own.
     cli.write(cli.home() / ".config/agentctl/profiles/u12team.yaml",
               "apiVersion: agentctl.dev/v1\nkind: Profile\nmetadata:\n  name: u12team\nspec: {}\n");
     CHECK(complete("agentctl profile show u12") == "u12team\n");
-    CHECK(complete("agentctl create demo --profile stri") == "strict\n");
+    CHECK(complete("agentctl create tbox --profile stri") == "strict\n");
     // Files for --mount, --allow-file and --spec; a flag's value is skipped when counting positionals.
     cli.write(cli.home() / "allow-list.txt", "example.com\n");
-    CHECK(complete("agentctl create demo --allow-file allow-l") == "allow-list.txt\n");
-    CHECK(complete("agentctl start demo --mount allow-l") == "allow-list.txt\n");
+    CHECK(complete("agentctl create tbox --allow-file allow-l") == "allow-list.txt\n");
+    CHECK(complete("agentctl start tbox --mount allow-l") == "allow-list.txt\n");
     // Without a provider there are no sandboxes to offer, quietly.
     CHECK(complete("agentctl stop ") == "\n");
 }
@@ -161,9 +161,9 @@ TEST_CASE("fish completes commands, nested commands and values with the generate
     // Once `profile list` is typed, the profile subcommands are not offered again.
     CHECK_FALSE(contains(complete("agentctl profile list "), "presets"));
     CHECK(complete("agentctl profile show stri") == "strict\n");
-    CHECK(complete("agentctl create demo --agent cl") == "claude\n");
+    CHECK(complete("agentctl create tbox --agent cl") == "claude\n");
     CHECK(complete("agentctl --provider hy") == "hyperv\n");
-    CHECK(complete("agentctl create demo --allow-file allow-l") == "allow-list.txt\n");
+    CHECK(complete("agentctl create tbox --allow-file allow-l") == "allow-list.txt\n");
     CHECK(complete("agentctl completion f") == "fish\n");
     CHECK(complete("agentctl egress") == "");
 }

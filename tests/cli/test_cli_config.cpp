@@ -174,19 +174,19 @@ TEST_CASE("AGENTCTL_CONFIG points at another file") {
 
 TEST_CASE("state moves from the old config directory to the XDG state directory once, and says so") {
     CliSandbox cli;
-    const auto old_state = cli.home() / ".config/agentctl/lima/demo/state.json";
-    cli.write(old_state, "{\"name\":\"demo\"}");
+    const auto old_state = cli.home() / ".config/agentctl/lima/tbox/state.json";
+    cli.write(old_state, "{\"name\":\"tbox\"}");
     cli.write(cli.config_file(), "provider: \"hyperv\"\n");
     // Any command that reaches the provider needs the state directory.
     auto r = cli.run({"--provider", "incus", "list"});
     CHECK(contains(r.err, "agentctl: moved " + (cli.home() / ".config/agentctl/lima").string() + " to " +
                               (cli.home() / ".local/state/agentctl/lima").string()));
     CHECK_FALSE(std::filesystem::exists(old_state));
-    CHECK(std::filesystem::exists(cli.home() / ".local/state/agentctl/lima/demo/state.json"));
+    CHECK(std::filesystem::exists(cli.home() / ".local/state/agentctl/lima/tbox/state.json"));
     // A second run finds nothing to move.
     r = cli.run({"--provider", "incus", "list"});
     CHECK_FALSE(contains(r.err, "moved"));
-    CHECK(std::filesystem::exists(cli.home() / ".local/state/agentctl/lima/demo/state.json"));
+    CHECK(std::filesystem::exists(cli.home() / ".local/state/agentctl/lima/tbox/state.json"));
 
     // XDG_STATE_HOME decides where state goes; --preview moves nothing.
     CliSandbox other;

@@ -105,14 +105,14 @@ TEST_CASE("the short force flag, the rm alias, --format and several names") {
 TEST_CASE("exec: -e takes one value each, so NAME and -- after it stay what they are; -w must be absolute") {
     CliSandbox cli;
     // The Hyper-V provider refuses exec at its gate (exit 2), after the command line was read.
-    auto r = cli.run({"--provider", "hyperv", "exec", "-e", "A=1", "-e", "B", "demo", "--", "sh", "-c", "true"});
+    auto r = cli.run({"--provider", "hyperv", "exec", "-e", "A=1", "-e", "B", "tbox", "--", "sh", "-c", "true"});
     INFO(r.err);
     CHECK(r.exit_code == 2);
     CHECK_THAT(r.err, Catch::Contains("exec is under development on the hyperv provider"));
-    r = cli.run({"--provider", "hyperv", "exec", "-w", "tmp", "demo", "--", "pwd"});
+    r = cli.run({"--provider", "hyperv", "exec", "-w", "tmp", "tbox", "--", "pwd"});
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::StartsWith("agentctl: -w tmp: the working directory must be an absolute path\n"));
-    r = cli.run({"--provider", "hyperv", "exec", "-e", "=x", "demo", "--", "true"});
+    r = cli.run({"--provider", "hyperv", "exec", "-e", "=x", "tbox", "--", "true"});
     CHECK(r.exit_code == 1);
     CHECK_THAT(r.err, Catch::StartsWith("agentctl: -e =x: the variable has no name\n"));
 }

@@ -14,24 +14,24 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 TEST_CASE("UnderDevelopment stops with exit 2 and names feature, provider, reason and next step") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "hyperv", "create", "demo"});
+    auto r = cli.run({"--provider", "hyperv", "create", "tbox"});
     CHECK(r.exit_code == 2);
     CHECK(r.out.empty());
     CHECK(starts_with(r.err, "agentctl: create is under development on the hyperv provider: "));
     CHECK(contains(r.err, "\nhint: run `agentctl capabilities --provider hyperv` to see what it supports\n"));
 
-    r = cli.run({"--provider", "incus", "logs", "demo", "--exec"});
+    r = cli.run({"--provider", "incus", "logs", "tbox", "--exec"});
     CHECK(r.exit_code == 2);
     CHECK(starts_with(r.err, "agentctl: logs.exec is under development on the incus provider: "));
 
-    r = cli.run({"--provider", "lima", "view", "demo"});
+    r = cli.run({"--provider", "lima", "view", "tbox"});
     CHECK(r.exit_code == 2);
     CHECK(starts_with(r.err, "agentctl: view is under development on the lima provider: "));
 }
 
 TEST_CASE("NotAvailable stops with exit 2") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "lima", "snapshot", "create", "demo", "before"});
+    auto r = cli.run({"--provider", "lima", "snapshot", "create", "tbox", "before"});
     CHECK(r.exit_code == 2);
     CHECK(starts_with(r.err, "agentctl: snapshot.create is not available on the lima provider: "));
 
@@ -40,21 +40,21 @@ TEST_CASE("NotAvailable stops with exit 2") {
     CHECK(starts_with(r.err, "agentctl: image.pull is not available on the lima provider: "));
 
     // Lima has no cluster members to place a sandbox on.
-    r = cli.run({"--provider", "lima", "create", "demo", "--mount-none", "--no-network-policy", "--target", "node2"});
+    r = cli.run({"--provider", "lima", "create", "tbox", "--mount-none", "--no-network-policy", "--target", "node2"});
     CHECK(r.exit_code == 2);
     CHECK(starts_with(r.err, "agentctl: placement.target is not available on the lima provider: "));
 }
 
 TEST_CASE("on a Linux host the Lima provider cannot enforce a network policy, so create is refused") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "lima", "create", "demo", "--mount-none"});
+    auto r = cli.run({"--provider", "lima", "create", "tbox", "--mount-none"});
     CHECK(r.exit_code == 2);
     CHECK(starts_with(r.err, "agentctl: network.acl is not available on the lima provider: "));
 }
 
 TEST_CASE("ManualWorkaround prints the plan and exits 3 unless --force-partial") {
     CliSandbox cli;
-    const std::vector<std::string> args = {"--provider",   "hyperv", "--preview", "create",  "demo",
+    const std::vector<std::string> args = {"--provider",   "hyperv", "--preview", "create",  "tbox",
                                            "--mount-none", "--port", "8080:80",   "--image", "C:\\vm\\base.vhdx"};
     auto r = cli.run(args);
     CHECK(r.exit_code == 3);
@@ -73,7 +73,7 @@ TEST_CASE("ManualWorkaround prints the plan and exits 3 unless --force-partial")
 
 TEST_CASE("a preview lets an UnderDevelopment feature show its plan, with a warning, and runs nothing") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "hyperv", "--preview", "stop", "demo"});
+    auto r = cli.run({"--provider", "hyperv", "--preview", "stop", "tbox"});
     CHECK(r.exit_code == 0);
     CHECK(contains(r.err, "WARNING: stop is under development on the hyperv provider: "));
     CHECK(contains(r.err, "(preview only)"));
@@ -126,8 +126,8 @@ TEST_CASE("capabilities prints the matrix for every provider, as a table and as 
 
 TEST_CASE("a refused command changes nothing on disk") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "lima", "create", "demo"});
+    auto r = cli.run({"--provider", "lima", "create", "tbox"});
     CHECK(r.exit_code == 2);
     CHECK(!std::filesystem::exists(cli.home() / "agentctl"));
-    CHECK(!std::filesystem::exists(cli.home() / ".config/agentctl/lima/demo"));
+    CHECK(!std::filesystem::exists(cli.home() / ".config/agentctl/lima/tbox"));
 }

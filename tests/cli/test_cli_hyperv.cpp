@@ -42,7 +42,7 @@ TEST_CASE("hyperv: capabilities report the stub's matrix") {
 
 TEST_CASE("hyperv: create without preview is refused with exit 2 and the plan's message") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "hyperv", "create", "demo", "--image", "C:\\base.vhdx", "--mount-none"});
+    auto r = cli.run({"--provider", "hyperv", "create", "tbox", "--image", "C:\\base.vhdx", "--mount-none"});
     CHECK(r.exit_code == 2);
     CHECK(r.out.empty());
     CHECK(r.err.rfind("agentctl: create is under development on the hyperv provider: ", 0) == 0);
@@ -51,7 +51,7 @@ TEST_CASE("hyperv: create without preview is refused with exit 2 and the plan's 
 
 TEST_CASE("hyperv: preview create prints one PowerShell line per step and changes nothing") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "hyperv", "--preview", "create", "demo", "--image", "C:\\Images\\base image.vhdx",
+    auto r = cli.run({"--provider", "hyperv", "--preview", "create", "tbox", "--image", "C:\\Images\\base image.vhdx",
                       "--mount-none", "--allow", "api.github.com:443"});
     INFO(r.err);
     REQUIRE(r.exit_code == 0);
@@ -61,7 +61,7 @@ TEST_CASE("hyperv: preview create prints one PowerShell line per step and change
         INFO(line);
         CHECK(line.rfind("powershell.exe -NoProfile -NonInteractive -Command '", 0) == 0);
     }
-    CHECK(r.out.find("New-VM -Name '\\''demo'\\'' -Generation 2") != std::string::npos);
+    CHECK(r.out.find("New-VM -Name '\\''tbox'\\'' -Generation 2") != std::string::npos);
     CHECK(r.out.find("-ParentPath '\\''C:\\Images\\base image.vhdx'\\''") != std::string::npos);
     CHECK(r.out.find("Resolve-DnsName -Name '\\''api.github.com'\\''") != std::string::npos);
     CHECK(r.out.find("-RemoteIPAddress ANY -Weight 1") != std::string::npos);
@@ -72,7 +72,7 @@ TEST_CASE("hyperv: preview create prints one PowerShell line per step and change
 
 TEST_CASE("hyperv: a published port stops at the manual plan unless --force-partial") {
     CliSandbox cli;
-    const std::vector<std::string> base{"--provider", "hyperv",    "--preview",    "create", "demo",
+    const std::vector<std::string> base{"--provider", "hyperv",    "--preview",    "create", "tbox",
                                         "--image",    "base.vhdx", "--mount-none", "--port", "8080:80"};
     auto r = cli.run(base);
     CHECK(r.exit_code == 3);
@@ -91,16 +91,16 @@ TEST_CASE("hyperv: a published port stops at the manual plan unless --force-part
 
 TEST_CASE("hyperv: preview stop, start and delete print their plans") {
     CliSandbox cli;
-    auto r = cli.run({"--provider", "hyperv", "--preview", "stop", "demo", "--force"});
+    auto r = cli.run({"--provider", "hyperv", "--preview", "stop", "tbox", "--force"});
     INFO(r.err);
     CHECK(r.exit_code == 0);
-    CHECK(r.out == "powershell.exe -NoProfile -NonInteractive -Command 'Stop-VM -Name '\\''demo'\\'' -TurnOff'\n");
+    CHECK(r.out == "powershell.exe -NoProfile -NonInteractive -Command 'Stop-VM -Name '\\''tbox'\\'' -TurnOff'\n");
 
-    r = cli.run({"--provider", "hyperv", "--preview", "start", "demo"});
+    r = cli.run({"--provider", "hyperv", "--preview", "start", "tbox"});
     CHECK(r.exit_code == 0);
-    CHECK(r.out == "powershell.exe -NoProfile -NonInteractive -Command 'Start-VM -Name '\\''demo'\\'''\n");
+    CHECK(r.out == "powershell.exe -NoProfile -NonInteractive -Command 'Start-VM -Name '\\''tbox'\\'''\n");
 
-    r = cli.run({"--provider", "hyperv", "--preview", "delete", "demo", "--force"});
+    r = cli.run({"--provider", "hyperv", "--preview", "delete", "tbox", "--force"});
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("Remove-VM -Force") != std::string::npos);
     CHECK(r.out.find("Remove-VMSwitch -Force") != std::string::npos);
@@ -110,9 +110,9 @@ TEST_CASE("hyperv: commands without a plan are refused with exit 2, preview or n
     CliSandbox cli;
     for (const std::vector<std::string>& args :
          {std::vector<std::string>{"--provider", "hyperv", "list"},
-          std::vector<std::string>{"--provider", "hyperv", "status", "demo"},
-          std::vector<std::string>{"--provider", "hyperv", "exec", "demo", "--", "id"},
-          std::vector<std::string>{"--provider", "hyperv", "stop", "demo"}}) {
+          std::vector<std::string>{"--provider", "hyperv", "status", "tbox"},
+          std::vector<std::string>{"--provider", "hyperv", "exec", "tbox", "--", "id"},
+          std::vector<std::string>{"--provider", "hyperv", "stop", "tbox"}}) {
         INFO(args[2]);
         auto r = cli.run(args);
         CHECK(r.exit_code == 2);

@@ -35,7 +35,7 @@ TEST_CASE("policy check takes create's policy flags and names where each rule ca
     CHECK(v6.exit_code == 0);
     CHECK(v6.out.find("Destination: [2606:4700::1111]:443\n") == 0);
 
-    auto both = cli.run({"policy", "check", "--agent", "claude", "demo", "example.com"});
+    auto both = cli.run({"policy", "check", "--agent", "claude", "tbox", "example.com"});
     CHECK(both.exit_code == 1);
     CHECK(both.err.find("give either a sandbox NAME or policy flags") != std::string::npos);
 }

@@ -74,7 +74,7 @@ TEST_CASE("the top-level help lists every visible command and hides egress-proxy
 
 TEST_CASE("a mistyped command gets a suggestion and exit 1") {
     CliSandbox cli;
-    auto r = cli.run({"creat", "demo"});
+    auto r = cli.run({"creat", "tbox"});
     CHECK(r.exit_code == 1);
     CHECK(r.out.empty());
     CHECK(r.err == "agentctl: unknown command or argument 'creat'\nhint: did you mean 'create'?\n");
@@ -86,7 +86,7 @@ TEST_CASE("a mistyped command gets a suggestion and exit 1") {
 
 TEST_CASE("a mistyped flag gets a suggestion and exit 1") {
     CliSandbox cli;
-    auto r = cli.run({"stop", "demo", "--forse"});
+    auto r = cli.run({"stop", "tbox", "--forse"});
     CHECK(r.exit_code == 1);
     CHECK(r.err == "agentctl: unknown flag '--forse'\nhint: did you mean '--force'?\n");
 }

@@ -136,7 +136,7 @@ public:
     [[nodiscard]] fs::path home() const { return m_home; }
     [[nodiscard]] fs::path lima_home() const { return m_home / ".lima"; }
     [[nodiscard]] std::string state_dir() const { return m_context.state_dir; }
-    [[nodiscard]] fs::path workspace() const { return m_home / "agentctl" / "workspaces" / "demo"; }
+    [[nodiscard]] fs::path workspace() const { return m_home / "agentctl" / "workspaces" / "tbox"; }
 
     // lima.yaml of an instance as the fake wrote it (JSON is YAML).
     [[nodiscard]] nlohmann::json lima_yaml(const std::string& name) const {

@@ -55,7 +55,7 @@ TEST_CASE("read_file_if_exists tells a missing file from an empty one") {
 
 TEST_CASE("FileLock serialises two processes") {
     TempDir dir;
-    const auto lock_path = dir.path / "locks/incus-demo.lock";
+    const auto lock_path = dir.path / "locks/incus-tbox.lock";
     const auto log = dir.path / "log";
     auto append = [&](const char* text) {
         auto content = core::read_file_if_exists(log).value_or("");
@@ -84,7 +84,7 @@ TEST_CASE("FileLock serialises two processes") {
 
 TEST_CASE("FileLock::try_acquire takes a free lock and never waits for a held one") {
     TempDir dir;
-    const auto lock_path = dir.path / "locks/incus-demo.lock";
+    const auto lock_path = dir.path / "locks/incus-tbox.lock";
     // Without create, a lock file nobody made is free, and stays unmade.
     auto unmade = core::FileLock::try_acquire(lock_path, false);
     REQUIRE(unmade != nullptr);

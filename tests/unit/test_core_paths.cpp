@@ -88,40 +88,40 @@ TEST_CASE("old state moves from the config directory to the state directory once
     TempDir t;
     const auto old_dir = t.path / "config" / "agentctl";
     const auto state = t.path / "state" / "agentctl";
-    write(old_dir / "lima" / "demo" / "state.json", "{\"name\":\"demo\"}");
+    write(old_dir / "lima" / "tbox" / "state.json", "{\"name\":\"tbox\"}");
     write(old_dir / "config.yaml", "provider: \"lima\"\n");
-    write(old_dir / "locks" / "lima-demo.lock", "");
+    write(old_dir / "locks" / "lima-tbox.lock", "");
 
     auto moved = core::migrate_state(old_dir, state);
     CHECK(moved == std::vector<std::string>{"lima"});
-    CHECK(core::read_file(state / "lima" / "demo" / "state.json") == "{\"name\":\"demo\"}");
+    CHECK(core::read_file(state / "lima" / "tbox" / "state.json") == "{\"name\":\"tbox\"}");
     CHECK_FALSE(fs::exists(old_dir / "lima"));
     // Configuration and transient locks stay where they are.
     CHECK(fs::exists(old_dir / "config.yaml"));
-    CHECK(fs::exists(old_dir / "locks" / "lima-demo.lock"));
+    CHECK(fs::exists(old_dir / "locks" / "lima-tbox.lock"));
     struct stat st {};
     REQUIRE(::stat(state.c_str(), &st) == 0);
     CHECK((st.st_mode & 0777) == 0700);
 
     // Idempotent: nothing left to move.
     CHECK(core::migrate_state(old_dir, state).empty());
-    CHECK(core::read_file(state / "lima" / "demo" / "state.json") == "{\"name\":\"demo\"}");
+    CHECK(core::read_file(state / "lima" / "tbox" / "state.json") == "{\"name\":\"tbox\"}");
 }
 
 TEST_CASE("migration never overwrites state that is already in the new place") {
     TempDir t;
     const auto old_dir = t.path / "config" / "agentctl";
     const auto state = t.path / "state" / "agentctl";
-    write(old_dir / "lima" / "demo" / "state.json", "old");
-    write(state / "lima" / "demo" / "state.json", "new");
+    write(old_dir / "lima" / "tbox" / "state.json", "old");
+    write(state / "lima" / "tbox" / "state.json", "new");
     CHECK(core::migrate_state(old_dir, state).empty());
-    CHECK(core::read_file(state / "lima" / "demo" / "state.json") == "new");
-    CHECK(core::read_file(old_dir / "lima" / "demo" / "state.json") == "old");
+    CHECK(core::read_file(state / "lima" / "tbox" / "state.json") == "new");
+    CHECK(core::read_file(old_dir / "lima" / "tbox" / "state.json") == "old");
 }
 
 TEST_CASE("a lock held elsewhere is waited for, after saying so") {
     TempDir t;
-    const auto path = t.path / "run" / "locks" / "incus-demo.lock";
+    const auto path = t.path / "run" / "locks" / "incus-tbox.lock";
     int first_waits = 0;
     std::optional<core::FileLock> first;
     first.emplace(path, [&] { ++first_waits; });

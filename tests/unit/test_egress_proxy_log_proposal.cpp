@@ -47,7 +47,7 @@ std::vector<DestinationSummary> observed() {
 
 std::string proposal(const std::vector<DestinationSummary>& rows, ProposalForm form, bool wildcards = false) {
     std::ostringstream out;
-    print_proposal(rows, ProposalOptions{"demo", form, wildcards}, out);
+    print_proposal(rows, ProposalOptions{"tbox", form, wildcards}, out);
     return out.str();
 }
 
@@ -64,7 +64,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 TEST_CASE("the proposed allow file is read back as it is: what was used and what an allow rule would open") {
     const auto text = proposal(observed(), ProposalForm::AllowFile);
     INFO(text);
-    const auto rules = policy::parse_allow_text(text, "demo.allow");
+    const auto rules = policy::parse_allow_text(text, "tbox.allow");
     CHECK(entries(rules) == std::vector<std::string>{"93.184.216.34:443", "api.github.com:443",
                                                      "files.pythonhosted.org:443", "objects.githubusercontent.com:443",
                                                      "pypi.org:443", "x7kq9zt2m4vb8w1p.exfil.example:443"});
@@ -88,8 +88,8 @@ TEST_CASE("the proposed profile is a tighten-only profile the loader accepts as 
     const auto text = proposal(observed(), ProposalForm::Profile);
     INFO(text);
     const auto profile =
-        policy::parse_profile(text, "/profiles/demo-proposed.yaml", policy::ProfileSource::File, policy::LoadContext{});
-    CHECK(profile.name == "demo-proposed");
+        policy::parse_profile(text, "/profiles/tbox-proposed.yaml", policy::ProfileSource::File, policy::LoadContext{});
+    CHECK(profile.name == "tbox-proposed");
     CHECK(profile.spec.deny_lan == true);
     CHECK(entries(profile.spec.allow) == std::vector<std::string>{"93.184.216.34:443", "api.github.com:443",
                                                                   "files.pythonhosted.org:443",

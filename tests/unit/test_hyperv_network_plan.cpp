@@ -16,8 +16,8 @@ using namespace agentctl::provider::hyperv;
 
 namespace {
 
-const Layout& demo() {
-    static const Layout layout = layout_for("demo", "/x");
+const Layout& tbox() {
+    static const Layout layout = layout_for("tbox", "/x");
     return layout;
 }
 
@@ -25,7 +25,7 @@ bool any_contains(const std::vector<std::string>& lines, const std::string& need
     return std::any_of(lines.begin(), lines.end(), [&](const auto& l) { return l.find(needle) != std::string::npos; });
 }
 
-std::string acl(const std::string& rest) { return "Add-VMNetworkAdapterExtendedAcl -VMName 'demo' " + rest; }
+std::string acl(const std::string& rest) { return "Add-VMNetworkAdapterExtendedAcl -VMName 'tbox' " + rest; }
 
 policy::AllowRule rule(policy::HostKind kind, std::string host, std::vector<std::uint16_t> ports) {
     return policy::AllowRule{kind, std::move(host), std::move(ports), "--allow"};
@@ -34,7 +34,7 @@ policy::AllowRule rule(policy::HostKind kind, std::string host, std::vector<std:
 }  // namespace
 
 TEST_CASE("the default policy: host denied, DNS open, LAN denied, everything else denied", "[hyperv][network]") {
-    const auto plan = network_policy_plan(demo(), policy::NetworkPolicy{});
+    const auto plan = network_policy_plan(tbox(), policy::NetworkPolicy{});
     const auto& s = plan.scripts;
     REQUIRE(s.size() == 2 + 2 + 8 + 2);
     CHECK(s.front() == acl("-Action Deny -Direction Outbound -RemoteIPAddress 172.30.0.0/16 -Weight 50000"));
@@ -48,7 +48,7 @@ TEST_CASE("allow-LAN opens every LAN range on any port, but never the host", "[h
     policy::NetworkPolicy network;
     network.deny_lan = false;
     network.allow_lan = true;
-    const auto plan = network_policy_plan(demo(), network);
+    const auto plan = network_policy_plan(tbox(), network);
     CHECK(any_contains(
         plan.scripts,
         acl("-Action Allow -Direction Outbound -RemoteIPAddress 192.168.0.0/16 -Weight 30002 -Stateful $true")));
@@ -64,7 +64,7 @@ TEST_CASE("no network policy adds no entries and says so", "[hyperv][network]") 
     policy::NetworkPolicy network;
     network.enabled = false;
     network.allow = {rule(policy::HostKind::Name, "example.com", {443})};
-    const auto plan = network_policy_plan(demo(), network);
+    const auto plan = network_policy_plan(tbox(), network);
     CHECK(plan.scripts.empty());
     REQUIRE(plan.notes.size() == 1);
     CHECK(plan.notes.front() == "no network policy: no port ACL entries, so the sandbox's egress is unrestricted");
@@ -73,7 +73,7 @@ TEST_CASE("no network policy adds no entries and says so", "[hyperv][network]") 
 TEST_CASE("DNS: any resolver, named resolvers, or none", "[hyperv][network]") {
     policy::NetworkPolicy named;
     named.dns.servers = {"9.9.9.9", "2620:fe::fe"};
-    const auto plan = network_policy_plan(demo(), named);
+    const auto plan = network_policy_plan(tbox(), named);
     const std::vector<std::string> expected{
         acl("-Action Allow -Direction Outbound -RemoteIPAddress '9.9.9.9' -RemotePort 53 -Protocol UDP -Weight 45000 "
             "-Stateful $true"),
@@ -89,7 +89,7 @@ TEST_CASE("DNS: any resolver, named resolvers, or none", "[hyperv][network]") {
 
     policy::NetworkPolicy off;
     off.dns.disabled = true;
-    CHECK_FALSE(any_contains(network_policy_plan(demo(), off).scripts, "-RemotePort 53"));
+    CHECK_FALSE(any_contains(network_policy_plan(tbox(), off).scripts, "-RemotePort 53"));
 }
 
 TEST_CASE("allow rules: names resolved in the script, IPs literal, wildcards left out with a note",
@@ -101,7 +101,7 @@ TEST_CASE("allow rules: names resolved in the script, IPs literal, wildcards lef
         rule(policy::HostKind::Name, "any-port.example", {}),
         rule(policy::HostKind::Ip, "2001:db8::1", {}),
     };
-    const auto plan = network_policy_plan(demo(), network);
+    const auto plan = network_policy_plan(tbox(), network);
     CHECK(any_contains(
         plan.scripts,
         acl("-Action Allow -Direction Outbound -RemoteIPAddress '203.0.113.7' -RemotePort 80 -Protocol TCP "
@@ -125,14 +125,14 @@ TEST_CASE("allow rules: names resolved in the script, IPs literal, wildcards lef
 TEST_CASE("a name with several ports resolves at most as many addresses as its band holds", "[hyperv][network]") {
     policy::NetworkPolicy network;
     network.allow = {rule(policy::HostKind::Name, "deb.debian.org", {80, 443, 8080})};
-    const auto plan = network_policy_plan(demo(), network);
+    const auto plan = network_policy_plan(tbox(), network);
     CHECK(any_contains(plan.scripts,
                        "Select-Object -ExpandProperty IPAddress -First 33)) { foreach ($p in '80','443','8080') {"));
 }
 
 TEST_CASE("the plan's fixed weights never collide and rank as designed", "[hyperv][network]") {
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "tbox";
     spec.image = "base.vhdx";
     spec.mounts = {Mount{"/a", "/a", false, "--mount"}};
     spec.ports = {PortForward{"127.0.0.1", 8080, 80, "tcp"}, PortForward{"127.0.0.1", 8443, 443, "tcp"}};
@@ -140,7 +140,7 @@ TEST_CASE("the plan's fixed weights never collide and rank as designed", "[hyper
     for (int i = 0; i < 5; ++i) {
         spec.network.allow.push_back(rule(policy::HostKind::Ip, "198.51.100." + std::to_string(i + 1), {443, 8443}));
     }
-    const auto plan = create_plan(spec, demo());
+    const auto plan = create_plan(spec, tbox());
     const std::regex entry(R"(-Direction (Inbound|Outbound) [^;]*?-Weight (\d+))");
     std::map<std::string, std::set<int>> seen;
     int entries = 0;
@@ -164,24 +164,24 @@ TEST_CASE("limits of the weight plan are errors, not silent truncation", "[hyper
     policy::NetworkPolicy too_many;
     for (int i = 0; i <= k_max_allow_rules; ++i)
         too_many.allow.push_back(rule(policy::HostKind::Name, "h" + std::to_string(i) + ".example", {}));
-    CHECK_THROWS_AS(network_policy_plan(demo(), too_many), Error);
+    CHECK_THROWS_AS(network_policy_plan(tbox(), too_many), Error);
 
     policy::NetworkPolicy many_ports;
     std::vector<std::uint16_t> ports;
     for (int p = 1; p <= k_weights_per_allow_rule + 1; ++p) ports.push_back(static_cast<std::uint16_t>(p));
     many_ports.allow = {rule(policy::HostKind::Name, "example.com", ports)};
-    CHECK_THROWS_WITH(network_policy_plan(demo(), many_ports), Catch::Contains("lists 101 ports"));
+    CHECK_THROWS_WITH(network_policy_plan(tbox(), many_ports), Catch::Contains("lists 101 ports"));
 }
 
 TEST_CASE("replacing a policy in place keeps the sandbox closed while it changes", "[hyperv][network]") {
-    const auto plan = replace_network_policy_plan(demo(), policy::NetworkPolicy{});
+    const auto plan = replace_network_policy_plan(tbox(), policy::NetworkPolicy{});
     REQUIRE(plan.scripts.size() > 3);
     CHECK(plan.scripts[0] == acl("-Action Deny -Direction Outbound -RemoteIPAddress ANY -Weight 65000"));
     CHECK(plan.scripts[1] ==
-          "Get-VMNetworkAdapterExtendedAcl -VMName 'demo' | Where-Object { $_.Weight -lt 60000 } | "
+          "Get-VMNetworkAdapterExtendedAcl -VMName 'tbox' | Where-Object { $_.Weight -lt 60000 } | "
           "Remove-VMNetworkAdapterExtendedAcl");
-    CHECK(plan.scripts.back() == "Remove-VMNetworkAdapterExtendedAcl -VMName 'demo' -Weight 65000 -Direction Outbound");
+    CHECK(plan.scripts.back() == "Remove-VMNetworkAdapterExtendedAcl -VMName 'tbox' -Weight 65000 -Direction Outbound");
     // The new policy sits between the two.
-    const auto fresh = network_policy_plan(demo(), policy::NetworkPolicy{}).scripts;
+    const auto fresh = network_policy_plan(tbox(), policy::NetworkPolicy{}).scripts;
     CHECK(std::vector<std::string>(plan.scripts.begin() + 2, plan.scripts.end() - 1) == fresh);
 }

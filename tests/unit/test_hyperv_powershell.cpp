@@ -58,7 +58,7 @@ std::optional<std::string> decode_single_quoted(const std::string& literal) {
 }  // namespace
 
 TEST_CASE("ps_quote makes a single-quoted literal", "[hyperv][powershell]") {
-    CHECK(ps_quote("demo") == "'demo'");
+    CHECK(ps_quote("tbox") == "'tbox'");
     CHECK(ps_quote("") == "''");
     CHECK(ps_quote("it's") == "'it''s'");
     CHECK(ps_quote("C:\\Program Files\\My VMs") == "'C:\\Program Files\\My VMs'");

@@ -63,10 +63,10 @@ struct Fixture {
 
 SandboxSpec spec() {
     SandboxSpec s;
-    s.name = "demo";
+    s.name = "tbox";
     s.image = "D:\\images\\base image.vhdx";
     s.resources = {2, 4ull << 30, 0};
-    s.mounts = {Mount{"/home/me/agentctl/workspaces/demo", "/workspace", true, "profile default"}};
+    s.mounts = {Mount{"/home/me/agentctl/workspaces/tbox", "/workspace", true, "profile default"}};
     return s;
 }
 
@@ -102,13 +102,13 @@ TEST_CASE("without preview every method refuses with exit code 2 and the capabil
     CHECK(p.name() == "hyperv");
     auto& life = p.lifecycle();
     check_refuses([&] { life.create(spec()); }, "create");
-    check_refuses([&] { life.start("demo", {}); }, "start");
-    check_refuses([&] { life.stop("demo", {}); }, "stop");
-    check_refuses([&] { life.remove("demo", true); }, "delete");
+    check_refuses([&] { life.start("tbox", {}); }, "start");
+    check_refuses([&] { life.stop("tbox", {}); }, "stop");
+    check_refuses([&] { life.remove("tbox", true); }, "delete");
     check_refuses([&] { (void)life.list(); }, "list");
-    check_refuses([&] { (void)life.status("demo"); }, "status");
+    check_refuses([&] { (void)life.status("tbox"); }, "status");
     REQUIRE(p.egress_policy() != nullptr);
-    check_refuses([&] { p.egress_policy()->apply_network_policy("demo", policy::NetworkPolicy{}); }, "network.acl");
+    check_refuses([&] { p.egress_policy()->apply_network_policy("tbox", policy::NetworkPolicy{}); }, "network.acl");
     CHECK(f.runner.requests.empty());
     CHECK(f.out.str().empty());
 }
@@ -140,7 +140,7 @@ TEST_CASE("the parts without a plan are absent, and the matrix keeps even a prev
 TEST_CASE("preview: create prints the create plan, one shell-quoted line per step", "[hyperv][provider]") {
     Fixture f(true);
     f.provider->lifecycle().create(spec());
-    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.local/state/agentctl");
+    const auto layout = provider::hyperv::layout_for("tbox", "/home/me/.local/state/agentctl");
     const auto plan = provider::hyperv::create_plan(spec(), layout);
     CHECK(f.out.str() == lines_of(plan));
     CHECK_THAT(f.out.str(), Catch::Contains("-ParentPath '\\''D:\\images\\base image.vhdx'\\''"));
@@ -152,15 +152,15 @@ TEST_CASE("preview: create prints the create plan, one shell-quoted line per ste
 
 TEST_CASE("preview: start, stop, delete and policy print their plans", "[hyperv][provider]") {
     Fixture f(true);
-    const auto layout = provider::hyperv::layout_for("demo", "/home/me/.local/state/agentctl");
-    f.provider->lifecycle().start("demo", {});
+    const auto layout = provider::hyperv::layout_for("tbox", "/home/me/.local/state/agentctl");
+    f.provider->lifecycle().start("tbox", {});
     StopRequest force;
     force.force = true;
-    f.provider->lifecycle().stop("demo", force);
-    f.provider->lifecycle().remove("demo", false);
+    f.provider->lifecycle().stop("tbox", force);
+    f.provider->lifecycle().remove("tbox", false);
     policy::NetworkPolicy network;
     network.allow_lan = true;
-    f.provider->egress_policy()->apply_network_policy("demo", network);
+    f.provider->egress_policy()->apply_network_policy("tbox", network);
     CHECK(f.out.str() == lines_of(provider::hyperv::start_plan(layout, {})) +
                              lines_of(provider::hyperv::stop_plan(layout, force)) +
                              lines_of(provider::hyperv::remove_plan(layout, false)) +
@@ -171,7 +171,7 @@ TEST_CASE("preview: start, stop, delete and policy print their plans", "[hyperv]
 TEST_CASE("preview: no plan is invented where none exists", "[hyperv][provider]") {
     Fixture f(true);
     check_refuses([&] { (void)f.provider->lifecycle().list(); }, "list");
-    check_refuses([&] { (void)f.provider->lifecycle().status("demo"); }, "status");
+    check_refuses([&] { (void)f.provider->lifecycle().status("tbox"); }, "status");
     CHECK(f.out.str().empty());
 }
 

@@ -263,10 +263,10 @@ TEST_CASE("firewall_bridges: the bridges of agentctl's tables, from nft's JSON",
 TEST_CASE("ACL payload", "[acl]") {
     AclRules rules;
     rules.egress.push_back({{"action", "allow"}});
-    auto payload = acl_payload("demo", rules);
-    CHECK(payload["name"] == "agentctl-demo");
+    auto payload = acl_payload("tbox", rules);
+    CHECK(payload["name"] == "agentctl-tbox");
     CHECK(payload["ingress"] == Json::array());
-    CHECK(payload["config"]["user.agentctl.sandbox"] == "demo");
+    CHECK(payload["config"]["user.agentctl.sandbox"] == "tbox");
 }
 
 TEST_CASE("the instance side is the same for containers and VMs: fixed address, filtering, proxy environment",
@@ -274,7 +274,7 @@ TEST_CASE("the instance side is the same for containers and VMs: fixed address, 
     const auto subnet = *parse_ipv4_net("10.9.0.0/28");
     for (auto isolation : {Isolation::Container, Isolation::Vm}) {
         SandboxSpec spec;
-        spec.name = "demo";
+        spec.name = "tbox";
         spec.image = "agentctl-debian-12";
         spec.isolation = isolation;
         auto config = instance_config(spec, "agc-x", subnet, true, std::nullopt);

@@ -108,11 +108,11 @@ TEST_CASE("the preview client prints runnable incus query lines and sends nothin
     auto post = client->query("POST", "/1.0/networks", &body);
     CHECK(post.type == ResponseType::Async);
     CHECK(client->wait(post.operation, 10).is_object());
-    auto get = client->query("GET", "/1.0/instances/demo?recursion=1");
+    auto get = client->query("GET", "/1.0/instances/tbox?recursion=1");
     CHECK(get.metadata.is_null());
     CHECK(out.str() ==
           "incus query -X POST --data '{\"name\":\"it'\\''s\",\"type\":\"bridge\"}' /1.0/networks\n"
-          "incus query -X GET '/1.0/instances/demo?recursion=1'\n");
+          "incus query -X GET '/1.0/instances/tbox?recursion=1'\n");
     CHECK(client->preview());
 }
 

@@ -16,8 +16,8 @@ TEST_CASE("bridge names fit the 15-character interface limit and are stable", "[
         seen.insert(name);
     }
     CHECK(seen.size() == 2000);
-    CHECK(bridge_name("demo") == bridge_name("demo"));
-    CHECK(acl_name("demo") == "agentctl-demo");
+    CHECK(bridge_name("tbox") == bridge_name("tbox"));
+    CHECK(acl_name("tbox") == "agentctl-tbox");
 }
 
 TEST_CASE("sandbox names Incus would refuse are refused first", "[naming]") {

@@ -15,7 +15,7 @@ namespace {
 
 SandboxSpec sample_spec(Isolation isolation) {
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "tbox";
     spec.image = "agentctl-debian-12";
     spec.profiles = {"default", "strict"};
     spec.isolation = isolation;
@@ -128,9 +128,9 @@ TEST_CASE("instance config records everything status needs", "[payloads]") {
     CHECK(config.at(std::string(key::k_agent)) == "claude");
     CHECK(config.at(std::string(key::k_agent_installed)) == "false");
     CHECK(config.at(std::string(key::k_subnet)) == "10.213.0.33/28");  // the bridge address
-    CHECK(config.at(std::string(key::k_acl)) == "agentctl-demo");
+    CHECK(config.at(std::string(key::k_acl)) == "agentctl-tbox");
     const auto record = read_sandbox_record(
-        parse_instance(Json{{"name", "demo"}, {"type", "container"}, {"status", "Stopped"}, {"config", config}}));
+        parse_instance(Json{{"name", "tbox"}, {"type", "container"}, {"status", "Stopped"}, {"config", config}}));
     CHECK(record.mounts == spec.mounts);
     auto widened = Json::parse(config.at(std::string(key::k_widenings)));
     CHECK(widened.size() == 2);  // the writable mount and container isolation
@@ -141,26 +141,26 @@ TEST_CASE("instance config records everything status needs", "[payloads]") {
 }
 
 TEST_CASE("bridge payload: own subnet, NAT on, ACL with reject defaults", "[payloads]") {
-    auto payload = network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "agentctl-demo",
+    auto payload = network_payload("tbox", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "agentctl-tbox",
                                    BridgeResolver::Incus);
     CHECK(payload["type"] == "bridge");
     CHECK(payload["config"]["ipv4.address"] == "10.213.0.17/28");
     CHECK(payload["config"]["ipv4.nat"] == "true");
     CHECK(payload["config"]["ipv6.address"] == "none");
-    CHECK(payload["config"]["security.acls"] == "agentctl-demo");
+    CHECK(payload["config"]["security.acls"] == "agentctl-tbox");
     CHECK(payload["config"]["security.acls.default.egress.action"] == "reject");
     CHECK(payload["config"]["security.acls.default.ingress.action"] == "reject");
-    CHECK(payload["config"][std::string(key::k_sandbox)] == "demo");
+    CHECK(payload["config"][std::string(key::k_sandbox)] == "tbox");
 
     CHECK(payload["config"]["ipv4.dhcp"] == "true");
 
     auto open =
-        network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "", BridgeResolver::Incus);
+        network_payload("tbox", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "", BridgeResolver::Incus);
     CHECK_FALSE(open["config"].contains("security.acls"));
 }
 
 TEST_CASE("bridge payload: agentctl's own resolver turns Incus's DHCP and DNS off", "[payloads]") {
-    auto payload = network_payload("demo", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "agentctl-demo",
+    auto payload = network_payload("tbox", "agc-0123456789a", *parse_ipv4_net("10.213.0.16/28"), "agentctl-tbox",
                                    BridgeResolver::Host);
     CHECK(payload["config"]["ipv4.dhcp"] == "false");
     CHECK(payload["config"]["dns.mode"] == "none");

@@ -18,7 +18,7 @@ using namespace agentctl::provider::incus;
 namespace {
 
 EgressSite site() {
-    return EgressSite{"demo", "agc-0123456789a", *parse_ipv4_net("10.9.0.1/28"), "agentctl-debian-12", {}};
+    return EgressSite{"tbox", "agc-0123456789a", *parse_ipv4_net("10.9.0.1/28"), "agentctl-debian-12", {}};
 }
 
 // `ldd build/test/src/agentctl` on Debian 12 (a sanitizer build).
@@ -51,8 +51,8 @@ TEST_CASE("placement: auto is the host when the server is this machine, else the
 TEST_CASE("the companion: a small container of its own on the sandbox's bridge, marked as agentctl's",
           "[proxy-instance]") {
     const auto payload = companion_payload(site(), "default", CompanionLimits{64ULL << 20, 100});
-    CHECK(payload["name"] == "demo-egress");
-    CHECK(companion_name("demo") == "demo-egress");
+    CHECK(payload["name"] == "tbox-egress");
+    CHECK(companion_name("tbox") == "tbox-egress");
     CHECK(payload["type"] == "container");
     CHECK(payload["start"] == true);
     CHECK(payload["source"] == Json{{"type", "image"}, {"alias", "agentctl-debian-12"}});
@@ -66,7 +66,7 @@ TEST_CASE("the companion: a small container of its own on the sandbox's bridge, 
     CHECK(config["limits.processes"] == "128");
     CHECK(config["user.agentctl.managed"] == "true");       // the test clean-up and delete find it
     CHECK(config["user.agentctl.role"] == "egress-proxy");  // list does not show it as a sandbox
-    CHECK(config["user.agentctl.sandbox"] == "demo");
+    CHECK(config["user.agentctl.sandbox"] == "tbox");
     CHECK(config["raw.lxc"] ==
           "lxc.net.0.ipv4.address = 10.9.0.3/28\nlxc.net.0.ipv4.gateway = 10.9.0.1\n"
           "lxc.sysctl.net.ipv6.conf.all.disable_ipv6 = 1\nlxc.sysctl.net.ipv6.conf.default.disable_ipv6 = 1\n"
@@ -112,7 +112,7 @@ TEST_CASE("the bundle: the binary, the libraries ldd lists and the loader", "[pr
                                               "--log",
                                               "/var/lib/agentctl-egress/egress.log",
                                               "--sandbox",
-                                              "demo",
+                                              "tbox",
                                               "--companion",
                                               "--server-routes",
                                               "/opt/agentctl-server/fib_trie",
@@ -134,10 +134,10 @@ TEST_CASE("the bundle: the binary, the libraries ldd lists and the loader", "[pr
 }
 
 TEST_CASE("the unit: the proxy as nobody, without capabilities, restarted, reloaded by SIGHUP", "[proxy-instance]") {
-    const auto unit = companion_unit({"/opt/agentctl/bin/agentctl", "egress-proxy", "--sandbox", "demo"}, "demo",
+    const auto unit = companion_unit({"/opt/agentctl/bin/agentctl", "egress-proxy", "--sandbox", "tbox"}, "tbox",
                                      CompanionLimits{64ULL << 20, 100});
     CHECK_THAT(unit, Catch::Contains("\nUser=nobody\nGroup=nogroup\n"));
-    CHECK_THAT(unit, Catch::Contains("\nExecStart=/opt/agentctl/bin/agentctl egress-proxy --sandbox demo\n"));
+    CHECK_THAT(unit, Catch::Contains("\nExecStart=/opt/agentctl/bin/agentctl egress-proxy --sandbox tbox\n"));
     CHECK_THAT(unit, Catch::Contains("\nExecReload=/bin/sh -c \"kill -HUP ${MAINPID}\"\n"));
     CHECK_THAT(unit, Catch::Contains("\nRestart=always\n"));
     CHECK_THAT(unit, Catch::Contains("\nStartLimitIntervalSec=0\n"));
@@ -193,20 +193,20 @@ TEST_CASE("probes point at the proxy where it runs; host probes are skipped when
 
 TEST_CASE("the bridge's strangers: whatever Incus has on it besides the sandbox and its companion",
           "[proxy-instance]") {
-    const Json alone{{"used_by", {"/1.0/instances/demo?project=tests", "/1.0/instances/demo-egress?project=tests"}}};
-    CHECK(bridge_strangers(alone, "demo", "tests").empty());
-    CHECK(bridge_strangers(Json::object(), "demo", "tests").empty());
+    const Json alone{{"used_by", {"/1.0/instances/tbox?project=tests", "/1.0/instances/tbox-egress?project=tests"}}};
+    CHECK(bridge_strangers(alone, "tbox", "tests").empty());
+    CHECK(bridge_strangers(Json::object(), "tbox", "tests").empty());
     // The same names in another project, another instance, a profile that
     // attaches the bridge: all of them could take the companion's address.
     const Json crowded{
         {"used_by",
-         {"/1.0/instances/demo", "/1.0/instances/demo-egress?project=tests", "/1.0/instances/imp%2Dostor?project=tests",
-          "/1.0/profiles/default?project=other", "/1.0/instances/demo-egress?project=other&target=node1"}}};
-    CHECK(bridge_strangers(crowded, "demo", "tests") ==
-          std::vector<std::string>{"instance demo (project default)", "instance imp-ostor",
-                                   "profile default (project other)", "instance demo-egress (project other)"});
+         {"/1.0/instances/tbox", "/1.0/instances/tbox-egress?project=tests", "/1.0/instances/imp%2Dostor?project=tests",
+          "/1.0/profiles/default?project=other", "/1.0/instances/tbox-egress?project=other&target=node1"}}};
+    CHECK(bridge_strangers(crowded, "tbox", "tests") ==
+          std::vector<std::string>{"instance tbox (project default)", "instance imp-ostor",
+                                   "profile default (project other)", "instance tbox-egress (project other)"});
     // The default project is written without ?project=.
     CHECK(
-        bridge_strangers(Json{{"used_by", {"/1.0/instances/demo", "/1.0/instances/demo-egress"}}}, "demo", "").empty());
-    CHECK(bridge_strangers(Json{{"used_by", {"/1.0/instances/demo-egress"}}}, "demo", "default").empty());
+        bridge_strangers(Json{{"used_by", {"/1.0/instances/tbox", "/1.0/instances/tbox-egress"}}}, "tbox", "").empty());
+    CHECK(bridge_strangers(Json{{"used_by", {"/1.0/instances/tbox-egress"}}}, "tbox", "default").empty());
 }

@@ -222,9 +222,9 @@ TEST_CASE("the project: --project or incus.project, else $INCUS_PROJECT, else th
 
 TEST_CASE("preview lines address the remote the way the incus client does (REMOTE:/1.0/...)", "[remote]") {
     Json body{{"action", "stop"}};
-    CHECK(query_argv("PUT", "/1.0/instances/demo/state", &body, "agents", "build") ==
+    CHECK(query_argv("PUT", "/1.0/instances/tbox/state", &body, "agents", "build") ==
           std::vector<std::string>{"incus", "query", "-X", "PUT", "--data", R"({"action":"stop"})",
-                                   "build:/1.0/instances/demo/state?project=agents"});
+                                   "build:/1.0/instances/tbox/state?project=agents"});
     // Runnable as printed: `incus query` refuses --project, so the project is in the path.
     CHECK(query_argv("GET", "/1.0/instances?recursion=1", nullptr, "agents", "") ==
           std::vector<std::string>{"incus", "query", "-X", "GET", "/1.0/instances?recursion=1&project=agents"});
@@ -233,11 +233,11 @@ TEST_CASE("preview lines address the remote the way the incus client does (REMOT
     Server server;
     server.remote = "build";
     auto provider = make_provider(context, make_preview_client(out, {}, nullptr, "build"), nullptr, server);
-    provider->lifecycle().stop("demo", StopRequest{});
-    CHECK_THAT(out.str(), Catch::StartsWith("incus query -X GET 'build:/1.0/instances/demo?recursion=1'\n"));
+    provider->lifecycle().stop("tbox", StopRequest{});
+    CHECK_THAT(out.str(), Catch::StartsWith("incus query -X GET 'build:/1.0/instances/tbox?recursion=1'\n"));
     std::ostringstream().swap(out);
-    provider->commands()->shell("demo", true);
-    CHECK_THAT(out.str(), Catch::Contains("\nincus exec build:demo --env HOME=/root"));
+    provider->commands()->shell("tbox", true);
+    CHECK_THAT(out.str(), Catch::Contains("\nincus exec build:tbox --env HOME=/root"));
 }
 
 TEST_CASE("a server that is not this machine: host directories are refused, --mount-none is fine", "[remote]") {
@@ -248,7 +248,7 @@ TEST_CASE("a server that is not this machine: host directories are refused, --mo
     server.this_machine = false;
     auto provider = make_provider(context, make_preview_client(out, {}, nullptr, "far"), nullptr, server);
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "tbox";
     spec.image = "agentctl-debian-12";
     spec.isolation = Isolation::Container;
     Mount mount;
@@ -265,6 +265,6 @@ TEST_CASE("a server that is not this machine: host directories are refused, --mo
     CHECK_THAT(out.str(), Catch::Contains("far:/1.0/instances\n"));
     StartRequest start;
     start.mounts = std::vector<Mount>{mount};
-    CHECK_THAT(test::error_and_hint_of([&] { provider->lifecycle().start("demo", start); }),
+    CHECK_THAT(test::error_and_hint_of([&] { provider->lifecycle().start("tbox", start); }),
                Catch::Contains("is not this machine"));
 }

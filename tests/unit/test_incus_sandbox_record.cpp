@@ -19,7 +19,7 @@ std::string k(std::string_view key) { return std::string(key); }
 
 SandboxSpec sample_spec() {
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "tbox";
     spec.image = "agentctl-debian-12";
     spec.user = "dev";
     spec.agent = "claude";
@@ -35,7 +35,7 @@ SandboxSpec sample_spec() {
 // An instance as GET /1.0/instances/NAME returns it, with `config`.
 Instance instance_with(Json config, std::string type = "container") {
     return parse_instance(
-        Json{{"name", "demo"}, {"type", std::move(type)}, {"status", "Stopped"}, {"config", std::move(config)}});
+        Json{{"name", "tbox"}, {"type", std::move(type)}, {"status", "Stopped"}, {"config", std::move(config)}});
 }
 
 // The config create writes for sample_spec(), with what later steps add.
@@ -50,7 +50,7 @@ Json full_config() {
     config[k(key::k_shell)] = "/bin/bash";
     config[k(key::k_egress)] = "instance";
     config[k(key::k_resolver)] = std::string(resolver_record(BridgeResolver::Host));
-    config.update(Json(host_record_config({k_host_id_first + 7, "/var/lib/agentctl/incus/demo"})));
+    config.update(Json(host_record_config({k_host_id_first + 7, "/var/lib/agentctl/incus/tbox"})));
     config[k(key::k_confinement)] = "verified (7/7 probes, 2026-01-02T03:04:05Z)";
     config[k(key::k_confinement_probes)] =
         R"([{"name":"direct-bypass","verdict":"held","detail":"refused"},{"name":"dns","verdict":"skipped"}])";
@@ -66,7 +66,7 @@ Json full_config() {
 TEST_CASE("the record create writes reads back field by field", "[sandbox_record]") {
     const auto spec = sample_spec();
     const auto record = read_sandbox_record(instance_with(full_config()));
-    CHECK(record.name == "demo");
+    CHECK(record.name == "tbox");
     CHECK(record.managed);
     CHECK(record.role.empty());
     CHECK(record.is_sandbox());
@@ -94,13 +94,13 @@ TEST_CASE("the record create writes reads back field by field", "[sandbox_record
     CHECK(record.agent == "claude");
     CHECK(record.agent_installed);
     CHECK(record.bridge == "agc-0123456789a");
-    CHECK(record.acl == "agentctl-demo");
+    CHECK(record.acl == "agentctl-tbox");
     REQUIRE(record.subnet);
     CHECK(record.subnet->to_string() == "10.213.0.33/28");
     CHECK(record.resolver == BridgeResolver::Host);
     CHECK(record.placement == ProxyPlacement::Instance);
     CHECK(record.host.uid == k_host_id_first + 7);
-    CHECK(record.host.state_dir == "/var/lib/agentctl/incus/demo");
+    CHECK(record.host.state_dir == "/var/lib/agentctl/incus/tbox");
     CHECK(record.confinement.state == ConfinementState::Verified);
     CHECK(record.confinement.detail == "(7/7 probes, 2026-01-02T03:04:05Z)");
     CHECK(record.evidence.checked_at == "2026-01-02T03:04:05Z");
@@ -191,21 +191,21 @@ TEST_CASE("a value agentctl never writes names the instance and the key", "[sand
         INFO(c.key << " = " << c.value);
         CHECK_THAT(error_and_hint_of([&] { (void)read_sandbox_record(instance_with(config)); }),
                    Catch::StartsWith(
-                       fmt::format("the Incus instance demo: {} is not what agentctl writes: {}", c.key, c.why)) &&
+                       fmt::format("the Incus instance tbox: {} is not what agentctl writes: {}", c.key, c.why)) &&
                        Catch::EndsWith("\nhint: agentctl writes this key when it creates the sandbox: delete it and "
-                                       "create it again (agentctl delete demo --force)"));
+                                       "create it again (agentctl delete tbox --force)"));
     }
     // A uid without its gid.
     auto config = full_config();
     config.erase(k(key::k_gid));
     CHECK_THAT(error_and_hint_of([&] { (void)read_sandbox_record(instance_with(config)); }),
-               Catch::StartsWith("the Incus instance demo: user.agentctl.gid is not what agentctl writes: it is "
+               Catch::StartsWith("the Incus instance tbox: user.agentctl.gid is not what agentctl writes: it is "
                                  "missing beside user.agentctl.uid\n"));
     // The host record's own check, with the instance named.
     config = full_config();
     config[k(key::k_host_uid)] = "5";
     CHECK_THAT(error_and_hint_of([&] { (void)read_sandbox_record(instance_with(config)); }),
-               Catch::StartsWith("the Incus instance demo: user.agentctl.host.uid is \"5\", not an id of agentctl's "
+               Catch::StartsWith("the Incus instance tbox: user.agentctl.host.uid is \"5\", not an id of agentctl's "
                                  "range") &&
                    Catch::Contains("recreate the sandbox"));
 }
@@ -218,10 +218,10 @@ TEST_CASE("delete and gc read only the marks, and those strictly", "[sandbox_rec
     CHECK(marks.unfinished());
 
     const auto companion = read_instance_marks(instance_with(
-        Json{{k(key::k_managed), "true"}, {k(key::k_role), k(key::k_role_egress_proxy)}, {k(key::k_sandbox), "demo"}}));
+        Json{{k(key::k_managed), "true"}, {k(key::k_role), k(key::k_role_egress_proxy)}, {k(key::k_sandbox), "tbox"}}));
     CHECK(companion.is_companion());
     CHECK_FALSE(companion.is_sandbox());
-    CHECK(companion.sandbox == "demo");
+    CHECK(companion.sandbox == "tbox");
     // Not agentctl's: a role means nothing without the managed mark.
     CHECK_FALSE(read_instance_marks(instance_with(Json{{k(key::k_role), k(key::k_role_egress_proxy)}})).is_companion());
 
@@ -229,9 +229,9 @@ TEST_CASE("delete and gc read only the marks, and those strictly", "[sandbox_rec
         INFO(key);
         const auto bad = instance_with(Json{{k(key), "yes"}});
         const auto expected = fmt::format(
-            "the Incus instance demo: {} is not what agentctl writes: \"yes\" is not true or false\nhint: set it right "
-            "(incus config set demo KEY true, or incus config unset demo KEY), or remove the instance with incus "
-            "delete demo",
+            "the Incus instance tbox: {} is not what agentctl writes: \"yes\" is not true or false\nhint: set it right "
+            "(incus config set tbox KEY true, or incus config unset tbox KEY), or remove the instance with incus "
+            "delete tbox",
             key);
         CHECK(error_and_hint_of([&] { (void)read_instance_marks(bad); }) == expected);
         CHECK(error_and_hint_of([&] { (void)read_sandbox_record(bad); }) == expected);

@@ -24,7 +24,7 @@ public:
         m_root = fs::canonical(m_root);
     }
     ~Cli() {
-        (void)run({"--provider", "lima", "delete", "demo", "--force"});
+        (void)run({"--provider", "lima", "delete", "tbox", "--force"});
         fs::remove_all(m_root);
     }
     Cli(const Cli&) = delete;
@@ -54,46 +54,46 @@ private:
 
 TEST_CASE("agentctl --provider lima on Linux: a confined create is gated, exit 2", "[lima][cli]") {
     Cli cli;
-    auto r = cli.run({"--provider", "lima", "create", "demo"});
+    auto r = cli.run({"--provider", "lima", "create", "tbox"});
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("network.acl is not available on the lima provider") != std::string::npos);
     CHECK(r.err.find("incus provider") != std::string::npos);
-    CHECK_FALSE(fs::exists(cli.home() / ".lima" / "demo"));
+    CHECK_FALSE(fs::exists(cli.home() / ".lima" / "tbox"));
 }
 
 TEST_CASE("agentctl --provider lima: unrestricted lifecycle through the binary", "[lima][cli]") {
     Cli cli;
-    auto r = cli.run({"--provider", "lima", "create", "demo", "--no-network-policy"});
+    auto r = cli.run({"--provider", "lima", "create", "tbox", "--no-network-policy"});
     INFO(r.out << r.err);
     REQUIRE(r.exit_code == 0);
-    CHECK(fs::exists(cli.home() / ".lima" / "demo" / "lima.yaml"));
+    CHECK(fs::exists(cli.home() / ".lima" / "tbox" / "lima.yaml"));
 
-    r = cli.run({"--provider", "lima", "--preview", "start", "demo"});
+    r = cli.run({"--provider", "lima", "--preview", "start", "tbox"});
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
-    CHECK(r.out.find("limactl start --tty=false demo\n") != std::string::npos);
+    CHECK(r.out.find("limactl start --tty=false tbox\n") != std::string::npos);
     CHECK(r.out.find("sandbox-exec") == std::string::npos);
 
-    r = cli.run({"--provider", "lima", "start", "demo"});
+    r = cli.run({"--provider", "lima", "start", "tbox"});
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK((r.out + r.err).find("host directories exposed to this sandbox") != std::string::npos);
 
-    r = cli.run({"--provider", "lima", "exec", "demo", "--", "sh", "-c", "echo out; exit 5"});
+    r = cli.run({"--provider", "lima", "exec", "tbox", "--", "sh", "-c", "echo out; exit 5"});
     CHECK(r.exit_code == 5);
     CHECK(r.out == "out\n");
 
-    r = cli.run({"--provider", "lima", "status", "demo"});
+    r = cli.run({"--provider", "lima", "status", "tbox"});
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("Running") != std::string::npos);
 
-    r = cli.run({"--provider", "lima", "--preview", "delete", "demo"});
-    CHECK(r.out == "limactl delete --force demo\n");
+    r = cli.run({"--provider", "lima", "--preview", "delete", "tbox"});
+    CHECK(r.out == "limactl delete --force tbox\n");
 
-    r = cli.run({"--provider", "lima", "delete", "demo", "--force"});
+    r = cli.run({"--provider", "lima", "delete", "tbox", "--force"});
     INFO(r.out << r.err);
     CHECK(r.exit_code == 0);
-    CHECK_FALSE(fs::exists(cli.home() / ".lima" / "demo"));
-    CHECK_FALSE(fs::exists(cli.home() / ".config" / "agentctl" / "lima" / "demo"));
+    CHECK_FALSE(fs::exists(cli.home() / ".lima" / "tbox"));
+    CHECK_FALSE(fs::exists(cli.home() / ".config" / "agentctl" / "lima" / "tbox"));
 }

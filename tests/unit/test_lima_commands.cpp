@@ -11,10 +11,10 @@ namespace {
 
 SandboxSpec spec() {
     SandboxSpec s;
-    s.name = "demo";
+    s.name = "tbox";
     s.image = "template://ubuntu-lts";
     s.resources = {2, 4ull << 30, 20ull << 30};
-    s.mounts = {{"/Users/dev/agentctl/workspaces/demo", "/workspace", true, "profile default"},
+    s.mounts = {{"/Users/dev/agentctl/workspaces/tbox", "/workspace", true, "profile default"},
                 {"/Users/dev/src", "/src", false, "--mount"}};
     s.ports = {{"127.0.0.1", 8080, 80, "tcp"}};
     return s;
@@ -30,7 +30,7 @@ TEST_CASE("create sets one expression per field, then the forced fields", "[lima
         ".memory = \"4GiB\"",
         ".disk = \"20GiB\"",
         ".mounts = [] | .mounts += "
-        "[{\"location\":\"/Users/dev/agentctl/workspaces/demo\",\"mountPoint\":\"/workspace\","
+        "[{\"location\":\"/Users/dev/agentctl/workspaces/tbox\",\"mountPoint\":\"/workspace\","
         "\"writable\":true}, {\"location\":\"/Users/dev/src\",\"mountPoint\":\"/src\",\"writable\":false}]",
         ".portForwards += [{\"guestPort\":80,\"hostPort\":8080,\"hostIP\":\"127.0.0.1\",\"proto\":\"tcp\"}]",
         ".user.name = \"agent\"",
@@ -49,10 +49,10 @@ TEST_CASE("create sets one expression per field, then the forced fields", "[lima
         ".env.no_proxy = \"localhost,127.0.0.1,::1\"",
     };
     CHECK(exprs == expected);
-    auto argv = limactl_create("demo", "template://ubuntu-lts", exprs);
+    auto argv = limactl_create("tbox", "template://ubuntu-lts", exprs);
     CHECK(argv[0] == "limactl");
     CHECK(argv[1] == "create");
-    CHECK(argv[2] == "--name=demo");
+    CHECK(argv[2] == "--name=tbox");
     CHECK(argv[3] == "--tty=false");
     CHECK(argv[4] == "--set");
     CHECK(argv.back() == "template://ubuntu-lts");
@@ -79,24 +79,24 @@ TEST_CASE("start re-applies networks, SSH port, proxy environment, and resolver 
     CHECK(expr.find(".mounts") == std::string::npos);
     std::vector<Mount> none;
     CHECK(start_expression({50022, 51234, false}, &none).find(" | .mounts = []") != std::string::npos);
-    CHECK(limactl_edit("demo", expr) ==
-          std::vector<std::string>{"limactl", "edit", "demo", "--tty=false", "--set", expr});
+    CHECK(limactl_edit("tbox", expr) ==
+          std::vector<std::string>{"limactl", "edit", "tbox", "--tty=false", "--set", expr});
 }
 
 TEST_CASE("exec and shell run as the default user, --root adds sudo -n / sudo -i", "[lima]") {
-    CHECK(exec_command("demo", {"whoami"}, false) ==
-          std::vector<std::string>{"limactl", "shell", "demo", "--", "whoami"});
-    CHECK(exec_command("demo", {"whoami"}, true) ==
-          std::vector<std::string>{"limactl", "shell", "demo", "--", "sudo", "-n", "whoami"});
-    CHECK(exec_command("demo", {"pwd"}, false, "/workspace") ==
-          std::vector<std::string>{"limactl", "shell", "--workdir", "/workspace", "demo", "--", "pwd"});
-    CHECK(shell_command("demo", false) == std::vector<std::string>{"limactl", "shell", "demo"});
-    CHECK(shell_command("demo", true) == std::vector<std::string>{"limactl", "shell", "demo", "--", "sudo", "-i"});
-    CHECK(limactl_stop("demo", true) == std::vector<std::string>{"limactl", "stop", "--force", "demo"});
-    CHECK(limactl_delete("demo") == std::vector<std::string>{"limactl", "delete", "--force", "demo"});
-    CHECK(limactl_list("demo") == std::vector<std::string>{"limactl", "list", "demo", "--json"});
-    CHECK(shell_join(sandboxed("/usr/bin/sandbox-exec", "(version 1)", limactl_start("demo"))) ==
-          "/usr/bin/sandbox-exec -p '(version 1)' limactl start --tty=false demo");
+    CHECK(exec_command("tbox", {"whoami"}, false) ==
+          std::vector<std::string>{"limactl", "shell", "tbox", "--", "whoami"});
+    CHECK(exec_command("tbox", {"whoami"}, true) ==
+          std::vector<std::string>{"limactl", "shell", "tbox", "--", "sudo", "-n", "whoami"});
+    CHECK(exec_command("tbox", {"pwd"}, false, "/workspace") ==
+          std::vector<std::string>{"limactl", "shell", "--workdir", "/workspace", "tbox", "--", "pwd"});
+    CHECK(shell_command("tbox", false) == std::vector<std::string>{"limactl", "shell", "tbox"});
+    CHECK(shell_command("tbox", true) == std::vector<std::string>{"limactl", "shell", "tbox", "--", "sudo", "-i"});
+    CHECK(limactl_stop("tbox", true) == std::vector<std::string>{"limactl", "stop", "--force", "tbox"});
+    CHECK(limactl_delete("tbox") == std::vector<std::string>{"limactl", "delete", "--force", "tbox"});
+    CHECK(limactl_list("tbox") == std::vector<std::string>{"limactl", "list", "tbox", "--json"});
+    CHECK(shell_join(sandboxed("/usr/bin/sandbox-exec", "(version 1)", limactl_start("tbox"))) ==
+          "/usr/bin/sandbox-exec -p '(version 1)' limactl start --tty=false tbox");
 }
 
 TEST_CASE("sizes are written in Lima's units", "[lima]") {

@@ -13,9 +13,9 @@ using namespace agentctl::provider::lima;
 namespace {
 
 // The baseline: exactly what agentctl configured (shape of `limactl list --json`).
-constexpr const char* k_clean = R"({"name":"demo","status":"Stopped","vmType":"vz","config":{
+constexpr const char* k_clean = R"({"name":"tbox","status":"Stopped","vmType":"vz","config":{
   "vmType":"vz",
-  "mounts":[{"location":"/Users/dev/agentctl/workspaces/demo","mountPoint":"/workspace","writable":true},
+  "mounts":[{"location":"/Users/dev/agentctl/workspaces/tbox","mountPoint":"/workspace","writable":true},
             {"location":"/Users/dev/src","mountPoint":"/src","writable":false}],
   "ssh":{"localPort":50022,"forwardAgent":false,"forwardX11":false},
   "env":{"HTTPS_PROXY":"http://192.168.5.2:51234","HTTP_PROXY":"http://192.168.5.2:51234",
@@ -25,7 +25,7 @@ constexpr const char* k_clean = R"({"name":"demo","status":"Stopped","vmType":"v
 
 ExpectedConfig expected() {
     ExpectedConfig e;
-    e.mounts = {{"/Users/dev/agentctl/workspaces/demo", "/workspace", true, ""}, {"/Users/dev/src", "/src", false, ""}};
+    e.mounts = {{"/Users/dev/agentctl/workspaces/tbox", "/workspace", true, ""}, {"/Users/dev/src", "/src", false, ""}};
     e.state_dir = "/Users/dev/.config/agentctl";
     e.settings = {50022, 51234, false};
     return e;
@@ -119,7 +119,7 @@ TEST_CASE("SSH agent and X11 forwarding are refused, each with its own message",
 }
 
 TEST_CASE("reverse port forwards are refused, ordinary ones are fine", "[lima]") {
-    auto inst = parse_instance_json(R"({"name":"demo","vmType":"vz","config":{"vmType":"vz","ssh":{"localPort":50022},
+    auto inst = parse_instance_json(R"({"name":"tbox","vmType":"vz","config":{"vmType":"vz","ssh":{"localPort":50022},
       "env":{"HTTPS_PROXY":"http://192.168.5.2:51234","HTTP_PROXY":"http://192.168.5.2:51234",
          "NO_PROXY":"localhost,127.0.0.1,::1","http_proxy":"http://192.168.5.2:51234",
          "https_proxy":"http://192.168.5.2:51234","no_proxy":"localhost,127.0.0.1,::1"},
@@ -196,16 +196,16 @@ TEST_CASE("an unrestricted instance is still checked for host channels, not for 
 }
 
 TEST_CASE("launchd registrations of limactl autostart are found", "[lima]") {
-    std::set<std::string> present = {"/Users/dev/Library/LaunchAgents/io.lima-vm.autostart.demo.plist"};
+    std::set<std::string> present = {"/Users/dev/Library/LaunchAgents/io.lima-vm.autostart.tbox.plist"};
     auto exists = [&](const std::string& p) { return present.count(p) > 0; };
-    CHECK(autostart_registrations("/Users/dev", "/", "demo", exists) ==
-          std::vector<std::string>{"/Users/dev/Library/LaunchAgents/io.lima-vm.autostart.demo.plist"});
-    present = {"/Library/LaunchDaemons/io.lima-vm.daemon.demo.plist"};
-    CHECK(autostart_registrations("/Users/dev", "/", "demo", exists).size() == 1);
+    CHECK(autostart_registrations("/Users/dev", "/", "tbox", exists) ==
+          std::vector<std::string>{"/Users/dev/Library/LaunchAgents/io.lima-vm.autostart.tbox.plist"});
+    present = {"/Library/LaunchDaemons/io.lima-vm.daemon.tbox.plist"};
+    CHECK(autostart_registrations("/Users/dev", "/", "tbox", exists).size() == 1);
     CHECK(autostart_registrations("/Users/dev", "/", "other", exists).empty());
 }
 
 TEST_CASE("refusals render one per line under a heading naming the instance", "[lima]") {
-    auto text = render_refusals("demo", {{RefusalKind::ForwardX11, "a"}, {RefusalKind::CopyToHost, "b"}});
-    CHECK(text == "refusing to start Lima instance \"demo\":\n  - a\n  - b");
+    auto text = render_refusals("tbox", {{RefusalKind::ForwardX11, "a"}, {RefusalKind::CopyToHost, "b"}});
+    CHECK(text == "refusing to start Lima instance \"tbox\":\n  - a\n  - b");
 }

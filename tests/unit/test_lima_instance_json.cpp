@@ -33,7 +33,7 @@ TEST_CASE("an instance whose configuration Lima could not load has none", "[lima
 TEST_CASE("a running instance is read with its effective configuration", "[lima]") {
     auto inst = parse_instance_json(fixture("list-running.json"), "/Users/dev");
     CHECK(inst.has_config);
-    CHECK(inst.name == "demo");
+    CHECK(inst.name == "tbox");
     CHECK(inst.status == "Running");
     CHECK(inst.vm_type == "vz");
     CHECK(inst.cpus == 2);

@@ -26,9 +26,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-SandboxSpec demo_spec(const LimaWorld& world) {
+SandboxSpec tbox_spec(const LimaWorld& world) {
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "tbox";
     spec.image = "template://ubuntu-lts";
     spec.resources = {2, 4ull << 30, 20ull << 30};
     spec.mounts = {{world.workspace().string(), "/workspace", true, "profile default"}};
@@ -69,15 +69,15 @@ bool process_alive(int pid) {
 TEST_CASE("create runs one limactl create with every field and the forced ones", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
 
     auto calls = world.calls();
     REQUIRE(calls.size() == 2);  // list (does it exist?), create
-    CHECK(calls[0]["argv"] == nlohmann::json({"list", "demo", "--json"}));
+    CHECK(calls[0]["argv"] == nlohmann::json({"list", "tbox", "--json"}));
     CHECK(calls[1]["argv"][0] == "create");
     CHECK(calls[1]["argv"].back() == "template://ubuntu-lts");
 
-    auto y = world.lima_yaml("demo");
+    auto y = world.lima_yaml("tbox");
     CHECK(y["cpus"] == 2);
     CHECK(y["memory"] == "4GiB");
     CHECK(y["disk"] == "20GiB");
@@ -94,7 +94,7 @@ TEST_CASE("create runs one limactl create with every field and the forced ones",
     CHECK(y["networks"] == nlohmann::json::array());
     CHECK(y["propagateProxyEnv"] == false);
 
-    auto state = world.state("demo");
+    auto state = world.state("tbox");
     const int ssh = state["sshPort"];
     const int proxy = state["proxyPort"];
     CHECK(ssh >= 49152);
@@ -106,21 +106,21 @@ TEST_CASE("create runs one limactl create with every field and the forced ones",
     CHECK(state["unrestricted"] == false);
 
     auto policy_file =
-        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.state_dir(), "demo")));
+        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.state_dir(), "tbox")));
     CHECK(policy::from_policy_file(policy_file).allow.at(0).host == "example.com");
 }
 
 TEST_CASE("create of an existing name is refused cleanly", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
-    auto before = world.lima_yaml("demo");
-    CHECK_THROWS_WITH(provider->lifecycle().create(demo_spec(world)),
-                      Catch::Contains("sandbox \"demo\" already exists"));
-    CHECK(world.lima_yaml("demo") == before);
+    provider->lifecycle().create(tbox_spec(world));
+    auto before = world.lima_yaml("tbox");
+    CHECK_THROWS_WITH(provider->lifecycle().create(tbox_spec(world)),
+                      Catch::Contains("sandbox \"tbox\" already exists"));
+    CHECK(world.lima_yaml("tbox") == before);
 
     // a Lima instance of the user's own with that name is left alone
-    auto spec = demo_spec(world);
+    auto spec = tbox_spec(world);
     spec.name = "mine";
     REQUIRE(world.run({"limactl", "create", "--name=mine", "--tty=false", "template://ubuntu-lts"}).ok());
     CHECK_THROWS_WITH(provider->lifecycle().create(spec),
@@ -133,7 +133,7 @@ TEST_CASE("when --set is refused, create falls back to a bare create plus one ed
     LimaWorld world;
     lima_test::ScopedEnv reject("FAKE_LIMACTL_REJECT_SET", "1");
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     auto verbs = world.verbs();
     // list, create --set (refused), list, bare create, then one edit per expression
     REQUIRE(verbs.size() > 5);
@@ -148,7 +148,7 @@ TEST_CASE("when --set is refused, create falls back to a bare create plus one ed
         ++edits;
     }
     CHECK(edits >= 10);
-    auto y = world.lima_yaml("demo");
+    auto y = world.lima_yaml("tbox");
     CHECK(y["mounts"].size() == 1);
     CHECK(y["user"]["name"] == "agent");
     CHECK(y["ssh"]["forwardAgent"] == false);
@@ -161,16 +161,16 @@ TEST_CASE("a create that fails part-way leaves nothing behind", "[lima][fake]") 
     lima_test::ScopedEnv reject("FAKE_LIMACTL_REJECT_SET", "1");
     lima_test::ScopedEnv fail("FAKE_LIMACTL_FAIL_EDIT", ".copyToHost");
     auto provider = world.provider();
-    CHECK_THROWS_WITH(provider->lifecycle().create(demo_spec(world)), Catch::Contains("cannot configure demo"));
-    CHECK_FALSE(fs::exists(world.lima_home() / "demo"));
-    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "demo")));
+    CHECK_THROWS_WITH(provider->lifecycle().create(tbox_spec(world)), Catch::Contains("cannot configure tbox"));
+    CHECK_FALSE(fs::exists(world.lima_home() / "tbox"));
+    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "tbox")));
     CHECK(world.verbs().back() == "delete");
 }
 
 TEST_CASE("network.dns.servers is refused at create, disabled switches the host resolver off", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    auto spec = demo_spec(world);
+    auto spec = tbox_spec(world);
     spec.network.dns.servers = {"1.1.1.1"};
     CHECK_THROWS_WITH(provider->lifecycle().create(spec), Catch::Contains("cannot apply network.dns.servers"));
     CHECK(world.calls().empty());
@@ -178,22 +178,22 @@ TEST_CASE("network.dns.servers is refused at create, disabled switches the host 
     spec.network.dns.servers.clear();
     spec.network.dns.disabled = true;
     provider->lifecycle().create(spec);
-    CHECK(world.lima_yaml("demo")["hostResolver"]["enabled"] == false);
-    CHECK(world.state("demo")["dnsDisabled"] == true);
+    CHECK(world.lima_yaml("tbox")["hostResolver"]["enabled"] == false);
+    CHECK(world.state("tbox")["dnsDisabled"] == true);
 }
 
 TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, verified probe", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     world.clear_output();
-    provider->lifecycle().start("demo", {});
+    provider->lifecycle().start("tbox", {});
     const std::string first_report = world.reporter.text();
 
-    auto state = world.state("demo");
+    auto state = world.state("tbox");
     const std::uint16_t proxy_port = state["proxyPort"];
     const std::uint16_t ssh_port = state["sshPort"];
-    const auto paths_pid = provider::lima::egress_pid_path(world.state_dir(), "demo").string();
+    const auto paths_pid = provider::lima::egress_pid_path(world.state_dir(), "tbox").string();
 
     // the proxy really runs, detached, at the pinned port, and serves: a
     // destination off the allowlist gets its 403
@@ -207,17 +207,17 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     for (int i = 0; i < 100 && log.find("www.wikipedia.org") == std::string::npos; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         log =
-            core::read_file(egress_proxy::refusal_log_path(provider::lima::egress_log_path(world.state_dir(), "demo")));
+            core::read_file(egress_proxy::refusal_log_path(provider::lima::egress_log_path(world.state_dir(), "tbox")));
     }
     CHECK(log.find("www.wikipedia.org") != std::string::npos);
-    // ... and `agentctl logs demo --network` reads that log
+    // ... and `agentctl logs tbox --network` reads that log
     world.clear_output();
     LogRequest logs;
     logs.json = true;
-    CHECK(provider->egress_log()->logs("demo", logs) == 0);
+    CHECK(provider->egress_log()->logs("tbox", logs) == 0);
     CHECK(world.out.str().find("www.wikipedia.org") != std::string::npos);
     world.clear_output();
-    provider->lifecycle().start("demo", {});  // already running: a no-op report
+    provider->lifecycle().start("tbox", {});  // already running: a no-op report
     world.clear_output();
 
     // limactl start ran under sandbox-exec with the generated profile, which
@@ -245,7 +245,7 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
     CHECK(out.find("notice: network confinement verified") > out.find("/workspace (writable)"));
 
     // status shows Confinement while the hostagent agentctl started runs
-    auto info = provider->lifecycle().status("demo");
+    auto info = provider->lifecycle().status("tbox");
     CHECK(info.status == "Running");
     CHECK(info.confinement.state == ConfinementState::Verified);
     CHECK(to_string(info.confinement).rfind("verified: ", 0) == 0);
@@ -255,70 +255,70 @@ TEST_CASE("start confines the instance: proxy up and serving, sandboxed boot, ve
 
     // a second start is a no-op that reports the same
     world.clear_output();
-    provider->lifecycle().start("demo", {});
+    provider->lifecycle().start("tbox", {});
     CHECK(world.reporter.text().find("already running") != std::string::npos);
 
     // stop takes the proxy down with the instance
     const int hostagent = state["hostagentPid"];
     CHECK(process_alive(hostagent));
-    provider->lifecycle().stop("demo", {});
+    provider->lifecycle().stop("tbox", {});
     CHECK_FALSE(process_alive(proxy_pid));
     CHECK_FALSE(fs::exists(paths_pid));
-    CHECK(world.state("demo")["hostagentPid"] == 0);
-    CHECK(provider->lifecycle().status("demo").status == "Stopped");
-    CHECK(provider->lifecycle().status("demo").confinement.empty());
+    CHECK(world.state("tbox")["hostagentPid"] == 0);
+    CHECK(provider->lifecycle().status("tbox").status == "Stopped");
+    CHECK(provider->lifecycle().status("tbox").confinement.empty());
 
     // delete removes the instance, the proxy state and the policy
-    provider->lifecycle().start("demo", {});
+    provider->lifecycle().start("tbox", {});
     const int proxy_again = provider::lima::running_proxy_pid(paths_pid);
     CHECK(proxy_again > 0);
-    CHECK_THROWS_WITH(provider->lifecycle().remove("demo", false), Catch::Contains("is running"));
-    provider->lifecycle().remove("demo", true);
+    CHECK_THROWS_WITH(provider->lifecycle().remove("tbox", false), Catch::Contains("is running"));
+    provider->lifecycle().remove("tbox", true);
     CHECK_FALSE(process_alive(proxy_again));
-    CHECK_FALSE(fs::exists(world.lima_home() / "demo"));
-    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "demo")));
+    CHECK_FALSE(fs::exists(world.lima_home() / "tbox"));
+    CHECK_FALSE(fs::exists(provider::lima::instance_state_dir(world.state_dir(), "tbox")));
 }
 
 TEST_CASE("a guest that gets out is stopped and start fails", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     // A sandbox whose profile has no effect runs limactl start unconfined, so the
     // fake hostagent lets the probe reach agentctl's listener.
     world.platform.sandbox_exec = lima_test::fakes_dir() + "/sandbox-exec-ineffective";
-    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}),
+    CHECK_THROWS_WITH(provider->lifecycle().start("tbox", {}),
                       Catch::Contains("network confinement failed: the guest connected directly to 192.168.5.2:") &&
                           Catch::Contains("the instance was stopped"));
     CHECK(world.verbs().back() == "stop");
-    CHECK(provider->lifecycle().status("demo").status == "Stopped");
-    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
+    CHECK(provider->lifecycle().status("tbox").status == "Stopped");
+    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "tbox").string()) == 0);
 }
 
 TEST_CASE("a writable mount swapped for a symlink while stopped is refused at start, before limactl starts",
           "[lima][fake][mounts]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     // While the sandbox is stopped, its writable workspace becomes a symlink to ~/.ssh.
     fs::create_directories(world.home() / ".ssh");
     fs::remove_all(world.workspace());
     fs::create_directory_symlink(world.home() / ".ssh", world.workspace());
-    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}), Catch::Contains(world.workspace().string()));
+    CHECK_THROWS_WITH(provider->lifecycle().start("tbox", {}), Catch::Contains(world.workspace().string()));
     const auto verbs = world.verbs();
     CHECK(std::count(verbs.begin(), verbs.end(), "start") == 0);  // limactl was never asked to start it
-    CHECK(provider->lifecycle().status("demo").status == "Stopped");
+    CHECK(provider->lifecycle().status("tbox").status == "Stopped");
 
     // --preview refuses the same way
     world.context().preview = true;
-    CHECK_THROWS_WITH(world.provider()->lifecycle().start("demo", {}), Catch::Contains(world.workspace().string()));
+    CHECK_THROWS_WITH(world.provider()->lifecycle().start("tbox", {}), Catch::Contains(world.workspace().string()));
 }
 
 TEST_CASE("a sandbox with mounts does not start when nothing checks them", "[lima][fake][mounts]") {
     LimaWorld world;
     world.context().recheck_mounts = {};
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
-    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}), Catch::Contains("nothing to check them with"));
+    provider->lifecycle().create(tbox_spec(world));
+    CHECK_THROWS_WITH(provider->lifecycle().start("tbox", {}), Catch::Contains("nothing to check them with"));
     const auto verbs = world.verbs();
     CHECK(std::count(verbs.begin(), verbs.end(), "start") == 0);
 }
@@ -327,50 +327,50 @@ TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not veri
     LimaWorld world;
     lima_test::ScopedEnv tools("FAKE_LIMA_GUEST_TOOLS", "");
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
-    provider->lifecycle().start("demo", {});
+    provider->lifecycle().create(tbox_spec(world));
+    provider->lifecycle().start("tbox", {});
     CHECK(world.reporter.text().find("notice: network confinement not verified: the guest has none of curl, bash with "
                                      "timeout, or python3") != std::string::npos);
-    CHECK(to_string(provider->lifecycle().status("demo").confinement).rfind("not verified: ", 0) == 0);
+    CHECK(to_string(provider->lifecycle().status("tbox").confinement).rfind("not verified: ", 0) == 0);
 }
 
 TEST_CASE("exec passes the exit code through, --root runs under sudo -n", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
-    provider->lifecycle().start("demo", {});
+    provider->lifecycle().create(tbox_spec(world));
+    provider->lifecycle().start("tbox", {});
     world.clear_output();
     ExecRequest request;
     request.argv = {"sh", "-c", "echo hello; exit 7"};
-    CHECK(provider->commands()->exec("demo", request) == 7);
+    CHECK(provider->commands()->exec("tbox", request) == 7);
     CHECK(world.out.str() == "hello\n");
     request.argv = {"true"};
     request.root = true;
-    CHECK(provider->commands()->exec("demo", request) == 0);
-    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "demo", "--", "sudo", "-n", "true"}));
+    CHECK(provider->commands()->exec("tbox", request) == 0);
+    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "tbox", "--", "sudo", "-n", "true"}));
     request.root = false;
     request.argv = {"sh", "-c", "kill -TERM $$"};
-    CHECK(provider->commands()->exec("demo", request) == 128 + SIGTERM);
+    CHECK(provider->commands()->exec("tbox", request) == 128 + SIGTERM);
     // -w: limactl shell --workdir; a directory the guest lacks fails as `cd DIR || exit 1` does.
     world.clear_output();
     request.argv = {"pwd"};
     request.cwd = "/";
-    CHECK(provider->commands()->exec("demo", request) == 0);
+    CHECK(provider->commands()->exec("tbox", request) == 0);
     CHECK(world.out.str() == "/\n");
-    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "--workdir", "/", "demo", "--", "pwd"}));
+    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "--workdir", "/", "tbox", "--", "pwd"}));
     request.cwd = "/nonexistent-agentctl-dir";
-    CHECK(provider->commands()->exec("demo", request) == 1);
+    CHECK(provider->commands()->exec("tbox", request) == 1);
 }
 
 TEST_CASE("start --mount replaces the sticky mount set", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     StartRequest request;
     request.mounts = std::vector<Mount>{};
-    provider->lifecycle().start("demo", request);
-    CHECK(world.lima_yaml("demo")["mounts"] == nlohmann::json::array());
-    CHECK(world.state("demo")["mounts"] == nlohmann::json::array());
+    provider->lifecycle().start("tbox", request);
+    CHECK(world.lima_yaml("tbox")["mounts"] == nlohmann::json::array());
+    CHECK(world.state("tbox")["mounts"] == nlohmann::json::array());
     CHECK(world.reporter.text().find("notice: no host directories are exposed to this sandbox.\n") !=
           std::string::npos);
 }
@@ -378,27 +378,27 @@ TEST_CASE("start --mount replaces the sticky mount set", "[lima][fake]") {
 TEST_CASE("create --no-network-policy means a plain limactl start, recorded at create", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    auto spec = demo_spec(world);
+    auto spec = tbox_spec(world);
     spec.network.enabled = false;
     provider->lifecycle().create(spec);
-    CHECK(world.state("demo")["unrestricted"] == true);
-    CHECK_FALSE(world.lima_yaml("demo").contains("env"));
+    CHECK(world.state("tbox")["unrestricted"] == true);
+    CHECK_FALSE(world.lima_yaml("tbox").contains("env"));
     world.platform.macos = false;  // works on any host: nothing to confine
-    provider->lifecycle().start("demo", {});
+    provider->lifecycle().start("tbox", {});
     CHECK(world.last_profile().empty());
-    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
-    CHECK(world.reporter.text().find("warning: sandbox \"demo\" has no network policy") != std::string::npos);
-    CHECK(to_string(provider->lifecycle().status("demo").confinement) == "off (created with --no-network-policy)");
+    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "tbox").string()) == 0);
+    CHECK(world.reporter.text().find("warning: sandbox \"tbox\" has no network policy") != std::string::npos);
+    CHECK(to_string(provider->lifecycle().status("tbox").confinement) == "off (created with --no-network-policy)");
 }
 
 TEST_CASE("on a host that is not macOS a confined start is refused before anything runs", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     const auto before = world.calls().size();
     world.platform.macos = false;
     try {
-        provider->lifecycle().start("demo", {});
+        provider->lifecycle().start("tbox", {});
         FAIL("start should have been refused");
     } catch (const Error& e) {
         CHECK(e.code() == exit_code::k_not_available);
@@ -441,51 +441,51 @@ TEST_CASE("create --agent starts the sandbox and installs the agent as the defau
     lima_test::ScopedEnv probe_tools("FAKE_LIMA_GUEST_TOOLS", "python3");  // the probe must not use the stand-in
     core::write_file_atomic(world.home() / "installer-down", "");
     auto provider = world.provider();
-    auto spec = demo_spec(world);
+    auto spec = tbox_spec(world);
     spec.agent = "claude";
     try {
         provider->lifecycle().create(spec);
         FAIL("the failed install should fail create");
     } catch (const Error& e) {
         CHECK(std::string(e.what()).find(
-                  "installing claude in \"demo\" failed while running the installer (exit code 22)") !=
+                  "installing claude in \"tbox\" failed while running the installer (exit code 22)") !=
               std::string::npos);
-        CHECK(e.hint().find("`agentctl start demo` retries the install") != std::string::npos);
+        CHECK(e.hint().find("`agentctl start tbox` retries the install") != std::string::npos);
     }
-    CHECK(world.state("demo")["agent"] == "claude");
-    CHECK(world.state("demo")["agentInstalled"] == false);
-    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "demo", "--", "bash", "-o", "pipefail", "-c",
+    CHECK(world.state("tbox")["agent"] == "claude");
+    CHECK(world.state("tbox")["agentInstalled"] == false);
+    CHECK(world.calls().back()["argv"] == nlohmann::json({"shell", "tbox", "--", "bash", "-o", "pipefail", "-c",
                                                           "curl -fsSL https://claude.ai/install.sh | bash"}));
 
     fs::remove(world.home() / "installer-down");
-    provider->lifecycle().stop("demo", {});
-    provider->lifecycle().start("demo", {});
-    CHECK(world.state("demo")["agentInstalled"] == true);
+    provider->lifecycle().stop("tbox", {});
+    provider->lifecycle().start("tbox", {});
+    CHECK(world.state("tbox")["agentInstalled"] == true);
     CHECK(core::read_file(world.home() / "curl-calls").find("https://claude.ai/install.sh") != std::string::npos);
-    CHECK(provider->lifecycle().status("demo").extra.back() ==
+    CHECK(provider->lifecycle().status("tbox").extra.back() ==
           std::make_pair(std::string("Agent"), std::string("claude (installed)")));
 }
 
 TEST_CASE("a new policy is written atomically and the running proxy keeps serving", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
-    provider->lifecycle().start("demo", {});
-    const auto pid_file = provider::lima::egress_pid_path(world.state_dir(), "demo").string();
+    provider->lifecycle().create(tbox_spec(world));
+    provider->lifecycle().start("tbox", {});
+    const auto pid_file = provider::lima::egress_pid_path(world.state_dir(), "tbox").string();
     const int proxy = provider::lima::running_proxy_pid(pid_file);
     policy::NetworkPolicy network;
     network.allow = {policy::parse_allow_entry("pypi.org:443", "--allow")};
-    provider->egress_policy()->apply_network_policy("demo", network);
+    provider->egress_policy()->apply_network_policy("tbox", network);
     auto written = policy::from_policy_file(
-        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.state_dir(), "demo"))));
+        nlohmann::json::parse(core::read_file(provider::lima::egress_policy_path(world.state_dir(), "tbox"))));
     REQUIRE(written.allow.size() == 1);
     CHECK(written.allow[0].host == "pypi.org");
     CHECK(provider::lima::running_proxy_pid(pid_file) == proxy);
-    const std::uint16_t port = world.state("demo")["proxyPort"];
+    const std::uint16_t port = world.state("tbox")["proxyPort"];
     // (a destination neither policy allows: nothing is ever dialled)
     CHECK(ask_proxy(port, "CONNECT www.wikipedia.org:443 HTTP/1.1\r\nHost: www.wikipedia.org:443\r\n\r\n")
               .find(" 403 ") != std::string::npos);
     network.dns.servers = {"9.9.9.9"};
-    CHECK_THROWS_WITH(provider->egress_policy()->apply_network_policy("demo", network),
+    CHECK_THROWS_WITH(provider->egress_policy()->apply_network_policy("tbox", network),
                       Catch::Contains("network.dns.servers"));
 }

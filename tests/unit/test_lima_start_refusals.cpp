@@ -14,9 +14,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-SandboxSpec demo_spec(const LimaWorld& world) {
+SandboxSpec tbox_spec(const LimaWorld& world) {
     SandboxSpec spec;
-    spec.name = "demo";
+    spec.name = "tbox";
     spec.mounts = {{world.workspace().string(), "/workspace", true, "profile default"}};
     spec.network.allow = {policy::parse_allow_entry("example.com:443", "--allow")};
     return spec;
@@ -26,11 +26,11 @@ SandboxSpec demo_spec(const LimaWorld& world) {
 // checks that neither the proxy nor limactl start ran.
 std::string refused_start(LimaWorld& world, const std::function<void()>& setup) {
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     setup();
     std::string message;
     try {
-        provider->lifecycle().start("demo", {});
+        provider->lifecycle().start("tbox", {});
     } catch (const Error& e) {
         message = std::string(e.what()) + "\nhint: " + e.hint();
     }
@@ -39,8 +39,8 @@ std::string refused_start(LimaWorld& world, const std::function<void()>& setup) 
             FAIL("limactl start ran under agentctl despite the refusal");
         }
     }
-    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "demo").string()) == 0);
-    CHECK(message.find("refusing to start Lima instance \"demo\":") == 0);
+    CHECK(provider::lima::running_proxy_pid(provider::lima::egress_pid_path(world.state_dir(), "tbox").string()) == 0);
+    CHECK(message.find("refusing to start Lima instance \"tbox\":") == 0);
     CHECK(message.find("see Troubleshooting in docs/setup-lima.md") != std::string::npos);
     return message;
 }
@@ -80,11 +80,11 @@ TEST_CASE("refused: override.yaml makes the workspace's host directory a differe
 TEST_CASE("refused: override.yaml makes a read-only mount writable", "[lima][fake][refusal]") {
     LimaWorld world;
     auto provider = world.provider();
-    auto spec = demo_spec(world);
+    auto spec = tbox_spec(world);
     spec.mounts[0].writable = false;
     provider->lifecycle().create(spec);
     world.lima_config("override.yaml", {{"mounts", {{{"location", world.workspace().string()}, {"writable", true}}}}});
-    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}),
+    CHECK_THROWS_WITH(provider->lifecycle().start("tbox", {}),
                       Catch::Contains("/workspace writable, but this sandbox mounts it read-only"));
 }
 
@@ -106,9 +106,9 @@ TEST_CASE("default.yaml cannot turn forwarding on: create set it false", "[lima]
     LimaWorld world;
     world.lima_config("default.yaml", {{"ssh", {{"forwardAgent", true}, {"forwardX11", true}}}});
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
-    provider->lifecycle().start("demo", {});
-    CHECK(provider->lifecycle().status("demo").status == "Running");
+    provider->lifecycle().create(tbox_spec(world));
+    provider->lifecycle().start("tbox", {});
+    CHECK(provider->lifecycle().status("tbox").status == "Running");
 }
 
 TEST_CASE("refused: override.yaml turns X11 forwarding on", "[lima][fake][refusal]") {
@@ -141,12 +141,12 @@ TEST_CASE("refused: copyToHost from Lima's _config", "[lima][fake][refusal]") {
 TEST_CASE("a template's own copyToHost is cleared at create", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    auto spec = demo_spec(world);
+    auto spec = tbox_spec(world);
     spec.image = "template://k3s";
     provider->lifecycle().create(spec);
-    CHECK(world.lima_yaml("demo")["copyToHost"] == nlohmann::json::array());
-    provider->lifecycle().start("demo", {});
-    CHECK(provider->lifecycle().status("demo").status == "Running");
+    CHECK(world.lima_yaml("tbox")["copyToHost"] == nlohmann::json::array());
+    provider->lifecycle().start("tbox", {});
+    CHECK(provider->lifecycle().status("tbox").status == "Running");
 }
 
 TEST_CASE("refused: an additional network from override.yaml", "[lima][fake][refusal]") {
@@ -158,11 +158,11 @@ TEST_CASE("refused: an additional network from override.yaml", "[lima][fake][ref
 TEST_CASE("a network in the instance's own configuration is removed by start", "[lima][fake]") {
     LimaWorld world;
     auto provider = world.provider();
-    provider->lifecycle().create(demo_spec(world));
+    provider->lifecycle().create(tbox_spec(world));
     REQUIRE(
-        world.run({"limactl", "edit", "demo", "--tty=false", "--set", ".networks += [{\"lima\": \"shared\"}]"}).ok());
-    provider->lifecycle().start("demo", {});
-    CHECK(world.lima_yaml("demo")["networks"] == nlohmann::json::array());
+        world.run({"limactl", "edit", "tbox", "--tty=false", "--set", ".networks += [{\"lima\": \"shared\"}]"}).ok());
+    provider->lifecycle().start("tbox", {});
+    CHECK(world.lima_yaml("tbox")["networks"] == nlohmann::json::array());
 }
 
 TEST_CASE("refused: a VM type other than vz", "[lima][fake][refusal]") {
@@ -188,20 +188,20 @@ TEST_CASE("refused: override.yaml points the guest at another proxy", "[lima][fa
 TEST_CASE("refused: registered with limactl autostart (launchd)", "[lima][fake][refusal]") {
     LimaWorld world;
     auto msg = refused_start(world, [&] {
-        core::write_file_atomic(world.home() / "Library/LaunchAgents/io.lima-vm.autostart.demo.plist", "<plist/>");
+        core::write_file_atomic(world.home() / "Library/LaunchAgents/io.lima-vm.autostart.tbox.plist", "<plist/>");
     });
     CHECK(msg.find("it is registered to start with launchd (limactl autostart): " + world.home().string() +
-                   "/Library/LaunchAgents/io.lima-vm.autostart.demo.plist") != std::string::npos);
-    CHECK(msg.find("limactl autostart disable demo") != std::string::npos);
+                   "/Library/LaunchAgents/io.lima-vm.autostart.tbox.plist") != std::string::npos);
+    CHECK(msg.find("limactl autostart disable tbox") != std::string::npos);
 }
 
 TEST_CASE("refused: a running instance agentctl did not start", "[lima][fake][refusal]") {
     LimaWorld world;
-    auto msg = refused_start(world, [&] { REQUIRE(world.run({"limactl", "start", "--tty=false", "demo"}).ok()); });
+    auto msg = refused_start(world, [&] { REQUIRE(world.run({"limactl", "start", "--tty=false", "tbox"}).ok()); });
     CHECK(msg.find("it is already running, but not under agentctl (hostagent pid ") != std::string::npos);
     // and status says so instead of claiming confinement
     auto provider = world.provider();
-    CHECK(to_string(provider->lifecycle().status("demo").confinement)
+    CHECK(to_string(provider->lifecycle().status("tbox").confinement)
               .rfind("none: the running hostagent was not started by agentctl", 0) == 0);
 }
 
@@ -209,14 +209,14 @@ TEST_CASE("refused: network.dns.disabled but override.yaml switches the host res
           "[lima][fake][refusal]") {
     LimaWorld world;
     auto provider = world.provider();
-    auto spec = demo_spec(world);
+    auto spec = tbox_spec(world);
     spec.network.dns.disabled = true;
     provider->lifecycle().create(spec);
     world.lima_config("override.yaml", {{"hostResolver", {{"enabled", true}}}});
-    CHECK_THROWS_WITH(provider->lifecycle().start("demo", {}), Catch::Contains("(hostResolver.enabled)"));
+    CHECK_THROWS_WITH(provider->lifecycle().start("tbox", {}), Catch::Contains("(hostResolver.enabled)"));
     // without the override: boots, and its profile denies the resolver's socket
     fs::remove(world.lima_home() / "_config" / "override.yaml");
-    provider->lifecycle().start("demo", {});
+    provider->lifecycle().start("tbox", {});
     CHECK(world.last_profile().find("(deny network-outbound (remote unix-socket (path-literal "
                                     "\"/private/var/run/mDNSResponder\")))") != std::string::npos);
 }

@@ -33,7 +33,7 @@ void check_golden(const std::string& name, const std::string& actual) {
 
 SbplOptions options() {
     SbplOptions o;
-    o.instance = "demo";
+    o.instance = "tbox";
     o.ssh_port = 50022;
     o.proxy_port = 51234;
     o.lima_home = "/Users/dev/.lima";
