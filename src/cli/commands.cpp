@@ -36,7 +36,7 @@ constexpr std::array k_commands{
     CommandEntry{"version", &add_version},
     CommandEntry{"help", &add_help},
     CommandEntry{egress_proxy::k_verb, &add_egress_proxy},  // hidden
-    CommandEntry{"man", &add_man},                    // hidden
+    CommandEntry{"man", &add_man},                          // hidden
 };
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include "egress_proxy/egress_proxy.hpp"
 #include "egress_proxy/proxy_arguments.hpp"
 
-using agentctl::egress_proxy::ProxyOptions;
 using agentctl::egress_proxy::proxy_command;
+using agentctl::egress_proxy::ProxyOptions;
 
 namespace {
 
@@ -64,8 +64,7 @@ TEST_CASE("egress-proxy: every option the providers write is read back as it was
     CHECK(read.server_routes == written.server_routes);
 }
 
-TEST_CASE("egress-proxy: a field left at its default is not written, and reads back as the default",
-          "[egress-proxy]") {
+TEST_CASE("egress-proxy: a field left at its default is not written, and reads back as the default", "[egress-proxy]") {
     ProxyOptions written;
     written.listen = "127.0.0.1:3128";
     written.policy_file = "policy.json";

@@ -111,15 +111,15 @@ TEST_CASE("the bundle: the binary, the libraries ldd lists and the loader", "[pr
                                               "/etc/agentctl-egress/policy.json",
                                               "--log",
                                               "/var/lib/agentctl-egress/egress.log",
+                                              "--resolve-file",
+                                              "/etc/agentctl-egress/resolve",
                                               "--sandbox",
                                               "tbox",
-                                              "--companion",
-                                              "--server-routes",
-                                              "/opt/agentctl-server/fib_trie",
                                               "--max-tunnels",
                                               "100",
-                                              "--resolve-file",
-                                              "/etc/agentctl-egress/resolve"});
+                                              "--companion",
+                                              "--server-routes",
+                                              "/opt/agentctl-server/fib_trie"});
 
     // A static binary goes alone and runs directly.
     const auto alone = parse_ldd("/usr/bin/agentctl", "\tnot a dynamic executable\n");

@@ -191,8 +191,8 @@ std::vector<std::string> companion_command(const Bundle& bundle, const EgressSit
                 "--library-path", std::string(k_companion_lib)};
     }
     egress_proxy::ProxyOptions proxy;
-    proxy.listen = fmt::format("{}:{}", proxy_address(ProxyPlacement::Instance, site.subnet).address_text(),
-                               k_egress_proxy_port);
+    proxy.listen =
+        fmt::format("{}:{}", proxy_address(ProxyPlacement::Instance, site.subnet).address_text(), k_egress_proxy_port);
     proxy.policy_file = companion_policy_path();
     proxy.log_file = companion_log_path();
     proxy.sandbox_name = site.sandbox;
