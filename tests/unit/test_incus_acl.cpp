@@ -128,28 +128,27 @@ TEST_CASE("duplicate destinations collapse", "[acl]") {
 TEST_CASE("dnsmasq answers allowlisted names only, from the chosen upstreams", "[acl]") {
     auto network = with({"api.example.com:443", "*.example.org", "8.8.8.8", "api.example.com:80"});
     const std::vector<std::string> upstreams{"10.255.255.53", "2001:db8::53"};
-    CHECK(dnsmasq_config(network, upstreams) ==
+    CHECK(dnsmasq_config(dns_servers(network, upstreams)) ==
           "no-resolv\nno-ident\n"
           "server=/api.example.com/10.255.255.53\nserver=/api.example.com/2001:db8::53\n"
           "server=/*.example.org/10.255.255.53\nserver=/*.example.org/2001:db8::53\n"
           "address=/#/\n");
     network.dns.disabled = true;
-    CHECK(dnsmasq_config(network, upstreams) == "no-resolv\nno-ident\naddress=/#/\n");
-    CHECK(dnsmasq_config(policy::NetworkPolicy{}, upstreams) == "no-resolv\nno-ident\naddress=/#/\n");
+    CHECK(dnsmasq_config(dns_servers(network, upstreams)) == "no-resolv\nno-ident\naddress=/#/\n");
+    CHECK(dnsmasq_config(dns_servers(policy::NetworkPolicy{}, upstreams)) == "no-resolv\nno-ident\naddress=/#/\n");
 }
 
-TEST_CASE("the resolver's server lines: allowlisted domains only, every name when the policy is off", "[acl]") {
+TEST_CASE("the resolver's servers: allowlisted domains only, every name when the policy is off", "[acl]") {
+    using Servers = std::vector<std::string>;
     auto network = with({"api.example.com:443", "*.example.org", "8.8.8.8"});
     const std::vector<std::string> upstreams{"10.255.255.53"};
-    CHECK(dns_server_lines(network, upstreams) ==
-          "server=/api.example.com/10.255.255.53\nserver=/*.example.org/10.255.255.53\n");
+    CHECK(dns_servers(network, upstreams) == Servers{"/api.example.com/10.255.255.53", "/*.example.org/10.255.255.53"});
     // An exact rule for the apex as well: /DOMAIN/ covers both.
-    CHECK(dns_server_lines(with({"*.example.org", "example.org:443"}), upstreams) ==
-          "server=/example.org/10.255.255.53\n");
+    CHECK(dns_servers(with({"*.example.org", "example.org:443"}), upstreams) == Servers{"/example.org/10.255.255.53"});
     network.dns.disabled = true;
-    CHECK(dns_server_lines(network, upstreams).empty());
+    CHECK(dns_servers(network, upstreams).empty());
     network.enabled = false;
-    CHECK(dns_server_lines(network, upstreams) == "server=10.255.255.53\n");
+    CHECK(dns_servers(network, upstreams) == Servers{"10.255.255.53"});
 }
 
 TEST_CASE("agentctl's resolver: dnsmasq on the bridge only, unprivileged, one address leased", "[acl]") {
@@ -157,7 +156,7 @@ TEST_CASE("agentctl's resolver: dnsmasq on the bridge only, unprivileged, one ad
                       "10.9.0.1",
                       "10.9.0.2",
                       "255.255.255.240",
-                      "server=/api.example.com/10.255.255.53\nserver=/example.org/10.255.255.53\n",
+                      {"/api.example.com/10.255.255.53", "/example.org/10.255.255.53"},
                       true};
     const auto argv = resolver_arguments("/usr/sbin/dnsmasq", spec);
     auto has = [&argv](const std::string& arg) { return std::find(argv.begin(), argv.end(), arg) != argv.end(); };
@@ -177,7 +176,7 @@ TEST_CASE("agentctl's resolver: dnsmasq on the bridge only, unprivileged, one ad
         CHECK_FALSE(arg.starts_with("--dhcp-leasefile"));
     }
     // No policy: every name forwarded, nothing answered locally.
-    spec.server_lines = "server=10.255.255.53\n";
+    spec.servers = {"10.255.255.53"};
     spec.allowlist_only = false;
     const auto open = resolver_arguments("/usr/sbin/dnsmasq", spec);
     CHECK(std::find(open.begin(), open.end(), "--address=/#/") == open.end());

@@ -145,9 +145,9 @@ private:
     // The firewall table of a sandbox's bridge for `rules`.
     FirewallSpec firewall_spec(const std::string& bridge, const Ipv4Net& subnet, ProxyPlacement placement,
                                const AclRules& rules, const policy::NetworkPolicy& network);
-    // The resolver's allowlist for `network` (dns_server_lines with the
-    // upstreams of this host or of network.dns.servers).
-    std::string plan_dns_servers(const policy::NetworkPolicy& network);
+    // The resolver's allowlist for `network` (dns_servers with the upstreams
+    // of this host or of network.dns.servers).
+    std::vector<std::string> plan_dns_servers(const policy::NetworkPolicy& network);
     // The bridge's raw.dnsmasq for `network` (when Incus runs the resolver).
     std::string plan_dnsmasq(const policy::NetworkPolicy& network);
     // agentctl's resolver on the bridge whose host address is `bridge_net`.

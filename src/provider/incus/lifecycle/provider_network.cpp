@@ -51,7 +51,7 @@ FirewallSpec IncusProvider::firewall_spec(const std::string& bridge, const Ipv4N
 
 // The image a create starts from: --image, else the incus.image setting; a
 // local alias must exist (a fingerprint is left to Incus to judge).
-std::string IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network) {
+std::vector<std::string> IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network) {
     const auto resolv = core::read_file_if_exists("/etc/resolv.conf").value_or("");
     const auto upstreams = dns_upstreams(network, resolv);
     if (upstreams.empty() && !network.dns.disabled) {
@@ -61,11 +61,11 @@ std::string IncusProvider::plan_dns_servers(const policy::NetworkPolicy& network
     }
     // A grant that has ended resolves no more once the resolver is (re)started.
     const auto now = core::epoch_seconds_now();
-    return dns_server_lines(policy::in_force_at(network, now), upstreams);
+    return dns_servers(policy::in_force_at(network, now), upstreams);
 }
 
 std::string IncusProvider::plan_dnsmasq(const policy::NetworkPolicy& network) {
-    return "no-resolv\n" + plan_dns_servers(network) + "address=/#/\n";
+    return dnsmasq_config(plan_dns_servers(network));
 }
 
 ResolverSpec IncusProvider::plan_resolver(const std::string& bridge, const Ipv4Net& bridge_net,

@@ -99,13 +99,10 @@ Json acl_payload(const std::string& sandbox, const AclRules& rules) {
                 {"config", {{std::string(key::k_sandbox), sandbox}}}};
 }
 
-std::string dns_server_lines(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
-    std::string text;
-    if (!policy.enabled) {
-        for (const auto& upstream : upstreams) text += fmt::format("server={}\n", upstream);
-        return text;
-    }
-    if (policy.dns.disabled) return text;
+std::vector<std::string> dns_servers(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
+    std::vector<std::string> servers;
+    if (!policy.enabled) return {upstreams.begin(), upstreams.end()};
+    if (policy.dns.disabled) return servers;
     // dnsmasq's /DOMAIN/ covers the domain and its subdomains; /*.DOMAIN/ its
     // subdomains only (names ending in .DOMAIN), as a wildcard rule does.
     std::map<std::string, bool> domains;  // domain -> an exact rule names it
@@ -114,13 +111,15 @@ std::string dns_server_lines(const policy::NetworkPolicy& policy, std::span<cons
     }
     for (const auto& [domain, exact] : domains) {
         for (const auto& upstream : upstreams)
-            text += fmt::format("server=/{}{}/{}\n", exact ? "" : "*.", domain, upstream);
+            servers.push_back(fmt::format("/{}{}/{}", exact ? "" : "*.", domain, upstream));
     }
-    return text;
+    return servers;
 }
 
-std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams) {
-    return "no-resolv\nno-ident\n" + dns_server_lines(policy, upstreams) + "address=/#/\n";
+std::string dnsmasq_config(std::span<const std::string> servers) {
+    std::string text = "no-resolv\nno-ident\n";
+    for (const auto& server : servers) text += "server=" + server + "\n";
+    return text + "address=/#/\n";
 }
 
 void confine_instance(std::map<std::string, std::string>& config, Json& devices, const Ipv4Net& subnet, bool confined,

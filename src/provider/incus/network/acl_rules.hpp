@@ -13,7 +13,7 @@
 //             directly, without the proxy.
 // DNS and DHCP to the bridge's host address are admitted by Incus before any
 // ACL rule; the resolver there answers only allowlisted names
-// (dns_server_lines). No rule names port 53 anywhere else.
+// (dns_servers). No rule names port 53 anywhere else.
 //
 // With the proxy in a companion instance on the same bridge (instance
 // placement) every rule names its source:
@@ -75,21 +75,23 @@ struct AclRules {
 // The ACL object for POST /1.0/network-acls (or PUT without `name`).
 [[nodiscard]] Json acl_payload(const std::string& sandbox, const AclRules& rules);
 
-// The allowlist of a sandbox's resolver: one `server=/NAME/UPSTREAM` line
-// per allowlisted name and upstream (dnsmasq forwards the name and its
-// subdomains there), `server=/*.DOMAIN/UPSTREAM` for a wildcard domain no
-// exact rule names (its subdomains only, not the apex the proxy would
-// refuse); nothing with dns.disabled; one
-// `server=UPSTREAM` per upstream (every name) when the policy is off.
-[[nodiscard]] std::string dns_server_lines(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams);
-
-// The bridge's `raw.dnsmasq` when Incus runs the resolver (host_resolver.hpp
-// says when agentctl does): no upstream from resolv.conf (`no-resolv`), one
-// `server=/DOMAIN/UPSTREAM` per allowlisted name or wildcard domain and
-// upstream, and `address=/#/` so every other name is answered NXDOMAIN
-// locally. With dns.disabled, only `no-resolv` and `address=/#/`.
+// The allowlist of a sandbox's resolver, as values of dnsmasq's `server`
+// option (the one list both of agentctl's dnsmasq command line and Incus's
+// raw.dnsmasq are written from): `/NAME/UPSTREAM` per allowlisted name and
+// upstream (dnsmasq forwards the name and its subdomains there),
+// `/*.DOMAIN/UPSTREAM` for a wildcard domain no exact rule names (its
+// subdomains only, not the apex the proxy would refuse); nothing with
+// dns.disabled; `UPSTREAM` per upstream (every name) when the policy is off.
 // `upstreams`: policy.dns.servers when set, else the host's resolvers.
-[[nodiscard]] std::string dnsmasq_config(const policy::NetworkPolicy& policy, std::span<const std::string> upstreams);
+[[nodiscard]] std::vector<std::string> dns_servers(const policy::NetworkPolicy& policy,
+                                                   std::span<const std::string> upstreams);
+
+// The bridge's `raw.dnsmasq` when Incus runs the resolver of a confined
+// sandbox (host_resolver.hpp says when agentctl does): no upstream from
+// resolv.conf (`no-resolv`), no CHAOS answers (`no-ident`), `server=` each of
+// `servers` (dns_servers), and `address=/#/` so every other name is answered
+// NXDOMAIN locally.
+[[nodiscard]] std::string dnsmasq_config(std::span<const std::string> servers);
 
 // The instance side, the same for containers and VMs: the NIC `eth0` gets a
 // fixed address (subnet host 2, handed out by the bridge's DHCP) and

@@ -1,7 +1,5 @@
 #include "provider/incus/network/host_resolver.hpp"
 
-#include <sstream>
-
 #include <fmt/format.h>
 
 namespace agentctl::provider::incus {
@@ -33,11 +31,7 @@ std::vector<std::string> resolver_arguments(const std::string& dnsmasq, const Re
         "--dhcp-option=option:dns-server," + spec.gateway,
     };
     // DNS: the allowlist, everything else NXDOMAIN.
-    std::istringstream lines(spec.server_lines);
-    std::string line;
-    while (std::getline(lines, line)) {
-        if (line.starts_with("server=")) argv.push_back("--" + line);
-    }
+    for (const auto& server : spec.servers) argv.push_back("--server=" + server);
     if (spec.allowlist_only) argv.emplace_back("--address=/#/");
     return argv;
 }

@@ -28,10 +28,10 @@ struct ResolverSpec {
     std::string gateway;  // the bridge's host address: listens on port 53 there
     std::string guest;    // the one address it leases
     std::string netmask;  // of the bridge's subnet, dotted
-    // Where names go: dns_server_lines(), one `server=...` per line.
-    std::string server_lines;
-    // True: names no server line names are answered NXDOMAIN. False (the
-    // sandbox has no network policy): the server lines forward every name.
+    // Where names go: dns_servers(), each a value of dnsmasq's `server`.
+    std::vector<std::string> servers;
+    // True: names no server names are answered NXDOMAIN. False (the sandbox
+    // has no network policy): the servers forward every name.
     bool allowlist_only = true;
 
     bool operator==(const ResolverSpec&) const = default;
