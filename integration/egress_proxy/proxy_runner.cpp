@@ -2,6 +2,8 @@
 // short timeouts. Same flags as `agentctl egress-proxy`, plus:
 //   --connect-timeout-ms N --header-timeout-ms N --idle-timeout-ms N
 //   --max-connections N --max-tunnels N --log-max-bytes N --policy-poll-ms N --event-loops N
+//   --no-records  (no per-connection records: ProxyLimits::connection_records,
+//                  which only this runner can turn off, for the benches)
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -11,9 +13,17 @@
 
 int main(int argc, char** argv) {
     agentctl::egress_proxy::ProxyOptions options;
-    for (int i = 1; i + 1 < argc; i += 2) {
+    for (int i = 1; i < argc; ++i) {
         std::string flag = argv[i];
-        std::string value = argv[i + 1];
+        if (flag == "--no-records") {
+            options.limits.connection_records = false;
+            continue;
+        }
+        if (++i == argc) {
+            std::cerr << "egress_proxy_runner: " << flag << " needs a value\n";
+            return 1;
+        }
+        std::string value = argv[i];
         auto ms = [&] { return std::chrono::milliseconds(std::stoll(value)); };
         if (flag == "--listen")
             options.listen = value;

@@ -183,3 +183,62 @@ TEST_CASE("logs --network --summary adds up each destination's connections, byte
     CHECK(only["destination"] == "elsewhere.test:443");
     CHECK(only["refusals"] == 1);
 }
+
+TEST_CASE("a proxy without connection records relays and refuses and counts budgets as one with them") {
+    SUITE_REQUIRE_READY();
+    suite::Network network;
+    // The same traffic through a proxy with its records (the default) and
+    // through the benches' proxy without them (egress_proxy_runner --no-records).
+    struct Seen {
+        std::size_t closes = 0, allowed = 0, denied = 0, over_budget = 0;
+        bool says_off = false;
+    };
+    const auto run = [](const std::vector<std::string>& flags) {
+        suite::ProxyFiles files;
+        files.write_resolve("192.0.3.2 drain.test echo.test denied.test\n");
+        auto policy = suite::policy_allowing({"drain.test:10", "echo.test:7"});
+        policy.budgets.push_back(agentctl::policy::parse_budget_entry("echo.test:7=1KiB"));
+        files.write_policy(policy);
+        suite::Proxy proxy(files, flags);
+        {
+            suite::Client tunnel(proxy.port);
+            REQUIRE(suite::connect_through(tunnel, "drain.test:10").status == 200);
+            CHECK(upload_to_drain(tunnel, 200'000) == 200'000);
+        }
+        {
+            suite::Client tunnel(proxy.port);
+            REQUIRE(suite::connect_through(tunnel, "echo.test:7").status == 200);
+            REQUIRE(suite::echo_on(tunnel, "hello"));
+            tunnel.send(std::string(2000, 'b'));  // past the budget: the tunnel ends
+            CHECK(tunnel.closed_by_peer());
+        }
+        suite::Client over(proxy.port);
+        CHECK(suite::connect_through(over, "echo.test:7").status == 429);
+        suite::Client denied(proxy.port);
+        CHECK(suite::connect_through(denied, "denied.test:7").status == 403);
+        proxy.process().signal(SIGTERM);  // writes every queued line
+        REQUIRE(proxy.process().wait_exit(5s) == 0);
+        Seen seen;
+        for (const auto& line : files.log_lines()) {
+            const auto event = line.value("event", "");
+            seen.closes += event == "close" ? 1 : 0;
+            seen.allowed += event == "decision" && line.value("decision", "") == "allow" ? 1 : 0;
+            seen.denied += line.value("host", "") == "denied.test" && line.value("status", 0) == 403 ? 1 : 0;
+            seen.over_budget += line.value("reason", "") == "upload-budget-spent" ? 1 : 0;
+            seen.says_off = seen.says_off || (event == "start" && line.value("connection_records", true) == false);
+        }
+        return seen;
+    };
+    const Seen on = run({});
+    CHECK(on.closes == 2);
+    CHECK(on.allowed == 2);
+    CHECK(on.denied == 1);
+    CHECK(on.over_budget == 1);
+    CHECK_FALSE(on.says_off);
+    const Seen off = run({"--no-records"});
+    CHECK(off.closes == 0);
+    CHECK(off.allowed == 0);
+    CHECK(off.denied == 1);  // refusals are still written
+    CHECK(off.over_budget == 1);
+    CHECK(off.says_off);  // and its start line says it keeps no records
+}

@@ -296,16 +296,18 @@ int run_egress_proxy(const ProxyOptions& options) {
         shared.policy.set(load_policy_snapshot(options.policy_file));
         const auto& loaded = shared.policy.get()->policy;
         budgets.configure(loaded.budgets, loaded.default_budget);
-        log.write({{"time", utc_timestamp()},
-                   {"event", "start"},
-                   {"listen", endpoint_text(bound)},
-                   {"pid", ::getpid()},
-                   {"max_connections", limits.max_connections},
-                   {"max_tunnels", limits.max_tunnels},
-                   {"event_loops", loops},
-                   {"sandbox_leg_congestion", sandbox_leg_congestion},
-                   {"resolve_file_names", resolve_map->size()},
-                   {"secrets", secret_count}});
+        nlohmann::json start{{"time", utc_timestamp()},
+                             {"event", "start"},
+                             {"listen", endpoint_text(bound)},
+                             {"pid", ::getpid()},
+                             {"max_connections", limits.max_connections},
+                             {"max_tunnels", limits.max_tunnels},
+                             {"event_loops", loops},
+                             {"sandbox_leg_congestion", sandbox_leg_congestion},
+                             {"resolve_file_names", resolve_map->size()},
+                             {"secrets", secret_count}};
+        if (!limits.connection_records) start["connection_records"] = false;  // a bench's proxy (ProxyLimits)
+        log.write(start);
         log_policy(log, *shared.policy.get(), "start");
 
         server.start(std::move(acceptor));

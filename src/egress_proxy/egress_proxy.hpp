@@ -61,6 +61,14 @@ struct ProxyLimits {
     // Event loops (threads) serving connections; 0: one per CPU the process
     // may run on (its affinity mask). At most k_max_event_loops either way.
     std::size_t event_loops = 0;
+    // Writes the per-connection records: the `decision` line of each allowed
+    // request and the `close` record of each connection to a destination.
+    // Off only in the benches (egress_proxy_runner --no-records), to measure
+    // what the records cost: then neither line is written, the close record
+    // not even built; refusals, the policy lines and upload budgets are kept.
+    // The hidden verb has no flag for it (proxy_arguments.hpp): a sandbox's
+    // proxy always records.
+    bool connection_records = true;
 };
 
 struct ProxyOptions {

@@ -307,6 +307,10 @@ void Session::log_rejected_request(std::string_view method, const Refusal& refus
     m_context.shared.refusal_log.write(entry, to_string(refusal.reason));
 }
 
+void Session::log_allowed(const LogLine& entry) {
+    if (m_context.limits.connection_records) m_context.shared.access_log.write(entry);
+}
+
 void Session::add_refusal(LogLine& entry, const Refusal& refusal) {
     entry.add("decision", refusal.status == 403 ? "deny" : "error").add("status", refusal.status);
     entry.add("reason", to_string(refusal.reason));
@@ -484,7 +488,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     // Plain HTTP: reuse the open upstream connection when it goes to the same place.
     if (m_upstream.is_open() && m_up_endpoint == endpoint && m_up_host == target.host) {
         entry.add("reason", policy::to_string(decision->reason)).add("decision", "allow").add("reused", true);
-        m_context.shared.access_log.write(entry);
+        log_allowed(entry);
         co_return true;
     }
     close_upstream("new destination");
@@ -518,7 +522,7 @@ asio::awaitable<bool> Session::decide_and_connect(std::string_view method, const
     if (target.kind != RequestKind::Connect) set_nodelay(m_upstream);
     entry.add("reason", policy::to_string(decision->reason)).add("decision", "allow").add("status", 200);
     entry.add("total_ms", round_ms(ms_since(started)));
-    m_context.shared.access_log.write(entry);
+    log_allowed(entry);
     m_up_host = target.host;
     m_up_port = target.port;
     m_up_endpoint = endpoint;
@@ -565,6 +569,7 @@ void Session::close_upstream(const char* why) {
 
 void Session::log_upstream_closed() {
     using record::Ending;
+    if (!m_context.limits.connection_records) return;
     const Ending ending = m_ending                    ? *m_ending
                           : m_timed_out               ? Ending::IdleTimeout
                           : m_context.shared.stopping ? Ending::ProxyStop

@@ -91,6 +91,8 @@ private:
     [[nodiscard]] LogLine decision_line(std::string_view method) const;
     void log_rejected_request(std::string_view method, const Refusal& refusal, std::string_view host,
                               std::uint16_t port);
+    // Writes `entry`, an allowed request's decision line, unless limits.connection_records is off.
+    void log_allowed(const LogLine& entry);
 
     // Reads what `socket` has, up to `into`'s size (0 and `ec` set at EOF or on
     // an error): at once when bytes are waiting, else once they arrive.

@@ -145,7 +145,7 @@ asio::awaitable<void> Session::intercept_tls(std::shared_ptr<TlsIntercept> inter
         }
         if (!injection.injected.empty()) entry.add("secrets", fmt::format("{}", fmt::join(injection.injected, ",")));
         entry.add("decision", "allow").add("status", 200);
-        m_context.shared.access_log.write(entry);
+        log_allowed(entry);
 
         m_phase = Phase::Forwarding;
         set_deadline(idle);

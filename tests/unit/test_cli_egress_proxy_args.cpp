@@ -79,3 +79,29 @@ TEST_CASE("egress-proxy: a field left at its default is not written, and reads b
     CHECK(read.limits.event_loops == defaults.limits.event_loops);
     CHECK_FALSE(read.companion);
 }
+
+TEST_CASE("egress-proxy: no command line turns a sandbox proxy's connection records off", "[egress-proxy]") {
+    // The records can be switched off in a bench's runner only (ProxyLimits::connection_records).
+    ProxyOptions on;
+    on.listen = "127.0.0.1:3128";
+    on.policy_file = "policy.json";
+    on.limits.event_loops = 2;
+    on.limits.max_tunnels = 32;
+    on.companion = true;
+    ProxyOptions off = on;
+    off.limits.connection_records = false;
+    REQUIRE(ProxyOptions().limits.connection_records);
+    // What the providers write does not carry it ...
+    const auto argv = proxy_command("agentctl", off);
+    CHECK(argv == proxy_command("agentctl", on));
+    CHECK(read_back(argv).limits.connection_records);
+    // ... and the verb takes no flag for it, however it is spelt.
+    for (const char* flag : {"--no-records", "--records", "--connection-records", "--no-connection-records"}) {
+        INFO(flag);
+        auto with_flag = argv;
+        with_flag.emplace_back(flag);
+        CHECK_THROWS_AS(read_back(with_flag), CLI::ParseError);
+        with_flag.emplace_back("false");
+        CHECK_THROWS_AS(read_back(with_flag), CLI::ParseError);
+    }
+}
