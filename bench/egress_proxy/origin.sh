@@ -1,4 +1,4 @@
-# Sourced by the egress proxy benches (run.sh, budget_cost.sh, intercept.sh) as
+# Sourced by the egress proxy benches (run.sh, accounting_cost.sh, intercept.sh) as
 # `. origin.sh NAME V`: the origin in a network namespace (ag11NAME<pid>, veth
 # ag11V<pid>), the scratch directory WORK, the pids to end (PIDS), all removed
 # on exit, and the small helpers they read their figures with; ORIGIN, the
