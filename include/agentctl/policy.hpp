@@ -156,6 +156,12 @@ struct NetworkPolicy {
 [[nodiscard]] nlohmann::json to_policy_file(const NetworkPolicy& policy);
 // Throws agentctl::Error on any malformed field (the proxy then denies everything).
 [[nodiscard]] NetworkPolicy from_policy_file(const nlohmann::json& document);
+// The policy file's text as every writer stores it: to_policy_file indented
+// by 2, ending in a newline.
+[[nodiscard]] std::string policy_file_text(const NetworkPolicy& policy);
+// Reads that text back; throws agentctl::Error when it is not JSON or any
+// field is malformed.
+[[nodiscard]] NetworkPolicy from_policy_file_text(std::string_view text);
 
 // ---------------------------------------------------------------- the decision
 

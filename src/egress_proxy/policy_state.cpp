@@ -5,8 +5,6 @@
 #include <chrono>
 #include <exception>
 
-#include <nlohmann/json.hpp>
-
 #include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 
@@ -33,15 +31,10 @@ std::shared_ptr<const PolicySnapshot> load_policy_snapshot(const std::string& pa
             snapshot->problem = "policy file " + path + " does not exist";
             return snapshot;
         }
-        auto document = nlohmann::json::parse(*text, nullptr, false);
-        if (document.is_discarded()) {
-            snapshot->problem = "policy file " + path + " is not valid JSON";
-            return snapshot;
-        }
         const auto now =
             std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
-        auto policy = policy::from_policy_file(document);
+        auto policy = policy::from_policy_file_text(*text);
         snapshot->next_expiry = policy::next_expiry(policy, now);
         snapshot->policy = policy::in_force_at(std::move(policy), now);
         snapshot->usable = true;

@@ -153,4 +153,12 @@ NetworkPolicy from_policy_file(const nlohmann::json& document) {
     return policy;
 }
 
+std::string policy_file_text(const NetworkPolicy& policy) { return to_policy_file(policy).dump(2) + "\n"; }
+
+NetworkPolicy from_policy_file_text(std::string_view text) {
+    auto document = nlohmann::json::parse(text, nullptr, false);
+    if (document.is_discarded()) malformed("(document)", "is not valid JSON");
+    return from_policy_file(document);
+}
+
 }  // namespace agentctl::policy

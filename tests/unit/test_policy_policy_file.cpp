@@ -50,6 +50,26 @@ TEST_CASE("a policy survives the round trip through its file", "[policy-file]") 
     CHECK(back.dns.disabled == policy.dns.disabled);
 }
 
+TEST_CASE("the policy file's text reads back as the policy and ends in a newline", "[policy-file]") {
+    NetworkPolicy policy;
+    policy.allow.push_back(parse_allow_entry("*.example.com:443", "--allow"));
+    policy.dns.servers = {"192.0.2.53"};
+    policy.budgets.push_back({"example.com", 443, 1024});
+    policy.default_budget = 4096;
+    const auto text = policy_file_text(policy);
+    REQUIRE_FALSE(text.empty());
+    CHECK(text.back() == '\n');
+    CHECK(text == to_policy_file(policy).dump(2) + "\n");
+    auto back = from_policy_file_text(text);
+    CHECK(to_policy_file(back) == to_policy_file(policy));
+    CHECK(back.allow == policy.allow);
+}
+
+TEST_CASE("policy file text that is not JSON is malformed", "[policy-file]") {
+    CHECK(test::error_of([] { (void)from_policy_file_text("{\"version\":1,"); }) ==
+          "malformed policy file: field (document): is not valid JSON");
+}
+
 TEST_CASE("extra fields in a policy file are allowed", "[policy-file]") {
     auto document = valid();
     document["generatedBy"] = "agentctl 0.1";

@@ -11,7 +11,6 @@
 #include <csignal>
 #include <unistd.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "agentctl/error.hpp"
 #include "core/files.hpp"
@@ -159,7 +158,7 @@ std::set<std::uint16_t> LimaBackend::ports_in_use_by_other_instances(const std::
 }
 
 void LimaBackend::write_policy(const std::string& name, const policy::NetworkPolicy& network) {
-    core::write_file_atomic(egress_policy_path(m_ctx.state_dir, name), policy::to_policy_file(network).dump(2) + "\n");
+    core::write_file_atomic(egress_policy_path(m_ctx.state_dir, name), policy::policy_file_text(network));
 }
 
 // ------------------------------------------------------------------ verbs
@@ -258,7 +257,7 @@ InstanceInfo LimaBackend::status(const std::string& name) {
     info.user = state.user;
     if (auto text = core::read_file_if_exists(egress_policy_path(m_ctx.state_dir, name))) {
         try {
-            info.network = policy::from_policy_file(nlohmann::json::parse(*text));
+            info.network = policy::from_policy_file_text(*text);
         } catch (const std::exception&) {
             info.network.reset();  // the proxy treats a bad policy as deny-all
         }

@@ -94,7 +94,7 @@ public:
 
     void write_policy(const EgressSite& site, const policy::NetworkPolicy& network) override {
         auto paths = prepare(site);
-        write_shared(site, paths.policy(), policy::to_policy_file(network).dump(2) + "\n");
+        write_shared(site, paths.policy(), policy::policy_file_text(network));
         if (int pid = common::verified_pid(paths.record().string()); pid > 0) ::kill(pid, SIGHUP);
     }
 

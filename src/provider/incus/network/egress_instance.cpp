@@ -56,7 +56,7 @@ public:
 
     void write_policy(const EgressSite& site, const policy::NetworkPolicy& network) override {
         const auto& sandbox = site.sandbox;
-        m_policies[sandbox] = policy::to_policy_file(network).dump(2) + "\n";
+        m_policies[sandbox] = policy::policy_file_text(network);
         const auto name = companion_name(sandbox);
         if (m_api.preview()) {
             m_context.reporter.step(fmt::format("would write the egress policy of {} into {}", sandbox, name));
