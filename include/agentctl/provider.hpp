@@ -13,7 +13,6 @@
 #pragma once
 
 #include <array>
-#include <functional>
 #include <iosfwd>
 #include <map>
 #include <memory>
@@ -54,12 +53,32 @@ public:
     virtual void fail_step() {}
 };
 
+// The start-time check of a sandbox's recorded mounts, which the CLI's
+// lifecycle supplies to every provider: checks the recorded mounts of sandbox
+// NAME again with the rules `create` applied (the mountPolicy of `profiles`,
+// the built-in deny list), from their canonical paths, and throws
+// agentctl::Error when one is refused or no longer resolves to the recorded
+// path. Every provider calls it (through common::recheck_recorded_mounts)
+// right before anything boots with recorded mounts (start, snapshot restore).
+class MountChecker {
+public:
+    MountChecker() = default;
+    MountChecker(const MountChecker&) = delete;
+    MountChecker& operator=(const MountChecker&) = delete;
+    virtual ~MountChecker() = default;
+
+    virtual void recheck(const std::string& name, const std::vector<std::string>& profiles,
+                         const std::vector<Mount>& recorded) const = 0;
+};
+
 struct ProviderContext {
     ProcessRunner& runner;
     const HostPlatform& platform;
     // Everything agentctl itself says to the person: steps, notices, warnings.
     Reporter& reporter;
     std::ostream& out;  // preview lines, results, and a command's output (exec)
+    // Required, with no default: a context cannot be built without the check.
+    const MountChecker& mount_checker;
     bool preview = false;
     std::string config_dir = {};                       // core::config_dir(): configuration only, never state
     std::string self_exe = {};                         // this agentctl binary, for `agentctl egress-proxy`
@@ -73,16 +92,6 @@ struct ProviderContext {
     // name, the host's bridges and subnets, a published port): /run/lock.
     // Tests give one of their own, so they never wait for or block a real run.
     std::string host_lock_dir = "/run/lock";
-    // Checks the recorded mounts of sandbox NAME again with the rules `create`
-    // applied (the mountPolicy of `profiles`, the built-in deny list), from
-    // their canonical paths: returns them unchanged, or throws agentctl::Error
-    // when one is refused or no longer resolves to the recorded path. Every
-    // provider calls it (through common::recheck_recorded_mounts) right before
-    // anything boots with recorded mounts (start, snapshot restore); a sandbox
-    // with mounts does not start when it is not set.
-    std::function<void(const std::string& name, const std::vector<std::string>& profiles,
-                       const std::vector<Mount>& recorded)>
-        recheck_mounts = {};
 };
 
 // A process that enforces a sandbox's policy (its egress proxy, its resolver),
@@ -272,7 +281,7 @@ public:
     virtual void snapshot_create(const std::string& name, const std::string& snapshot) = 0;
     [[nodiscard]] virtual std::vector<SnapshotInfo> snapshot_list(const std::string& name) = 0;
     // Rolls the sandbox back to `snapshot`; the restored mounts are checked
-    // again (ProviderContext::recheck_mounts) before anything boots with them.
+    // again (ProviderContext::mount_checker) before anything boots with them.
     virtual void snapshot_restore(const std::string& name, const std::string& snapshot) = 0;
     virtual void snapshot_delete(const std::string& name, const std::string& snapshot) = 0;
 };

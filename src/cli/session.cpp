@@ -20,12 +20,30 @@
 #include "core/paths.hpp"
 
 namespace agentctl::cli {
+namespace {
+
+// The start-time mount check every provider runs before anything boots with
+// recorded mounts: the rules `create` applied, with this session's profiles.
+class SessionMountChecker final : public MountChecker {
+public:
+    explicit SessionMountChecker(Session& session) : m_session(session) {}
+    void recheck(const std::string& name, const std::vector<std::string>& profiles,
+                 const std::vector<Mount>& recorded) const override {
+        recheck_recorded_mounts(m_session, name, profiles, recorded);
+    }
+
+private:
+    Session& m_session;
+};
+
+}  // namespace
 
 struct Session::State {
     std::optional<core::Config> config;
     std::unique_ptr<Reporter> reporter;
     std::unique_ptr<ProcessRunner> runner;
     std::unique_ptr<HostPlatform> platform;
+    std::unique_ptr<SessionMountChecker> mount_checker;
     std::unique_ptr<ProviderContext> context;
     std::unique_ptr<Provider> provider;
     std::vector<std::unique_ptr<core::FileLock>> locks;
@@ -188,21 +206,19 @@ Provider& Session::provider() {
         settings[std::string(setting)] = *value;
     }
     std::ostream& preview_out = collecting() ? static_cast<std::ostream&>(m_state->json_preview) : out();
+    m_state->mount_checker = std::make_unique<SessionMountChecker>(*this);
     m_state->context =
         std::make_unique<ProviderContext>(ProviderContext{.runner = runner(),
                                                           .platform = platform(),
                                                           .reporter = reporter(),
                                                           .out = preview_out,
+                                                          .mount_checker = *m_state->mount_checker,
                                                           .preview = m_globals.preview,
                                                           .config_dir = config().paths().config_dir.string(),
                                                           .self_exe = self_exe(),
                                                           .settings = std::move(settings),
                                                           .state_dir = state_dir().string(),
                                                           .runtime_dir = runtime_dir().string()});
-    m_state->context->recheck_mounts = [this](const std::string& name, const std::vector<std::string>& profiles,
-                                              const std::vector<Mount>& recorded) {
-        recheck_recorded_mounts(*this, name, profiles, recorded);
-    };
     m_state->provider = entry.create(*m_state->context);
     return *m_state->provider;
 }

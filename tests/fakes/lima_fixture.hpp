@@ -81,24 +81,13 @@ public:
                     .platform = platform,
                     .reporter = reporter,
                     .out = out,
+                    .mount_checker = m_mount_checker,
                     .config_dir = (m_home / ".config" / "agentctl").string(),
                     .self_exe = agentctl::test::agentctl_binary(),
                     .state_dir = (m_home / ".local" / "state" / "agentctl").string(),
                     .runtime_dir = (m_home / ".local" / "state" / "agentctl" / "run").string()} {
         fs::create_directories(m_home / ".lima" / "_config");
         fs::create_directories(workspace());
-        // The start-time mount check the CLI installs, with this world's home.
-        m_context.recheck_mounts = [this](const std::string& name, const std::vector<std::string>& profiles,
-                                          const std::vector<agentctl::Mount>& recorded) {
-            agentctl::policy::Environment env;
-            env.home = env.cwd = m_home.string();
-            env.user_dir = (m_home / ".config" / "agentctl" / "profiles").string();
-            env.org_dir = (m_home / "org-profiles").string();
-            env.config_dir = m_context.config_dir;
-            env.state_dir = m_context.state_dir;
-            env.runtime_dir = m_context.runtime_dir;
-            agentctl::policy::recheck_start_mounts(name, profiles, recorded, env);
-        };
     }
 
     ~LimaWorld() {
@@ -181,6 +170,26 @@ public:
     std::ostringstream out;
 
 private:
+    // The start-time mount check the CLI supplies, with this world's home.
+    class WorldMountChecker final : public agentctl::MountChecker {
+    public:
+        explicit WorldMountChecker(const LimaWorld& world) : m_world(world) {}
+        void recheck(const std::string& name, const std::vector<std::string>& profiles,
+                     const std::vector<agentctl::Mount>& recorded) const override {
+            agentctl::policy::Environment env;
+            env.home = env.cwd = m_world.m_home.string();
+            env.user_dir = (m_world.m_home / ".config" / "agentctl" / "profiles").string();
+            env.org_dir = (m_world.m_home / "org-profiles").string();
+            env.config_dir = m_world.m_context.config_dir;
+            env.state_dir = m_world.m_context.state_dir;
+            env.runtime_dir = m_world.m_context.runtime_dir;
+            agentctl::policy::recheck_start_mounts(name, profiles, recorded, env);
+        }
+
+    private:
+        const LimaWorld& m_world;
+    };
+
     static fs::path make_root() {
         auto root = fs::temp_directory_path() /
                     ("agentctl-lima-" + std::to_string(::getpid()) + "-" + std::to_string(s_counter++));
@@ -196,6 +205,7 @@ private:
     ScopedEnv m_env_lima;
     ScopedEnv m_env_path;
     std::unique_ptr<agentctl::ProcessRunner> m_runner;
+    WorldMountChecker m_mount_checker{*this};
     agentctl::ProviderContext m_context;
 };
 

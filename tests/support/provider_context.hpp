@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "agentctl/error.hpp"
 #include "agentctl/process.hpp"
 #include "agentctl/provider.hpp"
 
@@ -60,6 +61,17 @@ public:
     std::vector<std::string> lines;
 };
 
+// The start-time mount check of a test that boots nothing with recorded
+// mounts: refuses every one, naming the sandbox, so a test that does boots
+// nothing unchecked and must supply a real check (tests/fakes/lima_fixture.hpp).
+class NoMountChecker final : public MountChecker {
+public:
+    void recheck(const std::string& name, const std::vector<std::string>& /*profiles*/,
+                 const std::vector<Mount>& /*recorded*/) const override {
+        throw Error("sandbox \"" + name + "\" has recorded mounts and this test checks none");
+    }
+};
+
 template <typename ReporterType = RecordingReporter>
 struct ProviderContextFixture {
     std::ostringstream out;
@@ -67,6 +79,7 @@ struct ProviderContextFixture {
     std::unique_ptr<ProcessRunner> runner = make_real_process_runner();
     std::unique_ptr<HostPlatform> platform = make_real_host_platform();
     LockDir locks;
+    NoMountChecker mounts;
     ProviderContext context;
 
     explicit ProviderContextFixture(ContextOptions options = {})
@@ -74,6 +87,7 @@ struct ProviderContextFixture {
                   .platform = *platform,
                   .reporter = reporter,
                   .out = out,
+                  .mount_checker = mounts,
                   .preview = options.preview,
                   .self_exe = "agentctl",
                   .settings = std::move(options.settings),

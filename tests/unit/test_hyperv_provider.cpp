@@ -10,6 +10,7 @@
 #include "provider/hyperv/hyperv_provider.hpp"
 #include "provider/hyperv/plan.hpp"
 #include "provider/hyperv/powershell.hpp"
+#include "support/provider_context.hpp"
 
 using namespace agentctl;
 
@@ -41,22 +42,23 @@ public:
 
 struct Fixture {
     explicit Fixture(bool preview)
-        : context{runner,
-                  platform,
-                  reporter,
-                  out,
-                  preview,
-                  "/home/me/.config/agentctl",
-                  "/usr/bin/agentctl",
-                  {},
-                  "/home/me/.local/state/agentctl",
-                  "/home/me/.local/state/agentctl/run"},
+        : context{.runner = runner,
+                  .platform = platform,
+                  .reporter = reporter,
+                  .out = out,
+                  .mount_checker = mounts,
+                  .preview = preview,
+                  .config_dir = "/home/me/.config/agentctl",
+                  .self_exe = "/usr/bin/agentctl",
+                  .state_dir = "/home/me/.local/state/agentctl",
+                  .runtime_dir = "/home/me/.local/state/agentctl/run"},
           provider(provider::hyperv::create(context)) {}
 
     RecordingRunner runner;
     Platform platform;
     RecordingReporter reporter;
     std::ostringstream out;
+    test::NoMountChecker mounts;
     ProviderContext context;
     std::unique_ptr<Provider> provider;
 };

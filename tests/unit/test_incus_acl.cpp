@@ -230,8 +230,13 @@ TEST_CASE("nft changes a firewall table holding the host's firewall lock, and a 
     test::LockDir locks;
     std::ostringstream out;
     test::RecordingReporter reporter;
-    ProviderContext context{
-        .runner = runner, .platform = *platform, .reporter = reporter, .out = out, .host_lock_dir = locks.path()};
+    test::NoMountChecker mounts;
+    ProviderContext context{.runner = runner,
+                            .platform = *platform,
+                            .reporter = reporter,
+                            .out = out,
+                            .mount_checker = mounts,
+                            .host_lock_dir = locks.path()};
     const auto lock = host_firewall_lock_path(locks.path());
     bool held_while_nft_ran = false;
     runner.set_fallback([&](const ProcessRequest& request) {

@@ -313,16 +313,6 @@ TEST_CASE("a writable mount swapped for a symlink while stopped is refused at st
     CHECK_THROWS_WITH(world.provider()->lifecycle().start("tbox", {}), Catch::Contains(world.workspace().string()));
 }
 
-TEST_CASE("a sandbox with mounts does not start when nothing checks them", "[lima][fake][mounts]") {
-    LimaWorld world;
-    world.context().recheck_mounts = {};
-    auto provider = world.provider();
-    provider->lifecycle().create(tbox_spec(world));
-    CHECK_THROWS_WITH(provider->lifecycle().start("tbox", {}), Catch::Contains("nothing to check them with"));
-    const auto verbs = world.verbs();
-    CHECK(std::count(verbs.begin(), verbs.end(), "start") == 0);
-}
-
 TEST_CASE("a guest without curl, bash+timeout or python3 is reported as not verified", "[lima][fake]") {
     LimaWorld world;
     lima_test::ScopedEnv tools("FAKE_LIMA_GUEST_TOOLS", "");

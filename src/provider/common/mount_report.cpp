@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "agentctl/error.hpp"
-
 namespace agentctl::provider::common {
 
 std::string mount_report(const std::vector<Mount>& mounts) {
@@ -20,13 +18,7 @@ void report_mounts(Reporter& reporter, const std::vector<Mount>& mounts) { repor
 void recheck_recorded_mounts(const ProviderContext& context, const std::string& name,
                              const std::vector<std::string>& profiles, const std::vector<Mount>& recorded) {
     if (recorded.empty()) return;
-    if (!context.recheck_mounts) {
-        throw Error(fmt::format("internal error: sandbox \"{}\" has host directories mounted and nothing to check "
-                                "them with before it starts",
-                                name),
-                    "report this as a bug; the sandbox was not started");
-    }
-    context.recheck_mounts(name, profiles, recorded);
+    context.mount_checker.recheck(name, profiles, recorded);
 }
 
 }  // namespace agentctl::provider::common

@@ -18,10 +18,8 @@ namespace agentctl::provider::common {
 void report_mounts(Reporter& reporter, const std::vector<Mount>& mounts);
 
 // The start-time check of a sandbox's recorded mounts
-// (ProviderContext::recheck_mounts), called by every provider right before
-// anything boots with them. Throws agentctl::Error when one is refused, and when
-// there are mounts but the context carries no check: a start never goes
-// ahead unchecked.
+// (ProviderContext::mount_checker), called by every provider right before
+// anything boots with them. Throws agentctl::Error when one is refused.
 void recheck_recorded_mounts(const ProviderContext& context, const std::string& name,
                              const std::vector<std::string>& profiles, const std::vector<Mount>& recorded);
 

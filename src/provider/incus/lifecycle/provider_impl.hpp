@@ -262,7 +262,7 @@ private:
     // identity map and the containment keys (guest API off, own uid range,
     // process limit) they need; the instance must be stopped.
     void replace_mounts(const std::string& name, Instance instance, const std::vector<Mount>& mounts);
-    // The recorded mounts checked again (ProviderContext::recheck_mounts) from
+    // The recorded mounts checked again (ProviderContext::mount_checker) from
     // `record` (an instance's or a snapshot's).
     void recheck_recorded_mounts(const std::string& name, const SandboxRecord& record);
     // After a start: each mount's directory inside is the very directory that
