@@ -1,5 +1,5 @@
 // Runs run_egress_proxy with the limits exposed as flags, so the suite can use
-// short timeouts. Same flags as `agentctl egress-proxy`, plus:
+// short timeouts. Same flags as `agentctl egress-proxy` (proxy_arguments.hpp), plus:
 //   --connect-timeout-ms N --header-timeout-ms N --idle-timeout-ms N
 //   --max-connections N --max-tunnels N --log-max-bytes N --policy-poll-ms N --event-loops N
 //   --no-records  (no per-connection records: ProxyLimits::connection_records,
@@ -10,6 +10,9 @@
 #include <string>
 
 #include "egress_proxy/egress_proxy.hpp"
+#include "egress_proxy/proxy_arguments.hpp"
+
+namespace proxy_flag = agentctl::egress_proxy::flag;
 
 int main(int argc, char** argv) {
     agentctl::egress_proxy::ProxyOptions options;
@@ -25,17 +28,17 @@ int main(int argc, char** argv) {
         }
         std::string value = argv[i];
         auto ms = [&] { return std::chrono::milliseconds(std::stoll(value)); };
-        if (flag == "--listen")
+        if (flag == proxy_flag::k_listen)
             options.listen = value;
-        else if (flag == "--policy")
+        else if (flag == proxy_flag::k_policy)
             options.policy_file = value;
-        else if (flag == "--pid-file")
+        else if (flag == proxy_flag::k_pid_file)
             options.pid_file = value;
-        else if (flag == "--log")
+        else if (flag == proxy_flag::k_log)
             options.log_file = value;
-        else if (flag == "--resolve-file")
+        else if (flag == proxy_flag::k_resolve_file)
             options.resolve_file = value;
-        else if (flag == "--sandbox")
+        else if (flag == proxy_flag::k_sandbox)
             options.sandbox_name = value;
         else if (flag == "--connect-timeout-ms")
             options.limits.connect_timeout = ms();
@@ -45,11 +48,11 @@ int main(int argc, char** argv) {
             options.limits.idle_timeout = ms();
         else if (flag == "--max-connections")
             options.limits.max_connections = std::stoul(value);
-        else if (flag == "--max-tunnels")
+        else if (flag == proxy_flag::k_max_tunnels)
             options.limits.max_tunnels = std::stoul(value);
         else if (flag == "--policy-poll-ms")
             options.limits.policy_poll = ms();
-        else if (flag == "--event-loops")
+        else if (flag == proxy_flag::k_event_loops)
             options.limits.event_loops = std::stoul(value);
         else if (flag == "--log-max-bytes")
             options.limits.log_max_bytes = std::stoull(value);
