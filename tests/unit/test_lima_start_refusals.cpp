@@ -7,6 +7,7 @@
 
 #include "agentctl/error.hpp"
 #include "fakes/lima_fixture.hpp"
+#include "support/error_text.hpp"
 
 using namespace agentctl;
 using lima_test::LimaWorld;
@@ -28,12 +29,7 @@ std::string refused_start(LimaWorld& world, const std::function<void()>& setup) 
     auto provider = world.provider();
     provider->lifecycle().create(tbox_spec(world));
     setup();
-    std::string message;
-    try {
-        provider->lifecycle().start("tbox", {});
-    } catch (const Error& e) {
-        message = std::string(e.what()) + "\nhint: " + e.hint();
-    }
+    const auto message = test::error_and_hint_of([&] { provider->lifecycle().start("tbox", {}); });
     for (const auto& call : world.calls()) {
         if (call["argv"][0] == "start" && call["env"].contains("FAKE_SANDBOX_ALLOWED_PORTS")) {
             FAIL("limactl start ran under agentctl despite the refusal");

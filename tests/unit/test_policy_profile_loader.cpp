@@ -4,6 +4,7 @@
 
 #include "agentctl/error.hpp"
 #include "policy/profile.hpp"
+#include "support/error_text.hpp"
 
 using namespace agentctl;
 using namespace agentctl::policy;
@@ -318,14 +319,7 @@ TEST_CASE("port flags with listen address, ports and protocol", "[profile][units
     CHECK(parse_port_flag("5353:53/udp") == PortForward{"127.0.0.1", 5353, 53, "udp"});
     CHECK(parse_port_flag("0.0.0.0:8080:80/tcp") == PortForward{"0.0.0.0", 8080, 80, "tcp"});
     CHECK(parse_port_flag("[::1]:8080:80") == PortForward{"::1", 8080, 80, "tcp"});
-    auto error_of = [](std::string_view text) {
-        try {
-            (void)parse_port_flag(text);
-        } catch (const Error& error) {
-            return std::string(error.what());
-        }
-        return std::string("<no error>");
-    };
+    auto error_of = [](std::string_view text) { return test::error_of([&] { (void)parse_port_flag(text); }); };
     CHECK(error_of("8080") == "invalid --port \"8080\": it needs HOST_PORT:GUEST_PORT");
     CHECK(error_of("8080:0") == "invalid --port \"8080:0\": ports are whole numbers from 1 to 65535");
     CHECK(error_of("70000:80") == "invalid --port \"70000:80\": ports are whole numbers from 1 to 65535");

@@ -1,10 +1,10 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <functional>
 
 #include "agentctl/error.hpp"
 #include "policy/secret_store.hpp"
+#include "support/error_text.hpp"
 #include "support/recording_runner.hpp"
 #include "support/temp_dir.hpp"
 
@@ -84,15 +84,6 @@ std::vector<std::string> variables_of(const std::vector<SecretUse>& uses) {
     return out;
 }
 
-std::string error_of(const std::function<void()>& step) {
-    try {
-        step();
-    } catch (const Error& e) {
-        return std::string(e.what()) + "\nhint: " + e.hint();
-    }
-    return {};
-}
-
 }  // namespace
 
 TEST_CASE("create --secret resolves variables, adds the agent's stored credential and refuses what is missing",
@@ -117,7 +108,7 @@ TEST_CASE("create --secret resolves variables, adds the agent's stored credentia
     CHECK(secret_uses(state.path, {}, {}, "", false).empty());
 
     auto flags_error = [&](std::vector<std::string> flags, bool network = true) {
-        return error_of([&] { (void)secret_uses(state.path, flags_of(flags), {}, "", network); });
+        return test::error_and_hint_of([&] { (void)secret_uses(state.path, flags_of(flags), {}, "", network); });
     };
     CHECK(flags_error({"openai"}).starts_with("--secret openai: no secret named openai is stored\n"));
     CHECK(
@@ -134,7 +125,7 @@ TEST_CASE("a variable bound twice is refused, the agent's credential and agentct
     save_secret(state.path, {"github", SecretSource::Value, "x", "", {}});
     save_secret(state.path, {"anthropic", SecretSource::Value, "y", "", {}});
     auto flags_error = [&](std::vector<std::string> flags, const std::string& agent) {
-        return error_of([&] { (void)secret_uses(state.path, flags_of(flags), {}, agent, true); });
+        return test::error_and_hint_of([&] { (void)secret_uses(state.path, flags_of(flags), {}, agent, true); });
     };
     // --agent claude brings the stored anthropic secret into ANTHROPIC_API_KEY: a second one there is refused.
     CHECK(flags_error({"github=ANTHROPIC_API_KEY"}, "claude") ==
@@ -152,11 +143,11 @@ TEST_CASE("a variable bound twice is refused, the agent's credential and agentct
     CHECK(flags_error({"github=SSL_CERT_FILE"}, "")
               .starts_with("--secret github=SSL_CERT_FILE: agentctl sets SSL_CERT_FILE in the sandbox itself (where "
                            "programs find the sandbox CA: /etc/ssl/certs/ca-certificates.crt)"));
-    CHECK(flags_error({"github=NODE_EXTRA_CA_CERTS"}, "") != "");
+    CHECK(flags_error({"github=NODE_EXTRA_CA_CERTS"}, "") != test::k_no_error);
     CHECK(flags_error({"github=HTTPS_PROXY"}, "")
               .starts_with("--secret github=HTTPS_PROXY: agentctl sets HTTPS_PROXY in the sandbox itself (it points "
                            "programs at the egress proxy)"));
-    CHECK(flags_error({"github=npm_config_https_proxy"}, "") != "");
+    CHECK(flags_error({"github=npm_config_https_proxy"}, "") != test::k_no_error);
 }
 
 TEST_CASE("a profile's secret forbid takes the host out of every binding and nothing lifts it", "[secret]") {
@@ -174,11 +165,12 @@ TEST_CASE("a profile's secret forbid takes the host out of every binding and not
     // A later binding naming the forbidden host itself does not lift the forbid.
     SecretBinding later{
         "github", "", {{"GitHub.com", "authorization"}}, "profile mine (/u/mine.yaml:4) spec.secrets.bind[0]"};
-    CHECK(error_of([&] { (void)secret_uses(state.path, {later}, forbid, "", true); }) ==
+    CHECK(test::error_and_hint_of([&] { (void)secret_uses(state.path, {later}, forbid, "", true); }) ==
           "profile mine (/u/mine.yaml:4) spec.secrets.bind[0]: secret github has no host left to go to (profile org "
           "(/org/org.yaml:9) spec.secrets.forbid[0] forbids it on GitHub.com)\nhint: a forbid cannot be lifted by a "
           "later profile or a flag: bind the secret to another host, or leave it out");
     // "*" forbids every secret on the host.
     const std::vector<SecretForbid> all{{"*", "api.github.com", "x"}, {"*", "github.com", "y"}};
-    CHECK(error_of([&] { (void)secret_uses(state.path, flags_of({"github"}), all, "", true); }) != "");
+    CHECK(test::error_and_hint_of([&] { (void)secret_uses(state.path, flags_of({"github"}), all, "", true); }) !=
+          test::k_no_error);
 }
