@@ -254,10 +254,7 @@ check "an allowlisted name is reached through the egress proxy" bash -c \
   "ip netns exec '$NS' '$AGENTCTL' --provider incus exec '$S' -- curl -s -m 10 http://allowed.test:$PORT/ | grep -q 'hello from allowed.test'"
 check "another name gets 403 from the proxy" \
   test "$(in_s curl -s -o /dev/null -m 10 -w '%{http_code}' "http://other.test:$PORT/")" = 403
-tcp_probe() {  # tcp_probe HOST PORT -> connected | refused | timeout (from inside the sandbox)
-  in_s bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$1/$2' 2>/dev/null; r=\$?; \
-    if [ \$r = 0 ]; then echo connected; elif [ \$r = 124 ]; then echo timeout; else echo refused; fi"
-}
+tcp_probe() { tcp_outcome in_s "$@"; }  # tcp_probe HOST PORT, from inside the sandbox
 check "a direct connection to the allowed address is refused" test "$(tcp_probe "$PUB" "$PORT")" = refused
 GW=$(incus network get "$BR" ipv4.address | cut -d/ -f1)
 check "the bridge address on another port is refused" test "$(tcp_probe "$GW" 22)" = refused

@@ -165,15 +165,9 @@ check "the helper refuses a name the policy does not allow, saying so" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- /usr/local/bin/agentctl-connect other.test $SSH_PORT </dev/null 2>&1 | grep -q 'refused other.test:$SSH_PORT'"
 
 # ---------------------------------------------------------------- around the proxy: refused at once
-refused_fast() {  # refused_fast CMD...: exits non-zero within 2 s
-  local t=$(date +%s%N); ! "$@" >/dev/null 2>&1 && [ $(( ($(date +%s%N) - t) / 1000000 )) -lt 2000 ]
-}
-tcp_probe() {  # tcp_probe HOST PORT -> connected | refused | timeout (from inside A)
-  in_a bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$1/$2' 2>/dev/null; r=\$?; \
-    if [ \$r = 0 ]; then echo connected; elif [ \$r = 124 ]; then echo timeout; else echo refused; fi"
-}
+tcp_probe() { tcp_outcome in_a "$@"; }  # tcp_probe HOST PORT, from inside A
 check "curl --noproxy '*' to the allowed name's address is refused at once" \
-  refused_fast "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 --noproxy '*' http://$PUB:$PORT/
+  refused_at_once "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 --noproxy '*' http://$PUB:$PORT/
 check "a direct TCP connection to the allowed address is refused" test "$(tcp_probe "$PUB" $PORT)" = refused
 check "TCP :53 to a test host is refused" test "$(tcp_probe "$PUB" 53)" = refused
 udp53() {  # udp53 HOST NAME -> refused | timeout | answer RCODE COUNT (from inside A)
@@ -291,7 +285,7 @@ kill -9 "$PROXY_PID"
 wait_until 30 test ! -e "/proc/$PROXY_PID"
 check "status says the proxy is not running" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q 'NOT running'"
 check "with the proxy gone the sandbox has no egress (refused at once)" \
-  refused_fast "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 http://allowed.test:$PORT/
+  refused_at_once "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 http://allowed.test:$PORT/
 check "and no direct way either" test "$(tcp_probe "$PUB" $PORT)" = refused
 agentctl start "$A" >"$WORK/start-a.out" 2>&1
 check "start restores the proxy" bash -c "'$AGENTCTL' --provider incus status '$A' | grep -q '(running, pid'"

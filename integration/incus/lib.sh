@@ -81,10 +81,30 @@ wait_until() {
 
 # established NS PORT: how many established connections the server on PORT in
 # the test namespace NS holds. more_established NS PORT N: more than N. A
-# sandbox's exec output arrives only when its command ends, so a connection it
-# opens is seen from the server's side.
+# connection a sandbox holds open is seen from the server's side.
 established() { ip netns exec "$1" ss -Htn state established "( sport = :$2 )" | wc -l; }
 more_established() { [ "$(established "$1" "$2")" -gt "$3" ]; }
+
+# tcp_outcome RUN... HOST PORT: a TCP connection to HOST:PORT opened by a
+# shell that the command prefix RUN starts (`agentctl exec NAME --`, a
+# function like in_a): connected | refused (rejected or unreachable at once) |
+# timeout (no answer within 4 s: the packets were dropped).
+tcp_outcome() {
+  local host=${*: -2:1} port=${*: -1}
+  "${@:1:$#-2}" bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$host/$port' 2>/dev/null; r=\$?; \
+    if [ \$r = 0 ]; then echo connected; elif [ \$r = 124 ]; then echo timeout; else echo refused; fi"
+}
+
+# refused_at_once CMD...: CMD runs a curl in a sandbox (agentctl exec passes its
+# exit code through) to a destination the sandbox's firewall must reject: curl
+# exits 7 (could not connect: refused or unreachable at once), not 28 (its -m
+# deadline passed: the packets were dropped) nor 0 (it got through). How long
+# the exec itself takes on a loaded machine does not matter.
+refused_at_once() {
+  local rc=0
+  "$@" >/dev/null 2>&1 || rc=$?
+  [ "$rc" = 7 ]
+}
 
 # The last line of a suite: the tally, and its exit status.
 finish() {

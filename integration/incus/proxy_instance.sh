@@ -26,14 +26,7 @@ command -v nft >/dev/null 2>&1 || skip "nft is needed (scripts/incus/up.sh insta
 T_START=$(date +%s%N)
 in_a() { agentctl exec "$A" -- "$@"; }
 in_c() { incus exec "$C" -- "$@"; }
-tcp_from() {  # tcp_from a|c HOST PORT -> connected | refused | timeout
-  local run=in_a; [ "$1" = c ] && run=in_c
-  $run bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$2/$3' 2>/dev/null; r=\$?; \
-    if [ \$r = 0 ]; then echo connected; elif [ \$r = 124 ]; then echo timeout; else echo refused; fi"
-}
-refused_fast() {  # refused_fast CMD...: exits non-zero within 2 s
-  local t=$(date +%s%N); ! "$@" >/dev/null 2>&1 && [ $(( ($(date +%s%N) - t) / 1000000 )) -lt 2000 ]
-}
+tcp_from() { tcp_outcome "in_$1" "$2" "$3"; }  # tcp_from a|c HOST PORT
 
 IMP=$A-imp        # an instance that takes the companion's address
 SINK=""
@@ -104,7 +97,7 @@ check "allowlisted name over CONNECT through the companion" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- curl -s -p -m 10 http://allowed.test:$PORT/ | grep -q 'hello from $PUB allowed.test'"
 check "another name gets 403" test "$(in_a curl -s -o /dev/null -m 10 -w '%{http_code}' http://other.test:$PORT/)" = 403
 check "a direct connection to the allowed address, bypassing the proxy, is refused at once" \
-  refused_fast "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 --noproxy '*' http://$PUB:$PORT/
+  refused_at_once "$AGENTCTL" --provider incus exec "$A" -- curl -s -m 5 --noproxy '*' http://$PUB:$PORT/
 check "TCP :53 to the test host is refused" test "$(tcp_from a "$PUB" 53)" = refused
 check "an IP-literal allow entry is a direct rule from the sandbox" bash -c \
   "'$AGENTCTL' --provider incus exec '$A' -- bash -c 'exec 3<>/dev/tcp/$PUB_IP/$RAW_PORT; echo ping >&3; head -n1 <&3' | grep -qx ping"

@@ -131,10 +131,7 @@ check "the write reached the host, owned by the mapped user" \
   bash -c "test \"\$(cat '$RW/out')\" = from-guest && test \"\$(stat -c %u '$RW/out')\" = 1500"
 
 # ---------------------------------------------------------------- network policy
-probe() {  # probe SANDBOX IP PORT -> connected | refused | timeout
-  agentctl exec "$1" -- bash -c "timeout 4 bash -c 'exec 3<>/dev/tcp/$2/$3' 2>/dev/null; r=\$?; \
-    if [ \$r = 0 ]; then echo connected; elif [ \$r = 124 ]; then echo timeout; else echo refused; fi"
-}
+probe() { tcp_outcome agentctl exec "$1" -- "$2" "$3"; }  # probe SANDBOX IP PORT
 GW_A=$(incus network get "$(agentctl status "$A" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["extra"]["bridge"])')" ipv4.address | cut -d/ -f1)
 IP_B=$(agentctl status "$B" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["ips"][0])')
 check "allowed destination $PUBLIC:$ALLOWED_PORT is reachable" test "$(probe "$A" "$PUBLIC" $ALLOWED_PORT)" = connected
