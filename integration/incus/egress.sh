@@ -252,11 +252,13 @@ check "the budget is that destination's only: allowed.test:$PORT still answers" 
   "'$AGENTCTL' --provider incus exec '$A' -- curl -s -p -m 10 http://allowed.test:$PORT/ | grep -q hello"
 
 # ---------------------------------------------------------------- a grant that ends on time
-check "policy add --for succeeds" agentctl policy add "$A" other.test:$RAW_PORT --for 10s
-# A tunnel opened while the grant lasts is held until the proxy ends it (HOLD_CONNECTION_PY waits 15 s).
+# The guest asks for a tunnel (refused) until the grant lets it through; the
+# grant is given once it asks, and the tunnel is held until the proxy ends it.
 before=$(established "$NS" "$RAW_PORT")
-in_a python3 -c "$HOLD_CONNECTION_PY" "$GW" 3128 other.test:$RAW_PORT >"$WORK/grant" 2>&1 &
+in_a python3 -c "$HOLD_CONNECTION_PY" "$GW" 3128 other.test:$RAW_PORT until-open >"$WORK/grant" 2>&1 &
 LONG=$!
+wait_until 60 grep -q "^asking" "$WORK/grant"
+check "policy add --for succeeds" agentctl policy add "$A" other.test:$RAW_PORT --for 10s
 wait_until 60 more_established "$NS" "$RAW_PORT" "$before"
 check "the granted name resolves at the sandbox's resolver" test "$(udp53 "$GW" other.test)" = "answer 0 0"
 check "status shows when the grant ends" bash -c \

@@ -112,22 +112,38 @@ finish() {
   [ "$FAIL" = 0 ]
 }
 
-# HOLD_CONNECTION_PY HOST PORT [TARGET]: opens a TCP connection to HOST:PORT
-# (with TARGET, a CONNECT tunnel to TARGET through the proxy there) and prints
-# "connected" (or "open STATUS-LINE"), then pings it every half second for
-# 15 s and prints "cut" as soon as it is closed (else "alive"). Run it in a
+# HOLD_CONNECTION_PY HOST PORT [TARGET [until-open]]: opens a TCP connection to
+# HOST:PORT (with TARGET, a CONNECT tunnel to TARGET through the proxy there)
+# and prints "connected" (or "open STATUS-LINE"), then pings it every half
+# second and prints "cut" as soon as it is closed (else "alive" after 60 s, a
+# deadline). With until-open it prints "asking" and asks again every 100 ms
+# until the proxy answers 200 (for 60 s at most): a grant given once the guest
+# asks is used at once, however long the exec took to start. Run it in a
 # sandbox, in the background, while the policy changes.
 HOLD_CONNECTION_PY='
 import socket, sys, time
-s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
-if len(sys.argv) > 3:
+def tunnel():
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
     s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (sys.argv[3].encode(), sys.argv[3].encode()))
     head = b""
-    while b"\r\n\r\n" not in head: head += s.recv(1)
-    print("open", head.split(b"\r\n")[0].decode(), flush=True)
+    while b"\r\n\r\n" not in head:
+        byte = s.recv(1)
+        if not byte: break
+        head += byte
+    return s, head.split(b"\r\n")[0].decode()
+if len(sys.argv) > 3:
+    s, status = tunnel()
+    if len(sys.argv) > 4:
+        print("asking", flush=True)
+        deadline = time.time() + 60
+        while status.split()[1:2] != ["200"] and time.time() < deadline:
+            s.close(); time.sleep(0.1); s, status = tunnel()
+    print("open", status, flush=True)
 else:
+    s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
     print("connected", flush=True)
-for _ in range(30):
+deadline = time.time() + 60
+while time.time() < deadline:
     try:
         s.sendall(b"ping\n"); s.settimeout(2)
         if s.recv(16) == b"": print("cut", flush=True); break
