@@ -51,14 +51,17 @@ AccessLog::~AccessLog() {
 }
 
 void AccessLog::defer_writes(std::function<void()> on_pending) {
-    std::lock_guard lock(m_mutex);
-    m_deferred = static_cast<bool>(on_pending);
-    m_on_pending = std::move(on_pending);
-    if (!m_deferred) flush_locked();
+    bool deferred = false;
+    {
+        std::lock_guard lock(m_queue_mutex);
+        m_deferred = deferred = static_cast<bool>(on_pending);
+        m_on_pending = std::move(on_pending);
+    }
+    if (!deferred) flush();
 }
 
 bool AccessLog::has_pending() const {
-    std::lock_guard lock(m_mutex);
+    std::lock_guard lock(m_queue_mutex);
     return !m_pending.empty();
 }
 
@@ -138,38 +141,48 @@ void AccessLog::write(const nlohmann::json& entry) {
 void AccessLog::write(const LogLine& line) { append(line.m_text, "}"); }
 
 void AccessLog::append(std::string_view first, std::string_view last) {
-    std::lock_guard lock(m_mutex);
-    bool was_empty = m_pending.empty();
-    m_pending += first;
-    m_pending += last;
-    m_pending += '\n';
-    if (!m_deferred || m_pending.size() >= 64 * 1024) {
-        flush_locked();
-    } else if (was_empty && m_on_pending) {
-        m_on_pending();
+    bool flush_now = false;
+    {
+        std::lock_guard lock(m_queue_mutex);
+        bool was_empty = m_pending.empty();
+        m_pending += first;
+        m_pending += last;
+        m_pending += '\n';
+        if (!m_deferred || m_pending.size() >= 64 * 1024) {
+            flush_now = true;
+        } else if (was_empty && m_on_pending) {
+            m_on_pending();
+        }
     }
+    if (flush_now) flush();
 }
 
 void AccessLog::flush() {
-    std::lock_guard lock(m_mutex);
-    flush_locked();
+    // The file first, then the queue: batches reach the file in the order they
+    // were queued, and queueing goes on while this one is written.
+    std::lock_guard file(m_file_mutex);
+    {
+        std::lock_guard lock(m_queue_mutex);
+        m_writing.swap(m_pending);
+    }
+    write_batch();
+    m_writing.clear();  // keeps its capacity for the next batch
 }
 
-void AccessLog::flush_locked() {
+void AccessLog::write_batch() {
     std::size_t start = 0;
-    while (start < m_pending.size()) {
+    while (start < m_writing.size()) {
         // The longest run of whole lines that keeps the file under its cap (at least one line).
         std::size_t end = start;
-        while (end < m_pending.size()) {
-            std::size_t next = m_pending.find('\n', end) + 1;
+        while (end < m_writing.size()) {
+            std::size_t next = m_writing.find('\n', end) + 1;
             if (end > start && m_fd >= 0 && m_size + (next - start) > m_max_bytes) break;
             end = next;
         }
         if (m_fd >= 0 && m_size > 0 && m_size + (end - start) > m_max_bytes) rotate();
-        write_now(m_pending.data() + start, end - start);
+        write_now(m_writing.data() + start, end - start);
         start = end;
     }
-    m_pending.clear();
 }
 
 void AccessLog::write_now(const char* data, std::size_t size) {

@@ -51,7 +51,9 @@ private:
 };
 
 // Safe to use from several threads at once (the proxy's event loops): each
-// line is queued and written whole, in the order the calls took the lock.
+// line is queued and written whole, in the order the calls queued them. A
+// thread that queues a line never waits for the file: the write(2) happens
+// outside the queue's lock, so only the thread that flushes waits on the disk.
 class AccessLog {
 public:
     // Opens (creates, mode 0600) `path` for appending; an empty path writes to
@@ -81,18 +83,26 @@ public:
     [[nodiscard]] bool has_pending() const;
 
 private:
-    void flush_locked();
+    // Writes m_writing to the file, rotating it as write() says; m_file_mutex held.
+    void write_batch();
     void rotate();
     // Queues one line (`line` without its newline) and flushes as write() says.
     void append(std::string_view first, std::string_view last);
     void write_now(const char* data, std::size_t size);
 
-    mutable std::mutex m_mutex;  // guards everything below but the two constants
     const std::string m_path;
     const std::uint64_t m_max_bytes;
+
+    // The file: taken by the thread that flushes, before the queue's lock (and
+    // never the other way round), for as long as its write(2) takes.
+    std::mutex m_file_mutex;  // guards the members up to m_queue_mutex
     int m_fd = -1;
     std::uint64_t m_size = 0;
     bool m_reported_failure = false;
+    std::string m_writing;  // the batch being written: whole lines, each ending in '\n'
+
+    // The queue: taken for as long as it takes to append a line.
+    mutable std::mutex m_queue_mutex;  // guards the members below
     bool m_deferred = false;
     std::function<void()> m_on_pending;
     std::string m_pending;  // whole lines, each ending in '\n'

@@ -1,12 +1,16 @@
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -243,6 +247,65 @@ TEST_CASE("lines written from several threads at once, with flushes racing them,
         next[thread] = id % k_lines + 1;
     }
     CHECK(armed > 0);
+    fs::remove_all(dir);
+}
+
+TEST_CASE("an event loop queueing a line does not wait while another thread's write to the log is stuck") {
+    // The log is a pipe of one page that the test fills, so the flushing
+    // thread's write(2) blocks until the test reads; meanwhile a line is
+    // queued from here.
+    auto dir = fresh_dir("stuck");
+    auto path = dir / "egress-proxy.log";
+    REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    const int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    REQUIRE(reader >= 0);
+    REQUIRE(::fcntl(reader, F_SETPIPE_SZ, 4096) >= 4096);
+    std::string received;
+    const auto drain = [&] {
+        char buffer[65536];
+        ssize_t n = 0;
+        while ((n = ::read(reader, buffer, sizeof buffer)) > 0) received.append(buffer, static_cast<std::size_t>(n));
+    };
+    constexpr int k_lines = 200;  // past the pipe's page, short of the 64 KiB that flushes a queue at once
+    {
+        AccessLog log(path.string(), 64ULL * 1024 * 1024);
+        log.defer_writes([] {});
+        for (int i = 0; i < k_lines; ++i) log.write(decision(i));
+        std::promise<long> flusher_tid;
+        std::atomic<bool> flushed{false};
+        std::thread flusher([&] {
+            flusher_tid.set_value(::syscall(SYS_gettid));
+            log.flush();
+            flushed = true;
+        });
+        // The event: the flusher sits in write(2) (its /proc syscall line names it).
+        const auto syscall_file = "/proc/self/task/" + std::to_string(flusher_tid.get_future().get()) + "/syscall";
+        const auto in_write = [&] {
+            std::ifstream in(syscall_file);
+            long number = -1;
+            return (in >> number) && number == SYS_write;
+        };
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (!in_write() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        REQUIRE(in_write());
+        auto queued = std::async(std::launch::async, [&log] { log.write(decision(k_lines)); });
+        // A deadline for a loaded machine: the queueing call returns while the write is stuck.
+        CHECK(queued.wait_for(std::chrono::seconds(30)) == std::future_status::ready);
+        CHECK_FALSE(flushed);  // the flusher was stuck all along
+        while (!flushed) {
+            drain();
+            std::this_thread::yield();
+        }
+        flusher.join();
+        queued.wait();
+        log.flush();
+    }
+    drain();
+    ::close(reader);
+    std::istringstream lines(received);
+    int next = 0;
+    for (std::string line; std::getline(lines, line);) CHECK(nlohmann::json::parse(line)["id"] == next++);
+    CHECK(next == k_lines + 1);  // every line, whole and in order
     fs::remove_all(dir);
 }
 
