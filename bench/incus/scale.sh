@@ -41,6 +41,7 @@ names | xargs -P "$PARALLEL" -I{} bash -c \
 running=$(incus list -f csv -c ns | grep -c "^$PREFIX-[0-9]*,RUNNING$")
 echo "# $running of $N sandboxes created and running in $(( ($(now_ms) - began) / 1000 )) s ($PARALLEL at a time)"
 [ "$running" = "$N" ] || { echo "not every sandbox runs: the figures would not be for $N"; exit 1; }
+created=$(now_ms)
 
 # ---------------------------------------------------------------- list and status
 list_ms=() status_ms=()
@@ -52,6 +53,11 @@ echo "list with $N sandboxes: median $(printf '%s\n' "${list_ms[@]}" | median) m
 echo "status with $N sandboxes: median $(printf '%s\n' "${status_ms[@]}" | median) ms, p95 $(printf '%s\n' "${status_ms[@]}" | p95) ms"
 
 # ---------------------------------------------------------------- RSS of the proxy and resolver per sandbox
+# Idle means idle: a proxy gives up the pages its connections ran a minute after its last
+# connection (create's probe battery; docs/egress-proxy.md), so read them once the last
+# create is 65 s old.
+idle_in=$(( created + 65000 - $(now_ms) ))
+[ "$idle_in" -le 0 ] || { echo "# waiting $(( idle_in / 1000 + 1 )) s for the proxies to be idle"; sleep $(( idle_in / 1000 + 1 )); }
 # Their pids as status reports them (the processes agentctl recorded starting).
 # RSS counts the pages the processes share (the agentctl and dnsmasq executables, libc) in
 # full for each; PSS divides each shared page among its users: what one more sandbox costs.

@@ -1,7 +1,7 @@
 // Runs run_egress_proxy with the limits exposed as flags, so the suite can use
 // short timeouts. Same flags as `agentctl egress-proxy` (proxy_arguments.hpp), plus:
 //   --connect-timeout-ms N --header-timeout-ms N --idle-timeout-ms N
-//   --max-connections N --max-tunnels N --log-max-bytes N --policy-poll-ms N --event-loops N
+//   --max-connections N --max-tunnels N --log-max-bytes N --policy-poll-ms N --idle-release-ms N --event-loops N
 //   --no-records  (no per-connection records: ProxyLimits::connection_records,
 //                  which only this runner can turn off, for the benches)
 #include <cstdlib>
@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
             options.limits.max_tunnels = std::stoul(value);
         else if (flag == "--policy-poll-ms")
             options.limits.policy_poll = ms();
+        else if (flag == "--idle-release-ms")
+            options.limits.idle_release = ms();
         else if (flag == proxy_flag::k_event_loops)
             options.limits.event_loops = std::stoul(value);
         else if (flag == "--log-max-bytes")

@@ -198,6 +198,42 @@ TEST_CASE("the proxy listens only on loopback or an agentctl sandbox bridge") {
     CHECK(on_bridge.process().wait_exit(3s) == 0);
 }
 
+TEST_CASE("an idle proxy gives up the code its last connections ran, and serves the next connection") {
+    SUITE_REQUIRE_READY();
+    suite::Network network;
+    suite::ProxyFiles files;
+    files.write_resolve("192.0.3.2 a.test other.test\n");
+    files.write_policy(suite::policy_allowing({"a.test:7", "a.test:80"}));
+    suite::Proxy proxy(files, {"--policy-poll-ms", "50", "--idle-release-ms", "300"});
+    const pid_t pid = proxy.process().pid();
+    std::size_t busy = 0;
+    {
+        // A tunnel, a refusal and a plain request run code all over the proxy.
+        suite::Client tunnel(proxy.port);
+        REQUIRE(suite::connect_through(tunnel, "a.test:7").status == 200);
+        REQUIRE(suite::echo_on(tunnel, "busy"));
+        CHECK(status_of(proxy.port, "other.test:7") == 403);
+        suite::Client plain(proxy.port);
+        plain.send("GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\n\r\n");
+        REQUIRE(plain.read_response().status == 200);
+        busy = suite::executable_code_kib(pid).resident;
+    }
+    // Both connections are closed: 300 ms later the proxy gives the pages up.
+    std::size_t idle = busy;
+    for (const auto deadline = std::chrono::steady_clock::now() + 10s;
+         idle * 2 >= busy && std::chrono::steady_clock::now() < deadline;) {
+        std::this_thread::sleep_for(20ms);
+        idle = suite::executable_code_kib(pid).resident;
+    }
+    INFO("code resident: " << busy << " KiB after the connections, " << idle << " KiB once idle");
+    CHECK(idle * 2 < busy);
+    // What it gave up is mapped again from the same file when needed.
+    suite::Client next(proxy.port);
+    REQUIRE(suite::connect_through(next, "a.test:7").status == 200);
+    CHECK(suite::echo_on(next, "after the release"));
+    CHECK(status_of(proxy.port, "other.test:7") == 403);
+}
+
 TEST_CASE("the real binary: agentctl egress-proxy serves and stops the same way, idle with little of its code mapped") {
     SUITE_REQUIRE_READY();
     if (!std::filesystem::exists(agentctl::test::agentctl_binary())) {
@@ -210,8 +246,8 @@ TEST_CASE("the real binary: agentctl egress-proxy serves and stops the same way,
     files.write_policy(suite::policy_allowing({"a.test:7"}));
     suite::Proxy proxy(files, {"--sandbox", "box7"}, agentctl::test::agentctl_binary());
     // Start-up runs code all over the executable once; the proxy gives up its
-    // mappings of it before it says it listens (release_startup_code), so idle
-    // it keeps resident little more than what its event loops run.
+    // mappings of it before it says it listens (release_unwritten_file_pages),
+    // so idle it keeps resident little more than what its event loops run.
     const auto code = suite::executable_code_kib(proxy.process().pid());
     INFO("idle: " << code.resident << " KiB of " << code.size << " KiB of code resident");
     CHECK(code.size > 0);

@@ -2,14 +2,10 @@
 // event loops that serve the connections (one per CPU, Server).
 #include "egress_proxy/egress_proxy.hpp"
 
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -19,7 +15,6 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -33,6 +28,7 @@
 #include "agentctl/host_network.hpp"
 #include "core/files.hpp"
 #include "egress_proxy/asio_address.hpp"
+#include "egress_proxy/resident_memory.hpp"
 #include "egress_proxy/server.hpp"
 #include "egress_proxy/secret_listener.hpp"
 #include "egress_proxy/tls_intercept.hpp"
@@ -106,50 +102,6 @@ rlim_t raise_descriptor_limit() {
         ::getrlimit(RLIMIT_NOFILE, &limit);
     }
     return limit.rlim_cur;
-}
-
-// glibc hands freed memory at the top of a heap back to the kernel once more
-// than 128 KiB of it is free, and takes it back with the next allocations.
-// A proxy serving keep-alive requests frees and allocates that much many
-// times a second (coroutine frames, parsers), so at the default it spent a
-// fifth of its time in brk(2), madvise(2), the page faults that follow and the
-// TLB shootdowns to the other event loop's CPU (docs/benchmarks-history.md, "Seventh
-// pass"). Keeping up to 4 MiB per heap stops that; the dynamic threshold is
-// off once set, so mmap(2) is kept for blocks of 1 MiB and more, which the
-// proxy never allocates per request.
-void keep_freed_memory() {
-#if defined(__GLIBC__)
-    ::mallopt(M_TRIM_THRESHOLD, 4 * 1024 * 1024);
-    ::mallopt(M_MMAP_THRESHOLD, 1024 * 1024);
-#endif
-}
-
-// Most of an idle proxy's resident memory was executable pages that start-up
-// ran once (option parsing, the static initialisation of the whole agentctl
-// binary, the policy loader): page-cache pages shared with every process of
-// the same executable, mapped in the page cache's large folios. Once the proxy
-// listens, it gives up its mappings of them (MADV_DONTNEED on file-backed
-// read-only executable mappings, which are never written: a later use maps the
-// same page-cache pages again), so an idle proxy keeps mapped only the code
-// its event loops run. Writable and relocated (RELRO) mappings are left alone.
-void release_startup_code() {
-#if defined(__linux__)
-    std::ifstream maps("/proc/self/maps");
-    std::string line;
-    while (std::getline(maps, line)) {
-        // "START-END PERMS OFFSET DEV INODE PATH"
-        unsigned long start = 0;
-        unsigned long end = 0;
-        char perms[5] = {};
-        unsigned long inode = 0;
-        if (std::sscanf(line.c_str(), "%lx-%lx %4s %*x %*s %lu", &start, &end, perms, &inode) != 4) continue;
-        if (inode == 0 || std::string_view(perms) != "r-xp") continue;
-        ::madvise(reinterpret_cast<void*>(start), end - start, MADV_DONTNEED);
-    }
-#endif
-#if defined(__GLIBC__)
-    ::malloc_trim(0);  // and the heap start-up freed
-#endif
 }
 
 // The leg between a sandbox and the proxy never leaves this machine (a
@@ -311,7 +263,9 @@ int run_egress_proxy(const ProxyOptions& options) {
         log_policy(log, *shared.policy.get(), "start");
 
         server.start(std::move(acceptor));
-        release_startup_code();  // before it says it listens: what a caller then sees is the idle proxy
+        // Start-up ran code all over the executable once (option parsing, the
+        // static initialisation of the whole binary, the policy loader).
+        release_unwritten_file_pages();  // before it says it listens: what a caller then sees is the idle proxy
         if (!options.pid_file.empty())
             core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
         std::printf("listening %s\n", endpoint_text(bound).c_str());

@@ -58,6 +58,12 @@ struct ProxyLimits {
     std::uint64_t log_max_bytes = 10 * 1024 * 1024;
     // How often the policy file's mtime/inode is polled for changes.
     std::chrono::milliseconds policy_poll{1000};
+    // Once no connection has been open or accepted for this long (checked at
+    // each policy poll), the proxy gives up its mappings of the code and
+    // read-only data the last connections ran (release_unwritten_file_pages),
+    // as it does after start-up, so an idle proxy stays small. The next
+    // connection maps the pages it needs again from the page cache.
+    std::chrono::milliseconds idle_release{60'000};
     // Event loops (threads) serving connections; 0: one per CPU the process
     // may run on (its affinity mask). At most k_max_event_loops either way.
     std::size_t event_loops = 0;

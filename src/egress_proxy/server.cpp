@@ -20,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "egress_proxy/resident_memory.hpp"
+
 namespace agentctl::egress_proxy {
 
 namespace asio = boost::asio;
@@ -104,6 +106,9 @@ Server::~Server() {
 
 void Server::start(tcp::acceptor acceptor) {
     m_acceptor.emplace(std::move(acceptor));
+    // The caller gives up start-up's pages as soon as this returns (run_egress_proxy).
+    m_quiet.accepted = m_quiet.released = m_shared.next_id.load(std::memory_order_relaxed);
+    m_quiet.since = std::chrono::steady_clock::now();
     asio::co_spawn(main_io(), accept_loop(false), asio::detached);
     asio::co_spawn(main_io(), watch_policy_file(), asio::detached);
     arm_grant_timer(*m_shared.policy.get());
@@ -273,7 +278,21 @@ asio::awaitable<void> Server::watch_policy_file() {
         m_shared.refusal_log.tick();  // the summary of a flood's last second
         m_shared.budgets.save_if_changed();
         if (stamp_of(m_policy_file) != m_policy_stamp) reload("policy file changed");
+        release_when_idle();
     }
+}
+
+void Server::release_when_idle() {
+    const auto now = std::chrono::steady_clock::now();
+    const auto accepted = m_shared.next_id.load(std::memory_order_relaxed);
+    if (m_shared.open_connections.load() != 0 || accepted != m_quiet.accepted) {
+        m_quiet.accepted = accepted;
+        m_quiet.since = now;
+        return;
+    }
+    if (accepted == m_quiet.released || now - m_quiet.since < m_shared.limits.idle_release) return;
+    release_unwritten_file_pages();
+    m_quiet.released = accepted;
 }
 
 void Server::reload(const char* trigger) {

@@ -10,6 +10,8 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/system_timer.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -66,6 +68,9 @@ private:
     static void start_session(ProxyContext& context, tcp::socket socket, const tcp::endpoint& peer);
     static void wait_for_drain(Loop& loop, int ticks_left);
     void wait_for_signal();
+    // At each policy poll: gives up the pages the last connections ran once
+    // the proxy has been quiet for ProxyLimits::idle_release.
+    void release_when_idle();
     void wait_for_hangup();
 
     ProxyShared& m_shared;
@@ -82,6 +87,11 @@ private:
     boost::asio::system_timer m_grant_timer;  // the wall-clock time the next grant ends
     // Cancelled (on loop 0) when a connection ends at the cap, to wake the accept loop.
     boost::asio::steady_timer m_slot_freed;
+    struct Quiet {
+        std::uint64_t accepted = 0;  // ProxyShared::next_id when last seen
+        std::chrono::steady_clock::time_point since;
+        std::uint64_t released = 0;  // next_id when the pages were last given up
+    } m_quiet;
 };
 
 // Writes the `policy` log line for a freshly loaded snapshot (loudly when it
