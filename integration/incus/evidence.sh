@@ -9,6 +9,9 @@
 #   - status says "verified" only while the ACL is attached, agentctl's nft
 #     table is as verified, and the proxy and resolver run; start puts each
 #     back (the ACL re-attached, port 53 on host addresses closed again);
+#   - status asks for the ACL only when the bridge does not list it: Incus
+#     refuses to delete or rename a listed ACL, or to list a missing one; a
+#     detached and deleted ACL is reported as missing, and start makes it again;
 #   - a stopped sandbox is never "verified" now, only "last verified";
 #   - only agentctl starts a sandbox container: `incus start` is refused (a
 #     writable mount swapped for a symlink while stopped never gets mounted);
@@ -109,6 +112,26 @@ for proc in (p, r):
 assert p["listen"].endswith(":3128") and r["listen"].endswith(":53")
 PY
 
+# ---------------------------------------------------------------- the ACL: status asks for it only when the bridge does not list it
+# status takes an ACL its bridge lists as existing, since Incus keeps it: a
+# network's security.acls may name only an ACL that exists, and Incus refuses
+# to delete or rename one a network lists.
+agentctl -v status "$A" >"$WORK/status-v" 2>&1
+check "status of a verified sandbox is verified" grep -Eq '^Confinement: +verified \(7/7 probes' "$WORK/status-v"
+check "  and does not ask for the ACL its bridge lists" bash -c \
+  "grep -q 'incus GET /1.0/networks/$BR_A' '$WORK/status-v' && ! grep -q 'network-acls' '$WORK/status-v'"
+check "Incus refuses to delete the ACL the bridge lists" bash -c \
+  "! incus network acl delete 'agentctl-$A' --project default >'$WORK/acl-delete.out' 2>&1 &&
+   grep -q 'Cannot delete an ACL that is in use' '$WORK/acl-delete.out'"
+check "Incus refuses to rename it" bash -c \
+  "! incus network acl rename 'agentctl-$A' 'agentctl-$A-x' --project default >'$WORK/acl-rename.out' 2>&1 &&
+   grep -q 'Cannot rename an ACL that is in use' '$WORK/acl-rename.out'"
+check "Incus refuses a bridge an ACL that does not exist" bash -c \
+  "! incus network set '$BR_A' security.acls='agentctl-$A,agentctl-nosuch-$TAG' --project default >'$WORK/acl-set.out' 2>&1 &&
+   grep -q 'Network ACL \"agentctl-nosuch-$TAG\" does not exist' '$WORK/acl-set.out'"
+check "the ACL is still there and attached" bash -c \
+  "incus network acl show 'agentctl-$A' --project default >/dev/null && test \"\$(incus network get '$BR_A' security.acls --project default)\" = 'agentctl-$A'"
+
 # ---------------------------------------------------------------- a guest that forges the battery, the ACL detached
 agentctl exec --root "$A" -- bash -c 'printf "#!/bin/dash\nfor p in direct-bypass host-port host-address dns-tcp-elsewhere dns-udp-elsewhere proxy-denied-name dns-denied-name; do echo agentctl-probe \$p held forged-by-the-guest; done\n" >/bin/sh.new && chmod 755 /bin/sh.new && mv /bin/sh.new /bin/sh'
 check "the guest's /bin/sh prints seven forged held lines" \
@@ -119,7 +142,13 @@ check "ACL detached: status is not verified and names the ACL and the fix" \
   grep -Eq "^Confinement: +not verified: the network ACL agentctl-$A is not attached to bridge $BR_A; \`agentctl start $A\` restores" "$WORK/status-noacl"
 check "ACL detached: JSON verified is false and missing names it" bash -c \
   "agentctl status '$A' -o json | python3 -c 'import json,sys; c=json.load(sys.stdin)[\"confinement\"]; sys.exit(not (c[\"verified\"] is False and any(\"not attached\" in m for m in c[\"missing\"])))'"
+incus network acl delete "agentctl-$A" --project default >/dev/null
+agentctl status "$A" >"$WORK/status-acl-gone" 2>&1
+check "ACL detached and deleted: status says it does not exist" \
+  grep -Eq "^Confinement: +not verified: the network ACL agentctl-$A does not exist; \`agentctl start $A\` restores" "$WORK/status-acl-gone"
 agentctl start "$A" >"$WORK/start-acl.out" 2>&1
+check "start makes the deleted ACL again and says so" \
+  grep -q "creating network ACL agentctl-$A again (it was missing)" "$WORK/start-acl.out"
 check "start re-attaches the detached ACL and says so" \
   grep -q "attaching network ACL agentctl-$A to bridge $BR_A again (it was detached)" "$WORK/start-acl.out"
 check "the ACL is attached again" test "$(incus network get "$BR_A" security.acls --project default)" = "agentctl-$A"

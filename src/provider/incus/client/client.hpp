@@ -62,6 +62,7 @@ public:
     // and query (`/1.0/instances?recursion=1`). Throws agentctl::Error naming the
     // socket or server when it cannot connect or the connection breaks (and,
     // over TLS, when the server's certificate is not the trusted one).
+    // Each request has a connection of its own: several threads may send at once.
     virtual HttpResponse send(std::string_view method, std::string_view target, std::string_view body,
                               std::string_view content_type) = 0;
     // Opens one connection (TLS handshake done) for a websocket upgrade.
@@ -142,6 +143,8 @@ class Client {
 public:
     virtual ~Client() = default;
 
+    // The real client's calls may run on several threads at once (each is one
+    // request of the Transport's); the preview client's may not.
     // One API call. `body` null = no body. Returns the envelope of a sync or
     // async response; an error envelope throws agentctl::Error carrying
     // Incus's text, the call (`POST /1.0/instances`) and a hint.

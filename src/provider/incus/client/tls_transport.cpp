@@ -23,6 +23,7 @@
 #include <openssl/x509.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -282,8 +283,7 @@ private:
     // trust with 403 "not authorized" (incusd: the untrusted branch of
     // Daemon.createCmd); GET /1.0 then says `"auth": "untrusted"`.
     void refuse_if_untrusted() {
-        if (m_checked_trust) return;
-        m_checked_trust = true;
+        if (m_checked_trust.exchange(true)) return;
         std::string auth;
         try {
             const auto info = parse_envelope(exchange("GET", "/1.0", {}, {}).body, 200);
@@ -304,8 +304,8 @@ private:
     HttpsRemote m_remote;
     int m_timeout;
     ssl::context m_context;
-    std::string m_pin;  // DER of the pinned server certificate; empty: none
-    bool m_checked_trust = false;
+    std::string m_pin;                          // DER of the pinned server certificate; empty: none
+    std::atomic<bool> m_checked_trust = false;  // sends may run on several threads at once
 };
 
 }  // namespace

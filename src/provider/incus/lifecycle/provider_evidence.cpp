@@ -1,8 +1,11 @@
 // What a sandbox's "verified" rests on, and what start puts back: the bridge
 // ACL attached, agentctl's nft table as it was verified, the egress proxy and
 // the resolver running, and the very instance that was probed still running.
-// status checks all of it each time (a few API calls and one `nft list`).
+// status checks all of it each time: the bridge's GET and one `nft list` run
+// while the instance's own GET does (start_status_queries); the ACL is asked
+// for only when the bridge does not list it (judge_confinement).
 #include <chrono>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -113,8 +116,25 @@ void IncusProvider::read_evidence(const Instance& instance, const SandboxRecord&
     }
 }
 
+IncusProvider::StatusQueries IncusProvider::start_status_queries(const std::string& name) {
+    StatusQueries queries;
+    // Under --preview every call is printed instead: only the calls status
+    // needs (judge_confinement skips them all there).
+    if (m_api.preview()) return queries;
+    const auto bridge = bridge_name(name);
+    // The Incus client opens a connection of its own for each request, so the
+    // GET can run beside the instance's; the process runner runs nothing else
+    // meanwhile (status starts no other process).
+    queries.bridge = std::async(std::launch::async, [this, bridge] { return m_api.network(bridge); });
+    // Only a host-placed proxy has a table on this machine.
+    if (server_is_this_machine() && egress(ProxyPlacement::Host).host_firewall()) {
+        queries.firewall = std::async(std::launch::async, [this, bridge] { return firewall_digest(bridge); });
+    }
+    return queries;
+}
+
 void IncusProvider::judge_confinement(const std::string& name, const Instance& instance, const SandboxRecord& record,
-                                      InstanceInfo& info) {
+                                      InstanceInfo& info, StatusQueries& early) {
     if (!info.network || !info.network->enabled || m_api.preview() || !instance.running()) return;
     const auto recorded = info.confinement;
     auto& missing = info.evidence.missing;
@@ -129,11 +149,14 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     }
     const auto acl = acl_name(name);
     const auto bridge = bridge_name(name);
-    const auto network = m_api.network(bridge);
-    if (!m_api.acl(acl)) {
-        missing.push_back(fmt::format("the network ACL {} does not exist", acl));
-    } else if (!network || !acl_attached(*network, acl)) {
-        missing.push_back(fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge));
+    const auto network = early.bridge.valid() ? early.bridge.get() : m_api.network(bridge);
+    // Incus refuses to delete or rename an ACL a network lists in security.acls
+    // ("Cannot delete an ACL that is in use"), and to list one that does not
+    // exist: an ACL the bridge lists exists. Only when it does not is the ACL
+    // asked for, to tell a missing ACL from a detached one.
+    if (!network || !acl_attached(*network, acl)) {
+        missing.push_back(m_api.acl(acl) ? fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge)
+                                         : fmt::format("the network ACL {} does not exist", acl));
     }
     if (record.placement == ProxyPlacement::Instance && network) {
         if (auto why = strangers_problem(name, bridge, *network); !why.empty()) missing.push_back(std::move(why));
@@ -141,7 +164,7 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     auto& host = egress(record.placement);
     if (host.host_firewall()) {
         const auto table = "nft table inet " + firewall_table(bridge);
-        const auto digest = firewall_digest(bridge);
+        const auto digest = early.firewall.valid() ? early.firewall.get() : firewall_digest(bridge);
         if (digest.empty()) {
             missing.push_back(fmt::format("agentctl's {} does not exist", table));
         } else if (recorded.state == ConfinementState::Verified && digest != record.confinement_firewall) {

@@ -229,12 +229,21 @@ private:
     // The records of one probe run and its line (verify_confinement).
     std::map<std::string, std::string> evidence_records(const std::string& name, const ProbeRun& run,
                                                         const ConfinementStatus& line);
+    // status: the queries that need only the sandbox's name, started at once,
+    // each on a thread of its own, to run while the instance's GET does.
+    // Destroying it waits for both (nothing is left running).
+    struct StatusQueries {
+        std::future<std::optional<Json>> bridge;  // GET of the sandbox's bridge; not valid: not started
+        std::future<std::string> firewall;        // firewall_digest of it; not valid: not started
+    };
+    StatusQueries start_status_queries(const std::string& name);
     // status: the confinement line and its evidence as of now. "verified"
     // only while the sandbox runs as verified and everything that enforces
     // its policy is in place (ACL attached, nft table as verified, proxy and
     // resolver running); else what is missing and how to restore it.
+    // `early`: the queries status started with the instance's GET.
     void judge_confinement(const std::string& name, const Instance& instance, const SandboxRecord& record,
-                           InstanceInfo& info);
+                           InstanceInfo& info, StatusQueries& early);
     // Instance placement: a sentence naming what Incus has on the sandbox's
     // bridge besides the sandbox and its companion (bridge_strangers), empty
     // when nothing. Status is not "verified" and start refuses while it is not empty.

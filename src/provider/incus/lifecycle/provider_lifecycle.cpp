@@ -439,10 +439,13 @@ std::vector<InstanceInfo> IncusProvider::list() {
 }
 
 InstanceInfo IncusProvider::status(const std::string& name) {
+    // The bridge's GET and the nft table's digest need only the name: they run
+    // while the instance's GET does (provider_evidence.cpp).
+    auto early = start_status_queries(name);
     const auto instance = require_instance(name);
     const auto record = read_sandbox_record(instance);
     auto info = to_info(instance, record);
-    judge_confinement(name, instance, record, info);
+    judge_confinement(name, instance, record, info, early);
     return info;
 }
 
