@@ -37,8 +37,8 @@ void release_unwritten_file_pages() {
     struct Mapping {
         unsigned long start = 0;
         unsigned long end = 0;
-        bool candidate = false;   // private, read-only, of a file
-        bool written = true;      // until smaps says it has no anonymous page
+        bool candidate = false;  // private, read-only, of a file
+        bool written = true;     // until smaps says it has no anonymous page
     };
     std::vector<Mapping> mappings;
     {

@@ -61,7 +61,7 @@ TEST_CASE("giving up unwritten file pages unmaps pages only read, keeps the writ
     fs::remove(path);  // the mappings keep the file
     {
         const std::size_t size = k_pages * page;
-        Mapped read_only(fd, PROT_READ, size);  // like code and constants: read, never written
+        Mapped read_only(fd, PROT_READ, size);               // like code and constants: read, never written
         Mapped relocated(rw, PROT_READ | PROT_WRITE, size);  // like RELRO: written once, then read-only
         std::size_t sum = 0;
         for (std::size_t i = 0; i < k_pages; ++i) sum += static_cast<unsigned char>(read_only.data[i * page]);
@@ -77,7 +77,7 @@ TEST_CASE("giving up unwritten file pages unmaps pages only read, keeps the writ
         CHECK(smaps_field(relocated.data, "Anonymous") == size / 1024);
         for (std::size_t i = 0; i < k_pages; ++i) {
             CHECK(read_only.data[i * page + 1] == static_cast<char>('a' + i));  // mapped again from the file
-            CHECK(relocated.data[i * page] == 'X');                           // what was written is kept
+            CHECK(relocated.data[i * page] == 'X');                             // what was written is kept
             CHECK(relocated.data[i * page + 1] == static_cast<char>('a' + i));
         }
     }
