@@ -262,10 +262,9 @@ int run_egress_proxy(const ProxyOptions& options) {
         log.write(start);
         log_policy(log, *shared.policy.get(), "start");
 
+        // Gives up start-up's pages too, before the proxy says it listens:
+        // what a caller then sees is the idle proxy.
         server.start(std::move(acceptor));
-        // Start-up ran code all over the executable once (option parsing, the
-        // static initialisation of the whole binary, the policy loader).
-        release_unwritten_file_pages();  // before it says it listens: what a caller then sees is the idle proxy
         if (!options.pid_file.empty())
             core::write_file_atomic(options.pid_file, std::to_string(::getpid()) + "\n", 0644);
         std::printf("listening %s\n", endpoint_text(bound).c_str());

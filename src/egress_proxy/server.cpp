@@ -106,7 +106,9 @@ Server::~Server() {
 
 void Server::start(tcp::acceptor acceptor) {
     m_acceptor.emplace(std::move(acceptor));
-    // The caller gives up start-up's pages as soon as this returns (run_egress_proxy).
+    // Start-up ran code all over the executable once (option parsing, the
+    // static initialisation of the whole binary, the policy loader).
+    release_unwritten_file_pages();
     m_quiet.accepted = m_quiet.released = m_shared.next_id.load(std::memory_order_relaxed);
     m_quiet.since = std::chrono::steady_clock::now();
     asio::co_spawn(main_io(), accept_loop(false), asio::detached);

@@ -32,7 +32,8 @@ public:
     [[nodiscard]] boost::asio::io_context& main_io() { return m_loops.front()->io; }
 
     // Starts accepting on `acceptor` (listening, on main_io()) and watching
-    // the policy file and the signals; returns at once.
+    // the policy file and the signals, and gives up the pages start-up ran
+    // (release_unwritten_file_pages); returns at once.
     void start(tcp::acceptor acceptor);
     // Runs loop 0 on this thread and every other loop on a thread of its own,
     // until shutdown; returns once all of them have stopped.
