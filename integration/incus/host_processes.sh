@@ -54,8 +54,15 @@ uid_of() { awk '/^Uid:/ {print $2}' "/proc/$1/status"; }
 listening() { bash -c "exec 3<>/dev/tcp/$1/$2" 2>/dev/null; }
 # Nothing on this machine listens on ADDRESS:PORT (the address may be gone).
 no_listener() { ! ss -Htln "sport = :$2" | awk '{print $4}' | grep -qx "$1:$2"; }
-# gone PID: no such process, or only its exit status is left (a zombie).
-gone() { [ ! -e "/proc/$1" ] || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+# started PID: the process's start time (field 22 of /proc/PID/stat).
+started() { sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20; }
+# gone PID STARTED: no such process (or another one now has its pid), or only
+# its exit status is left (a zombie); prints what is there when it is not gone.
+gone() {
+  [ ! -e "/proc/$1" ] || [ "$(started "$1" 2>/dev/null)" != "$2" ] ||
+    grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null ||
+    { echo "# pid $1 is still there:"; grep -E '^(Name|State|Threads):' "/proc/$1/status" | sed 's/^/#   /'; false; }
+}
 # The state directory made traversable for everyone, so that only the modes
 # agentctl sets protect a sandbox's files (agentctl makes it private again
 # whenever it runs).
@@ -120,6 +127,7 @@ PA=$(status_pid "$A" "Egress proxy")
 RA=$(status_pid "$A" Resolver)
 PB=$(status_pid "$B" "Egress proxy")
 RB=$(status_pid "$B" Resolver)
+PB_STARTED=$(started "$PB") RB_STARTED=$(started "$RB")
 check "each sandbox has a uid of its own, in agentctl's range 2000000000-2000065535" python3 -c '
 import sys; a, b = int(sys.argv[1]), int(sys.argv[2])
 sys.exit(not (a != b and all(2000000000 <= x <= 2000065535 for x in (a, b))))' "$UA" "$UB"
@@ -296,12 +304,13 @@ OTHER=$WORK/other
 mkdir -p "$OTHER"
 PB=$(status_pid "$B" "Egress proxy")
 RB=$(status_pid "$B" Resolver)
+PB_STARTED=$(started "$PB") RB_STARTED=$(started "$RB")
 out=$(HOME=$OTHER XDG_CONFIG_HOME=$OTHER/.config XDG_STATE_HOME=$OTHER/.local/state \
   "$AGENTCTL" --provider incus delete --force "$B" 2>&1); rc=$?
 echo "$out" | sed 's/^/# delete: /'
 check "a delete run with another state directory succeeds (exit $rc)" test $rc = 0
-check "it stops B's proxy" gone "$PB"
-check "it stops B's resolver" gone "$RB"
+check "it stops B's proxy" gone "$PB" "$PB_STARTED"
+check "it stops B's resolver" gone "$RB" "$RB_STARTED"
 check "nothing listens on B's proxy address any more" no_listener "$GW_B" 3128
 check "it removes B's host files" test ! -e "$SB"
 check "it removes B's cgroups" test ! -e "$MEM/$BR_B" -a ! -e "$PIDS/$BR_B"

@@ -137,29 +137,30 @@ int verified_pid(const std::string& record) {
     return still_recorded(recorded) ? recorded->pid : 0;
 }
 
-bool stop_recorded(const std::string& record, std::chrono::milliseconds grace) {
-    const auto recorded = read_identity(record);
-    bool stopped = false;
-    if (still_recorded(recorded)) {
-        const auto still_there = [&] { return lingers(recorded->pid, recorded->start_ticks); };
-        ::kill(recorded->pid, SIGTERM);
-        const auto deadline = std::chrono::steady_clock::now() + grace;
+bool terminate(int pid, std::chrono::milliseconds grace, const std::function<bool()>& still_there,
+               std::chrono::milliseconds kill_wait) {
+    const auto wait_until = [&](std::chrono::steady_clock::time_point deadline) {
         while (still_there() && std::chrono::steady_clock::now() < deadline) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
-        if (still_there()) {
-            ::kill(recorded->pid, SIGKILL);
-            // SIGKILL is not instant (a large address space takes a moment to
-            // tear down): return only once it is gone.
-            const auto killed_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-            while (still_there() && std::chrono::steady_clock::now() < killed_by) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-        }
-        stopped = true;
+        return !still_there();
+    };
+    ::kill(pid, SIGTERM);
+    if (wait_until(std::chrono::steady_clock::now() + grace)) return true;
+    ::kill(pid, SIGKILL);
+    // SIGKILL is not instant (a large address space takes a moment to tear
+    // down): return only once it is gone, so callers never see it alive.
+    return wait_until(std::chrono::steady_clock::now() + kill_wait);
+}
+
+std::optional<bool> stop_recorded(const std::string& record, std::chrono::milliseconds grace) {
+    const auto recorded = read_identity(record);
+    std::optional<bool> gone;
+    if (still_recorded(recorded)) {
+        gone = terminate(recorded->pid, grace, [&] { return lingers(recorded->pid, recorded->start_ticks); });
     }
     ::unlink(record.c_str());
-    return stopped;
+    return gone;
 }
 
 std::optional<uid_t> process_uid(int pid) {

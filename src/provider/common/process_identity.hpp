@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -47,9 +48,18 @@ void write_identity(const std::string& path, const ProcessIdentity& identity);
 // recorded (pid, start time, boot, executable); else 0.
 [[nodiscard]] int verified_pid(const std::string& record);
 
-// SIGTERM to the recorded process if it is the one recorded, SIGKILL after
-// `grace`; removes the record. Returns true if a process was stopped. Never throws.
-bool stop_recorded(const std::string& record, std::chrono::milliseconds grace);
+// SIGTERM to `pid`, SIGKILL once `still_there()` has stayed true for `grace`;
+// returns once `still_there()` is false: true then, false if it still was
+// `kill_wait` after SIGKILL (a process the kernel takes that long to tear
+// down). Never throws.
+inline constexpr std::chrono::seconds k_kill_wait{30};
+bool terminate(int pid, std::chrono::milliseconds grace, const std::function<bool()>& still_there,
+               std::chrono::milliseconds kill_wait = k_kill_wait);
+
+// terminate() for the recorded process if it is the one recorded; removes the
+// record. nullopt when no recorded process was running; else terminate()'s
+// answer. Never throws.
+std::optional<bool> stop_recorded(const std::string& record, std::chrono::milliseconds grace);
 
 // The real uid of live process `pid`.
 [[nodiscard]] std::optional<uid_t> process_uid(int pid);

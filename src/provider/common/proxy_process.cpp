@@ -25,6 +25,7 @@
 #include "core/files.hpp"
 #include "egress_proxy/proxy_arguments.hpp"
 #include "provider/common/command_output.hpp"
+#include "provider/common/process_identity.hpp"
 
 namespace agentctl::provider::common {
 namespace {
@@ -256,28 +257,12 @@ int running_proxy_pid(const std::string& pid_file, const PidCheck& is_ours) {
     return pid;
 }
 
-bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace, const PidCheck& is_ours) {
-    int pid = running_proxy_pid(pid_file, is_ours);
-    bool stopped = false;
-    if (pid > 0) {
-        ::kill(pid, SIGTERM);
-        const auto deadline = std::chrono::steady_clock::now() + grace;
-        while (alive(pid) && std::chrono::steady_clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        }
-        if (alive(pid)) {
-            ::kill(pid, SIGKILL);
-            // SIGKILL is not instant (a large address space takes a moment to tear
-            // down): return only once it is gone, so callers never see it alive.
-            const auto killed_by = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-            while (alive(pid) && std::chrono::steady_clock::now() < killed_by) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-        }
-        stopped = true;
-    }
+std::optional<bool> stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace, const PidCheck& is_ours) {
+    const int pid = running_proxy_pid(pid_file, is_ours);
+    std::optional<bool> gone;
+    if (pid > 0) gone = terminate(pid, grace, [pid] { return alive(pid); });
     ::unlink(pid_file.c_str());
-    return stopped;
+    return gone;
 }
 
 bool process_has_argument(int pid, std::string_view argument) {

@@ -68,10 +68,11 @@ using PidCheck = std::function<bool(int pid)>;
 // The pid in `pid_file` if that process is alive (and passes `is_ours`), else 0.
 [[nodiscard]] int running_proxy_pid(const std::string& pid_file, const PidCheck& is_ours = {});
 
-// SIGTERM to the proxy named by `pid_file`, SIGKILL after `grace`; removes
-// the pid file. Returns true if a process was stopped. Never throws.
-bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace = std::chrono::seconds(5),
-                const PidCheck& is_ours = {});
+// terminate() (process_identity.hpp) for the proxy named by `pid_file`;
+// removes the pid file. nullopt when no such proxy was running; else
+// terminate()'s answer. Never throws.
+std::optional<bool> stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace = std::chrono::seconds(5),
+                               const PidCheck& is_ours = {});
 
 // Linux: true when /proc/PID's command line is `... egress-proxy ...` and its
 // working directory is `working_dir`.

@@ -31,7 +31,7 @@ int start_detached_proxy(const std::vector<std::string>& argv, const std::string
 int running_proxy_pid(const std::string& pid_file) { return common::running_proxy_pid(pid_file); }
 
 bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace) {
-    return common::stop_proxy(pid_file, grace);
+    return common::stop_proxy(pid_file, grace).has_value();
 }
 
 }  // namespace agentctl::provider::lima

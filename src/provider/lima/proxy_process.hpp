@@ -39,8 +39,7 @@ int start_detached_proxy(const std::vector<std::string>& argv, const std::string
 // The pid in `pid_file` if that process is alive, else 0.
 [[nodiscard]] int running_proxy_pid(const std::string& pid_file);
 
-// SIGTERM to the proxy named by `pid_file`, SIGKILL after `grace`; removes
-// the pid file. Returns true if a process was stopped. Never throws.
+// common::stop_proxy: true if a proxy was running. Never throws.
 bool stop_proxy(const std::string& pid_file, std::chrono::milliseconds grace = std::chrono::seconds(5));
 
 }  // namespace agentctl::provider::lima

@@ -104,7 +104,8 @@ public:
         if (common::verified_pid(paths.record().string()) > 0) {
             if (common::tcp_port_listening(address, k_egress_proxy_port)) return;
         }
-        stop_started(paths.record(), paths.pid(), std::chrono::seconds(2), is_earlier_proxy(paths));
+        stop_started(paths.record(), paths.pid(), std::chrono::seconds(2), is_earlier_proxy(paths), "egress proxy",
+                     site);
         refuse_impostor(site, address, k_egress_proxy_port, "egress proxy");
         egress_proxy::ProxyOptions proxy;
         proxy.listen = fmt::format("{}:{}", address, k_egress_proxy_port);
@@ -158,7 +159,8 @@ public:
 
     bool stop_proxy(const EgressSite& site) override {
         auto paths = locate(site);
-        return stop_started(paths.record(), paths.pid(), std::chrono::seconds(5), is_earlier_proxy(paths));
+        return stop_started(paths.record(), paths.pid(), std::chrono::seconds(5), is_earlier_proxy(paths),
+                            "egress proxy", site);
     }
 
     ProxyStatus proxy_status(const EgressSite& site) override {
@@ -191,7 +193,7 @@ public:
             return;
         }
         stop_started(paths.resolver_record(), paths.earlier_resolver_pid(), std::chrono::seconds(2),
-                     is_earlier_resolver(paths));
+                     is_earlier_resolver(paths), "resolver", site);
         refuse_impostor(site, spec.gateway, k_dns_port, "resolver");
         auto options = spawn_options(site, paths.resolver_output());
         options.capabilities = k_resolver_capabilities;
@@ -202,7 +204,7 @@ public:
     bool stop_resolver(const EgressSite& site) override {
         auto paths = locate(site);
         return stop_started(paths.resolver_record(), paths.earlier_resolver_pid(), std::chrono::seconds(5),
-                            is_earlier_resolver(paths));
+                            is_earlier_resolver(paths), "resolver", site);
     }
 
     [[nodiscard]] int resolver_pid(const EgressSite& site) override {
@@ -324,9 +326,16 @@ private:
     // sandbox whose processes an earlier agentctl started), the process the
     // earlier pid file names if `earlier` recognises it.
     static bool stop_started(const fs::path& record, const fs::path& earlier_pid_file, std::chrono::milliseconds grace,
-                             const common::PidCheck& earlier) {
-        if (fs::exists(record)) return common::stop_recorded(record.string(), grace);
-        return common::stop_proxy(earlier_pid_file.string(), grace, earlier);
+                             const common::PidCheck& earlier, std::string_view what, const EgressSite& site) {
+        const auto gone = fs::exists(record) ? common::stop_recorded(record.string(), grace)
+                                             : common::stop_proxy(earlier_pid_file.string(), grace, earlier);
+        if (gone && !*gone) {
+            throw Error(fmt::format("the {} of {} is still there {} s after SIGKILL (the kernel has not finished "
+                                    "tearing it down)",
+                                    what, site.sandbox, common::k_kill_wait.count()),
+                        "run the command again once it is gone");
+        }
+        return gone.has_value();
     }
 
     // Whatever still holds the address is not what agentctl started: it is

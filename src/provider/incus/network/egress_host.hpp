@@ -90,7 +90,8 @@ public:
     // agentctl::Error when it does not come up.
     virtual void start_proxy(const EgressSite& site) = 0;
     // Stops it (only the process agentctl started, process_identity.hpp);
-    // true if one was running.
+    // true if one was running. Throws agentctl::Error when it outlives
+    // SIGKILL's wait (common::terminate).
     virtual bool stop_proxy(const EgressSite& site) = 0;
     [[nodiscard]] virtual ProxyStatus proxy_status(const EgressSite& site) = 0;
     // Prints the proxy's decision log (`logs --network`); returns the exit code.
@@ -102,7 +103,7 @@ public:
     // stops a running one first, so that it takes `spec`). Throws
     // agentctl::Error when it does not come up.
     virtual void start_resolver(const EgressSite& site, const ResolverSpec& spec, bool restart) = 0;
-    // Stops it; true if one was running.
+    // Stops it as stop_proxy does; true if one was running.
     virtual bool stop_resolver(const EgressSite& site) = 0;
     // Its pid, 0 when it is not running (as agentctl started it).
     [[nodiscard]] virtual int resolver_pid(const EgressSite& site) = 0;
