@@ -9,6 +9,9 @@
 #   - status says "verified" only while the ACL is attached, agentctl's nft
 #     table is as verified, and the proxy and resolver run; start puts each
 #     back (the ACL re-attached, port 53 on host addresses closed again);
+#   - status asks for the instance's state only when /proc does not show the
+#     verified init still running (a recorded init that is not the container's
+#     is reported as a start without agentctl);
 #   - status asks for the ACL only when the bridge does not list it: Incus
 #     refuses to delete or rename a listed ACL, or to list a missing one; a
 #     detached and deleted ACL is reported as missing, and start makes it again;
@@ -120,6 +123,23 @@ agentctl -v status "$A" >"$WORK/status-v" 2>&1
 check "status of a verified sandbox is verified" grep -Eq '^Confinement: +verified \(7/7 probes' "$WORK/status-v"
 check "  and does not ask for the ACL its bridge lists" bash -c \
   "grep -q 'incus GET /1.0/networks/$BR_A' '$WORK/status-v' && ! grep -q 'network-acls' '$WORK/status-v'"
+check "  nor for the instance's state: /proc shows the verified init still running" bash -c \
+  "grep -Eq 'incus GET /1.0/instances/$A(\?project=[^ &]*)? -> 200' '$WORK/status-v' &&
+   ! grep -q 'instances/$A/state' '$WORK/status-v'"
+IP_A=$(incus config device get "$A" eth0 ipv4.address)
+check "  and shows its fixed address ($IP_A)" grep -Eq "^IPs: +${IP_A//./\\.}\$" "$WORK/status-v"
+# A recorded init that is not this container's (pid 1 is the host's): status
+# asks Incus, finds another init, and says the sandbox was started without agentctl.
+VERIFIED_PID=$(incus config get "$A" user.agentctl.confinement.pid)
+incus config set "$A" user.agentctl.confinement.pid=1
+agentctl -v status "$A" >"$WORK/status-pid" 2>&1
+incus config set "$A" user.agentctl.confinement.pid="$VERIFIED_PID"
+check "a recorded init that is not the container's: status asks for the state" \
+  grep -q "incus GET /1.0/instances/$A/state" "$WORK/status-pid"
+check "  and is not verified: started again without agentctl" \
+  grep -Eq '^Confinement: +not verified: the sandbox was started again without agentctl' "$WORK/status-pid"
+check "with the verified init recorded again it is verified" bash -c \
+  "agentctl status '$A' | grep -Eq '^Confinement: +verified \(7/7 probes'"
 check "Incus refuses to delete the ACL the bridge lists" bash -c \
   "! incus network acl delete 'agentctl-$A' --project default >'$WORK/acl-delete.out' 2>&1 &&
    grep -q 'Cannot delete an ACL that is in use' '$WORK/acl-delete.out'"

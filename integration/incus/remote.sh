@@ -104,7 +104,7 @@ out=$("$AGENTCTL" --provider incus --remote "$REMOTE" -v list 2>&1)
 check "-v names the endpoint" grep -q "using the remote $REMOTE at https://$LISTEN (this machine)" <<<"$out"
 out=$("$AGENTCTL" --provider incus --remote "$REMOTE" --preview stop itest-nothing-$TAG 2>/dev/null)
 check "--preview addresses the remote (in the environment's project)" \
-  grep -q "^incus query -X GET '$REMOTE:/1.0/instances/itest-nothing-$TAG?recursion=1${INCUS_PROJECT:+&project=$INCUS_PROJECT}'" <<<"$out"
+  grep -Eq "^incus query -X GET '?$REMOTE:/1.0/instances/itest-nothing-$TAG${INCUS_PROJECT:+\\?project=$INCUS_PROJECT}'?\$" <<<"$out"
 "$AGENTCTL" config set incus.remote=nosuch >/dev/null
 out=$("$AGENTCTL" --provider incus list 2>&1)
 check "incus.remote in the configuration chooses the remote" grep -q 'unknown Incus remote "nosuch"' <<<"$out"

@@ -234,7 +234,7 @@ TEST_CASE("preview lines address the remote the way the incus client does (REMOT
     server.remote = "build";
     auto provider = make_provider(context, make_preview_client(out, {}, nullptr, "build"), nullptr, server);
     provider->lifecycle().stop("tbox", StopRequest{});
-    CHECK_THAT(out.str(), Catch::StartsWith("incus query -X GET 'build:/1.0/instances/tbox?recursion=1'\n"));
+    CHECK_THAT(out.str(), Catch::StartsWith("incus query -X GET build:/1.0/instances/tbox\n"));
     std::ostringstream().swap(out);
     provider->commands()->shell("tbox", true);
     CHECK_THAT(out.str(), Catch::Contains("\nincus exec build:tbox --env HOME=/root"));

@@ -176,7 +176,9 @@ std::vector<Instance> instance_list(const Json& metadata) {
 }  // namespace
 
 std::optional<Instance> Api::instance(const std::string& name) {
-    auto answer = get_optional(fmt::format("/1.0/instances/{}?recursion=1", name));
+    // Without recursion: no state, which Incus gathers from inside a running
+    // instance (its slowest answer) and instance_state() asks for.
+    auto answer = get_optional(fmt::format("/1.0/instances/{}", name));
     if (!answer) return std::nullopt;
     return parse_instance(*answer);
 }

@@ -56,7 +56,7 @@ public:
 
     // The instance calls answer typed values (instance.hpp); a malformed
     // answer throws agentctl::Error naming the instance and the field.
-    // GET /1.0/instances/NAME?recursion=1 (config, devices, state); nullopt when absent.
+    // GET /1.0/instances/NAME (config, devices, status; no state: instance_state()); nullopt when absent.
     std::optional<Instance> instance(const std::string& name);
     // GET /1.0/instances?recursion=1: every instance (config, devices, status),
     // without its state; `with_state`: recursion=2, every instance with its

@@ -3,16 +3,20 @@
 // the resolver running, and the very instance that was probed still running.
 // status checks all of it each time: the bridge's GET and one `nft list` run
 // while the instance's own GET does (start_status_queries); the ACL is asked
-// for only when the bridge does not list it (judge_confinement).
+// for only when the bridge does not list it, and the instance's state only
+// when /proc does not show the verified init still running (judge_confinement).
 #include <chrono>
 #include <future>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "agentctl/error.hpp"
 #include "core/utc_time.hpp"
+#include "provider/incus/lifecycle/instance_init.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/network/nft_library.hpp"
 #include "provider/incus/network/proxy_instance.hpp"
 
 namespace agentctl::provider::incus {
@@ -48,17 +52,28 @@ Json acl_patch(const std::string& acl) {
 }  // namespace
 
 std::string IncusProvider::firewall_digest(const std::string& bridge) {
-    ProcessRequest request;
-    request.argv = {"nft", "list", "table", "inet", firewall_table(bridge)};
-    request.timeout = std::chrono::seconds(10);
-    ProcessResult result;
-    try {
-        result = m_context.runner.run(request);
-    } catch (const Error&) {
-        return {};
+    const auto started = std::chrono::steady_clock::now();
+    // The same listing in process (nft_library.hpp); the nft command where
+    // libnftables cannot be loaded.
+    auto listing = nft_output_in_process(fmt::format("list table inet {}", firewall_table(bridge)));
+    if (listing) {
+        spdlog::info(
+            "libnftables: nft list table inet {} -> {} ({} ms)", firewall_table(bridge),
+            listing->empty() ? "no such table" : "listed",
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+    } else {
+        ProcessRequest request;
+        request.argv = {"nft", "list", "table", "inet", firewall_table(bridge)};
+        request.timeout = std::chrono::seconds(10);
+        try {
+            const auto result = m_context.runner.run(request);
+            listing = result.ok() ? result.out : std::string();
+        } catch (const Error&) {
+            return {};
+        }
     }
-    if (!result.ok() || result.out.empty()) return {};
-    return fmt::format("{:016x}", fnv1a64(result.out));
+    if (listing->empty()) return {};
+    return fmt::format("{:016x}", fnv1a64(*listing));
 }
 
 void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules, const std::optional<Json>& network) {
@@ -138,8 +153,12 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     if (!info.network || !info.network->enabled || m_api.preview() || !instance.running()) return;
     const auto recorded = info.confinement;
     auto& missing = info.evidence.missing;
-    // The init pid from the state the instance came with (GET /1.0/instances/NAME?recursion=1).
+    // The init pid: the verified one while this host's /proc shows it is still
+    // the container's init (no request); else from the instance's state.
     auto pid = instance.state ? instance.state->pid : 0;
+    if (pid <= 0 && server_is_this_machine() && is_container_init(record.confinement_pid, m_project, name)) {
+        pid = record.confinement_pid;
+    }
     if (pid <= 0) pid = m_api.instance_state(name).pid;
     if (recorded.state == ConfinementState::Verified &&
         (record.confinement_pid <= 0 || record.confinement_pid != pid)) {

@@ -442,7 +442,12 @@ InstanceInfo IncusProvider::status(const std::string& name) {
     // The bridge's GET and the nft table's digest need only the name: they run
     // while the instance's GET does (provider_evidence.cpp).
     auto early = start_status_queries(name);
-    const auto instance = require_instance(name);
+    auto instance = require_instance(name);
+    // Addresses without the state: the fixed one (instance_ips); only an
+    // instance without one (made by an earlier agentctl) needs its state.
+    if (instance.running() && fixed_address(instance).empty() && !m_api.preview()) {
+        instance.state = m_api.instance_state(name);
+    }
     const auto record = read_sandbox_record(instance);
     auto info = to_info(instance, record);
     judge_confinement(name, instance, record, info, early);
