@@ -6,10 +6,13 @@
 # The sandboxes are named agentctl-scale-PID-I (no user picks that) and are all
 # deleted at the end, also when the bench fails or is interrupted.
 #
-# Usage: bench/incus/scale.sh AGENTCTL_BINARY [N (100)] [QUERIES (20)] [PARALLEL (4)]
+# Usage: bench/incus/scale.sh AGENTCTL_BINARY [N (100)] [QUERIES (20)] [PARALLEL (4)] [BASELINE_BINARY]
+# With BASELINE_BINARY (another build of agentctl), `list` and `status` are
+# also timed with it, the two builds taking turns on the same sandboxes.
 # Use a release build: a sanitizer build's proxy is several times bigger.
 set -uo pipefail
-AGENTCTL=${1:?usage: scale.sh AGENTCTL_BINARY [N] [QUERIES] [PARALLEL]}
+AGENTCTL=${1:?usage: scale.sh AGENTCTL_BINARY [N] [QUERIES] [PARALLEL] [BASELINE_BINARY]}
+BASELINE=${5:-}
 N=${2:-100}
 QUERIES=${3:-20}
 PARALLEL=${4:-4}
@@ -44,13 +47,18 @@ echo "# $running of $N sandboxes created and running in $(( ($(now_ms) - began) 
 created=$(now_ms)
 
 # ---------------------------------------------------------------- list and status
-list_ms=() status_ms=()
+list_ms=() status_ms=() base_list_ms=() base_status_ms=()
 for _ in $(seq "$QUERIES"); do
+  name=$PREFIX-$(( RANDOM % N + 1 ))
   t=$(now_ms); agentctl list >/dev/null || exit 1; list_ms+=($(( $(now_ms) - t )))
-  t=$(now_ms); agentctl status "$PREFIX-$(( RANDOM % N + 1 ))" >/dev/null || exit 1; status_ms+=($(( $(now_ms) - t )))
+  t=$(now_ms); agentctl status "$name" >/dev/null || exit 1; status_ms+=($(( $(now_ms) - t )))
+  [ -n "$BASELINE" ] || continue
+  t=$(now_ms); "$BASELINE" --provider incus list >/dev/null || exit 1; base_list_ms+=($(( $(now_ms) - t )))
+  t=$(now_ms); "$BASELINE" --provider incus status "$name" >/dev/null || exit 1; base_status_ms+=($(( $(now_ms) - t )))
 done
-echo "list with $N sandboxes: median $(printf '%s\n' "${list_ms[@]}" | median) ms, p95 $(printf '%s\n' "${list_ms[@]}" | p95) ms"
-echo "status with $N sandboxes: median $(printf '%s\n' "${status_ms[@]}" | median) ms, p95 $(printf '%s\n' "${status_ms[@]}" | p95) ms"
+figures() { echo "median $(printf '%s\n' "$@" | median) ms, p95 $(printf '%s\n' "$@" | p95) ms"; }
+echo "list with $N sandboxes: $(figures "${list_ms[@]}")${BASELINE:+ (baseline: $(figures "${base_list_ms[@]}"))}"
+echo "status with $N sandboxes: $(figures "${status_ms[@]}")${BASELINE:+ (baseline: $(figures "${base_status_ms[@]}"))}"
 
 # ---------------------------------------------------------------- RSS of the proxy and resolver per sandbox
 # Idle means idle: a proxy gives up the pages its connections ran a minute after its last

@@ -12,6 +12,9 @@
 #   - status asks for the instance's state only when /proc does not show the
 #     verified init still running (a recorded init that is not the container's
 #     is reported as a start without agentctl);
+#   - on this machine status reads the chain Incus made of the bridge's ACL
+#     from the kernel, and asks Incus for the bridge only when they are not
+#     as verified (an ACL rule added behind agentctl's back is reported);
 #   - status asks for the ACL only when the bridge does not list it: Incus
 #     refuses to delete or rename a listed ACL, or to list a missing one; a
 #     detached and deleted ACL is reported as missing, and start makes it again;
@@ -121,8 +124,9 @@ PY
 # to delete or rename one a network lists.
 agentctl -v status "$A" >"$WORK/status-v" 2>&1
 check "status of a verified sandbox is verified" grep -Eq '^Confinement: +verified \(7/7 probes' "$WORK/status-v"
-check "  and does not ask for the ACL its bridge lists" bash -c \
-  "grep -q 'incus GET /1.0/networks/$BR_A' '$WORK/status-v' && ! grep -q 'network-acls' '$WORK/status-v'"
+check "  and asks Incus for neither its bridge nor its ACL: the kernel has the ACL's chain as verified" bash -c \
+  "grep -q 'libnftables: nft list chain inet incus acl.$BR_A -> listed' '$WORK/status-v' &&
+   ! grep -q 'incus GET /1.0/networks/' '$WORK/status-v' && ! grep -q 'network-acls' '$WORK/status-v'"
 check "  nor for the instance's state: /proc shows the verified init still running" bash -c \
   "grep -Eq 'incus GET /1.0/instances/$A(\?project=[^ &]*)? -> 200' '$WORK/status-v' &&
    ! grep -q 'instances/$A/state' '$WORK/status-v'"
@@ -140,6 +144,17 @@ check "  and is not verified: started again without agentctl" \
   grep -Eq '^Confinement: +not verified: the sandbox was started again without agentctl' "$WORK/status-pid"
 check "with the verified init recorded again it is verified" bash -c \
   "agentctl status '$A' | grep -Eq '^Confinement: +verified \(7/7 probes'"
+# The ACL's rules changed behind agentctl's back: Incus rewrites its chain,
+# status asks Incus, finds the ACL attached, and says its rules are not the
+# verified ones; start puts the ACL's rules back.
+incus network acl rule add "agentctl-$A" egress action=allow destination=192.0.2.1/32 state=enabled --project default
+agentctl -v status "$A" >"$WORK/status-rule" 2>&1
+check "an ACL rule added behind agentctl's back: status is not verified and says the ACL was changed" \
+  grep -Eq "^Confinement: +not verified: the nft rules Incus made of the network ACL agentctl-$A for bridge $BR_A are not the ones that were verified" "$WORK/status-rule"
+check "  (it asked for the bridge to find out)" grep -q "incus GET /1.0/networks/$BR_A" "$WORK/status-rule"
+agentctl start "$A" >"$WORK/start-rule.out" 2>&1
+check "start puts the ACL's rules back" bash -c "! incus network acl show 'agentctl-$A' --project default | grep -q 192.0.2.1"
+check "  and status is verified again" bash -c "agentctl status '$A' | grep -Eq '^Confinement: +verified \(7/7 probes'"
 check "Incus refuses to delete the ACL the bridge lists" bash -c \
   "! incus network acl delete 'agentctl-$A' --project default >'$WORK/acl-delete.out' 2>&1 &&
    grep -q 'Cannot delete an ACL that is in use' '$WORK/acl-delete.out'"

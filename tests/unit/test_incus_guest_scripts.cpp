@@ -40,11 +40,13 @@ struct Loopback {
     ~Loopback() { ::close(fd); }
 };
 
-std::string run_sh(const std::string& script) {
+// `timeout`: a bound for a stuck script, far above what the script takes on
+// a loaded host (the probe battery: up to its per-probe timeout for each probe).
+std::string run_sh(const std::string& script, std::chrono::seconds timeout = std::chrono::seconds(20)) {
     auto runner = make_real_process_runner();
     ProcessRequest request;
     request.argv = {"/bin/sh", "-c", script};
-    request.timeout = std::chrono::seconds(20);
+    request.timeout = timeout;
     return runner->run(request).out;
 }
 
@@ -161,8 +163,9 @@ TEST_CASE("the probe battery: a refused connection holds, an accepted one escape
     targets.other_host_address = "127.0.0.1";
     targets.other_canary = static_cast<std::uint16_t>(open.port);
     targets.unrouted = "127.0.0.1";
-    const auto output = run_sh(probe_battery_script(targets, 2));
+    const auto output = run_sh(probe_battery_script(targets, 2), std::chrono::seconds(120));
     const auto results = common::parse_probe_lines(output);
+    INFO(output);
     REQUIRE(results.size() == probe_names().size());
     for (const auto& name : probe_names()) CHECK(find_probe(results, name) != nullptr);
     REQUIRE(find_probe(results, "host-port") != nullptr);

@@ -1,5 +1,5 @@
-// status asks for the sandbox's bridge while the instance's own GET is under
-// way (the GET that waits longest, as Incus gathers the instance's state), and
+// status on a server elsewhere (where the kernel's rules cannot be read) asks
+// for the sandbox's bridge while the instance's own GET is under way, and
 // leaves nothing running when that GET fails. Driven through a Client whose
 // instance GET answers only once the bridge's GET has arrived (or a deadline
 // passed): no sleeps, no timing.
@@ -11,6 +11,7 @@
 #include <string>
 
 #include "provider/incus/client/client.hpp"
+#include "provider/incus/client/server.hpp"
 #include "provider/incus/network/egress_host.hpp"
 #include "provider/incus/lifecycle/incus_provider.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
@@ -61,11 +62,15 @@ private:
 
 }  // namespace
 
-TEST_CASE("status asks for the sandbox's bridge while the instance's GET is under way", "[status]") {
+TEST_CASE("status on a server elsewhere asks for the sandbox's bridge while the instance's GET is under way",
+          "[status]") {
     test::ProviderContextFixture<> f;
     auto client = std::make_unique<WaitingClient>(bridge_name("st-early"));
     auto* waiting = client.get();
-    auto provider = make_provider(f.context, std::move(client), nullptr);
+    Server elsewhere;
+    elsewhere.remote = "build";
+    elsewhere.this_machine = false;
+    auto provider = make_provider(f.context, std::move(client), nullptr, elsewhere);
     CHECK_THROWS_WITH(provider->lifecycle().status("st-early"), Catch::Contains("no sandbox named \"st-early\""));
     CHECK(waiting->bridge_during_instance);
     // The failed status returned only once the bridge's GET had its answer: nothing is left running.

@@ -63,11 +63,13 @@ inline constexpr std::string_view k_confinement_probes = "user.agentctl.confinem
 // What the last probe run rests on: who probed ("host": agentctl in the
 // sandbox's network namespace; "guest": the guest's own battery), when (RFC
 // 3339), the instance's init pid then (a start without agentctl changes it),
-// and a digest of agentctl's nft table as it was (status compares them).
+// and digests of agentctl's nft table and of the nft chain Incus made of the
+// bridge's ACL, as they were (status compares them).
 inline constexpr std::string_view k_confinement_source = "user.agentctl.confinement.source";
 inline constexpr std::string_view k_confinement_at = "user.agentctl.confinement.at";
 inline constexpr std::string_view k_confinement_pid = "user.agentctl.confinement.pid";
 inline constexpr std::string_view k_confinement_firewall = "user.agentctl.confinement.firewall";
+inline constexpr std::string_view k_confinement_acl_chain = "user.agentctl.confinement.acl-chain";
 inline constexpr std::string_view k_bridge = "user.agentctl.bridge";
 inline constexpr std::string_view k_acl = "user.agentctl.acl";
 inline constexpr std::string_view k_subnet = "user.agentctl.subnet";

@@ -1,9 +1,11 @@
 // What a sandbox's "verified" rests on, and what start puts back: the bridge
 // ACL attached, agentctl's nft table as it was verified, the egress proxy and
 // the resolver running, and the very instance that was probed still running.
-// status checks all of it each time: the bridge's GET and one `nft list` run
-// while the instance's own GET does (start_status_queries); the ACL is asked
-// for only when the bridge does not list it, and the instance's state only
+// status checks all of it each time. On this machine it reads, while the
+// instance's own GET runs (start_status_queries), agentctl's nft table and
+// the chain Incus made of the bridge's ACL from the kernel; the bridge is
+// asked for only when that chain is not as verified (or not recorded), the
+// ACL only when the bridge does not list it, and the instance's state only
 // when /proc does not show the verified init still running (judge_confinement).
 #include <chrono>
 #include <future>
@@ -51,29 +53,32 @@ Json acl_patch(const std::string& acl) {
 
 }  // namespace
 
-std::string IncusProvider::firewall_digest(const std::string& bridge) {
+std::string IncusProvider::nft_digest(const std::string& listing) {
     const auto started = std::chrono::steady_clock::now();
-    // The same listing in process (nft_library.hpp); the nft command where
-    // libnftables cannot be loaded.
-    auto listing = nft_output_in_process(fmt::format("list table inet {}", firewall_table(bridge)));
-    if (listing) {
-        spdlog::info(
-            "libnftables: nft list table inet {} -> {} ({} ms)", firewall_table(bridge),
-            listing->empty() ? "no such table" : "listed",
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
+    // In process (nft_library.hpp); the nft command where libnftables cannot
+    // be loaded (it prints the same text).
+    auto text = nft_output_in_process(listing);
+    if (text) {
+        const auto took =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+        spdlog::info("libnftables: nft {} -> {} ({} ms)", listing, text->empty() ? "refused" : "listed", took.count());
     } else {
         ProcessRequest request;
-        request.argv = {"nft", "list", "table", "inet", firewall_table(bridge)};
+        request.argv = {"nft", listing};
         request.timeout = std::chrono::seconds(10);
         try {
             const auto result = m_context.runner.run(request);
-            listing = result.ok() ? result.out : std::string();
+            text = result.ok() ? result.out : std::string();
         } catch (const Error&) {
             return {};
         }
     }
-    if (listing->empty()) return {};
-    return fmt::format("{:016x}", fnv1a64(*listing));
+    if (text->empty()) return {};
+    return fmt::format("{:016x}", fnv1a64(*text));
+}
+
+std::string IncusProvider::firewall_digest(const std::string& bridge) {
+    return nft_digest(fmt::format("list table inet {}", firewall_table(bridge)));
 }
 
 void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules, const std::optional<Json>& network) {
@@ -100,13 +105,18 @@ std::map<std::string, std::string> IncusProvider::evidence_records(const std::st
     }
     const bool probed = run.not_verified.empty();
     std::string firewall;
-    if (probed && egress(run.placement).host_firewall()) firewall = firewall_digest(bridge_name(name));
+    std::string acl_chain;
+    if (probed && egress(run.placement).host_firewall()) {
+        firewall = firewall_digest(bridge_name(name));
+        acl_chain = nft_digest(incus_acl_chain_listing(bridge_name(name)));
+    }
     return {{std::string(key::k_confinement), to_string(line)},
             {std::string(key::k_confinement_probes), probes.dump()},
             {std::string(key::k_confinement_source), probed ? (run.by_host ? "host" : "guest") : ""},
             {std::string(key::k_confinement_at), core::utc_stamp(std::chrono::system_clock::now())},
             {std::string(key::k_confinement_pid), probed && run.pid > 0 ? std::to_string(run.pid) : ""},
-            {std::string(key::k_confinement_firewall), firewall}};
+            {std::string(key::k_confinement_firewall), firewall},
+            {std::string(key::k_confinement_acl_chain), acl_chain}};
 }
 
 std::string IncusProvider::strangers_problem(const std::string& name, const std::string& bridge, const Json& network) {
@@ -137,14 +147,19 @@ IncusProvider::StatusQueries IncusProvider::start_status_queries(const std::stri
     // needs (judge_confinement skips them all there).
     if (m_api.preview()) return queries;
     const auto bridge = bridge_name(name);
-    // The Incus client opens a connection of its own for each request, so the
-    // GET can run beside the instance's; the process runner runs nothing else
-    // meanwhile (status starts no other process).
-    queries.bridge = std::async(std::launch::async, [this, bridge] { return m_api.network(bridge); });
-    // Only a host-placed proxy has a table on this machine.
+    // On this machine the kernel shows what enforces the sandbox's policy:
+    // agentctl's table and the chain Incus made of the bridge's ACL. Only
+    // when that chain is not as verified (or not recorded) is the bridge
+    // asked for (judge_confinement).
     if (server_is_this_machine() && egress(ProxyPlacement::Host).host_firewall()) {
-        queries.firewall = std::async(std::launch::async, [this, bridge] { return firewall_digest(bridge); });
+        queries.kernel = std::async(std::launch::async, [this, bridge] {
+            return std::pair{firewall_digest(bridge), nft_digest(incus_acl_chain_listing(bridge))};
+        });
+        return queries;
     }
+    // The Incus client opens a connection of its own for each request, so the
+    // GET can run beside the instance's.
+    queries.bridge = std::async(std::launch::async, [this, bridge] { return m_api.network(bridge); });
     return queries;
 }
 
@@ -168,14 +183,32 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     }
     const auto acl = acl_name(name);
     const auto bridge = bridge_name(name);
-    const auto network = early.bridge.valid() ? early.bridge.get() : m_api.network(bridge);
-    // Incus refuses to delete or rename an ACL a network lists in security.acls
-    // ("Cannot delete an ACL that is in use"), and to list one that does not
-    // exist: an ACL the bridge lists exists. Only when it does not is the ACL
-    // asked for, to tell a missing ACL from a detached one.
-    if (!network || !acl_attached(*network, acl)) {
-        missing.push_back(m_api.acl(acl) ? fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge)
-                                         : fmt::format("the network ACL {} does not exist", acl));
+    std::optional<std::pair<std::string, std::string>> kernel;
+    if (early.kernel.valid()) kernel = early.kernel.get();
+    // The chain Incus made of the ACL as it was verified: the bridge's
+    // traffic meets the rules the probes met, and Incus need not be asked.
+    const bool chain_as_verified = record.placement == ProxyPlacement::Host && kernel &&
+                                   !record.confinement_acl_chain.empty() &&
+                                   kernel->second == record.confinement_acl_chain;
+    std::optional<Json> network;
+    if (!chain_as_verified || record.placement == ProxyPlacement::Instance) {
+        network = early.bridge.valid() ? early.bridge.get() : m_api.network(bridge);
+    }
+    // Else: Incus refuses to delete or rename an ACL a network lists in
+    // security.acls ("Cannot delete an ACL that is in use"), and to list one
+    // that does not exist: an ACL the bridge lists exists. Only when it does
+    // not is the ACL asked for, to tell a missing ACL from a detached one.
+    if (!chain_as_verified) {
+        if (!network || !acl_attached(*network, acl)) {
+            missing.push_back(m_api.acl(acl)
+                                  ? fmt::format("the network ACL {} is not attached to bridge {}", acl, bridge)
+                                  : fmt::format("the network ACL {} does not exist", acl));
+        } else if (kernel && !record.confinement_acl_chain.empty() && recorded.state == ConfinementState::Verified) {
+            missing.push_back(
+                fmt::format("the nft rules Incus made of the network ACL {} for bridge {} are not the "
+                            "ones that were verified (the ACL was changed)",
+                            acl, bridge));
+        }
     }
     if (record.placement == ProxyPlacement::Instance && network) {
         if (auto why = strangers_problem(name, bridge, *network); !why.empty()) missing.push_back(std::move(why));
@@ -183,7 +216,7 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     auto& host = egress(record.placement);
     if (host.host_firewall()) {
         const auto table = "nft table inet " + firewall_table(bridge);
-        const auto digest = early.firewall.valid() ? early.firewall.get() : firewall_digest(bridge);
+        const auto digest = kernel ? kernel->first : firewall_digest(bridge);
         if (digest.empty()) {
             missing.push_back(fmt::format("agentctl's {} does not exist", table));
         } else if (recorded.state == ConfinementState::Verified && digest != record.confinement_firewall) {

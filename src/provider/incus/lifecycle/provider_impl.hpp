@@ -219,8 +219,11 @@ private:
     // throws when a probe escaped. `early`: a battery already under way.
     void verify_confinement(const std::string& name, const SandboxRecord& record, std::future<ProbeRun> early = {});
     // provider_evidence.cpp: what start re-applies and status checks again.
-    // A digest of agentctl's nft table of `bridge` as the kernel has it now;
-    // empty when there is no such table.
+    // A digest of what `nft LISTING` prints as the kernel has it now (read
+    // in process: nft_library.hpp); empty when nft refuses the listing
+    // (something listed does not exist).
+    std::string nft_digest(const std::string& listing);
+    // nft_digest of agentctl's nft table of `bridge`.
     std::string firewall_digest(const std::string& bridge);
     // start: the sandbox's ACL with `rules`, attached to its bridge with
     // reject defaults (re-attached, and said so, when someone detached it).
@@ -234,7 +237,9 @@ private:
     // Destroying it waits for both (nothing is left running).
     struct StatusQueries {
         std::future<std::optional<Json>> bridge;  // GET of the sandbox's bridge; not valid: not started
-        std::future<std::string> firewall;        // firewall_digest of it; not valid: not started
+        // firewall_digest and the nft_digest of incus_acl_chain_listing of
+        // the bridge; not valid: not started
+        std::future<std::pair<std::string, std::string>> kernel;
     };
     StatusQueries start_status_queries(const std::string& name);
     // status: the confinement line and its evidence as of now. "verified"

@@ -252,6 +252,7 @@ SandboxRecord read_sandbox_record(const Instance& instance) {
     record.evidence.probes = read_probes(config);
     record.confinement_pid = config.number(key::k_confinement_pid).value_or(0);
     record.confinement_firewall = config.text(key::k_confinement_firewall);
+    record.confinement_acl_chain = config.text(key::k_confinement_acl_chain);
     return record;
 }
 

@@ -66,6 +66,7 @@ struct SandboxRecord : InstanceMarks {
     ConfinementEvidence evidence;   // checked_at, source and probes (`missing` is status's, not recorded)
     int confinement_pid = 0;        // 0: none recorded
     std::string confinement_firewall;
+    std::string confinement_acl_chain;  // empty: none recorded (status asks Incus)
 };
 
 // The marks of `instance` (GET /1.0/instances/NAME). Throws agentctl::Error

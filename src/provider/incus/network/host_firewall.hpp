@@ -63,6 +63,16 @@ struct FirewallSpec {
 // `agentctl-BRIDGE`.
 [[nodiscard]] std::string firewall_table(const std::string& bridge);
 
+// The nft listing of the chain Incus's nftables firewall makes of a bridge's
+// ACLs: `acl.BRIDGE` in table `inet incus` (Incus 6.0's name), with the ACLs'
+// rules and the bridge's default actions, which the bridge's input, output
+// and forward chains (`aclin.`, `aclout.`, `aclfwd.BRIDGE`) jump to; Incus
+// makes and removes the four together. nft refuses the listing when there is
+// no such chain (no ACL attached, or Incus's xtables firewall driver). One
+// chain: nft 1.0.6 refuses several list commands in one run, and each listing
+// reads every chain of Incus's table (~18 ms with 100 bridges).
+[[nodiscard]] std::string incus_acl_chain_listing(const std::string& bridge);
+
 // The `nft -f -` input that (re)defines the table.
 [[nodiscard]] std::string firewall_script(const FirewallSpec& spec);
 
