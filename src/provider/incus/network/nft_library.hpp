@@ -12,8 +12,10 @@ namespace agentctl::provider::incus {
 
 // What `nft COMMAND` prints (e.g. "list table inet agentctl-agc-..."), or ""
 // when nft refuses the command (the table does not exist). nullopt when
-// libnftables cannot be loaded: run the nft command instead. Safe to call
-// from several threads at once (each call has a context of its own).
+// libnftables cannot be loaded: run the nft command instead. Each call has a
+// context of its own; agentctl makes the calls from one thread at a time
+// (libnftables does not say whether making contexts on several threads at
+// once is safe).
 [[nodiscard]] std::optional<std::string> nft_output_in_process(const std::string& command);
 
 }  // namespace agentctl::provider::incus
