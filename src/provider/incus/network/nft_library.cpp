@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <mutex>
+
 namespace agentctl::provider::incus {
 namespace {
 
@@ -49,6 +51,8 @@ const Libnftables& libnftables() {
 std::optional<std::string> nft_output_in_process(const std::string& command) {
     const auto& nft = libnftables();
     if (!nft.loaded()) return std::nullopt;
+    static std::mutex one_at_a_time;
+    const std::lock_guard lock(one_at_a_time);
     NftContext* ctx = nft.ctx_new(0);  // NFT_CTX_DEFAULT, as the nft command's
     if (ctx == nullptr) return std::nullopt;
     std::optional<std::string> out;

@@ -12,10 +12,9 @@ namespace agentctl::provider::incus {
 
 // What `nft COMMAND` prints (e.g. "list table inet agentctl-agc-..."), or ""
 // when nft refuses the command (the table does not exist). nullopt when
-// libnftables cannot be loaded: run the nft command instead. Each call has a
-// context of its own; agentctl makes the calls from one thread at a time
-// (libnftables does not say whether making contexts on several threads at
-// once is safe).
+// libnftables cannot be loaded: run the nft command instead. Calls from
+// several threads take turns: libnftables keeps process-wide state besides
+// its contexts (a once-only initialisation, its cache of interfaces).
 [[nodiscard]] std::optional<std::string> nft_output_in_process(const std::string& command);
 
 }  // namespace agentctl::provider::incus
