@@ -163,15 +163,23 @@ std::optional<bool> stop_recorded(const std::string& record, std::chrono::millis
     return gone;
 }
 
-std::optional<uid_t> process_uid(int pid) {
-    std::istringstream status(read_small(fmt::format("/proc/{}/status", pid)));
-    std::string line;
-    while (std::getline(status, line)) {
-        if (!line.starts_with("Uid:")) continue;
-        std::istringstream ids(line.substr(4));
-        unsigned long uid = 0;
-        if (ids >> uid) return static_cast<uid_t>(uid);
+std::optional<std::string> status_field(int pid, std::string_view name, const std::string& proc_root) {
+    std::istringstream status(read_small(fmt::format("{}/{}/status", proc_root, pid)));
+    const auto prefix = std::string(name) + ":";
+    for (std::string line; std::getline(status, line);) {
+        if (!line.starts_with(prefix)) continue;
+        const auto value = line.find_first_not_of(" \t", prefix.size());
+        return value == std::string::npos ? std::string() : line.substr(value);
     }
+    return std::nullopt;
+}
+
+std::optional<uid_t> process_uid(int pid) {
+    const auto uids = status_field(pid, "Uid");
+    if (!uids) return std::nullopt;
+    std::istringstream ids(*uids);
+    unsigned long uid = 0;
+    if (ids >> uid) return static_cast<uid_t>(uid);
     return std::nullopt;
 }
 

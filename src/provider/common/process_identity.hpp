@@ -17,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace agentctl::provider::common {
 
@@ -60,6 +61,11 @@ bool terminate(int pid, std::chrono::milliseconds grace, const std::function<boo
 // record. nullopt when no recorded process was running; else terminate()'s
 // answer. Never throws.
 std::optional<bool> stop_recorded(const std::string& record, std::chrono::milliseconds grace);
+
+// Field `name` ("Uid", "NSpid") of /proc/PID/status under `proc_root`: the
+// rest of its line after the colon and the whitespace; nullopt without it.
+[[nodiscard]] std::optional<std::string> status_field(int pid, std::string_view name,
+                                                      const std::string& proc_root = "/proc");
 
 // The real uid of live process `pid`.
 [[nodiscard]] std::optional<uid_t> process_uid(int pid);

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "provider/common/process_identity.hpp"
+
 namespace agentctl::provider::incus {
 
 std::string container_cgroup(std::string_view project, std::string_view instance) {
@@ -15,20 +17,16 @@ std::string container_cgroup(std::string_view project, std::string_view instance
 
 bool is_container_init(int pid, std::string_view project, std::string_view instance, const std::string& proc_root) {
     if (pid <= 1) return false;
-    const auto dir = fmt::format("{}/{}", proc_root, pid);
-    std::ifstream status(dir + "/status");
+    const auto ids = common::status_field(pid, "NSpid", proc_root);
+    if (!ids) return false;
+    std::istringstream fields(*ids);
     std::vector<std::string> nspid;
-    for (std::string line; std::getline(status, line);) {
-        if (!line.starts_with("NSpid:")) continue;
-        std::istringstream ids(line.substr(6));
-        for (std::string id; ids >> id;) nspid.push_back(id);
-        break;
-    }
+    for (std::string id; fields >> id;) nspid.push_back(id);
     if (nspid != std::vector<std::string>{std::to_string(pid), "1"}) return false;
     // Every hierarchy's line: "ID:CONTROLLERS:/PATH"; the container's cgroup
     // is a top-level one, so one line naming it (or a cgroup below it) is enough.
     const auto top = "/" + container_cgroup(project, instance);
-    std::ifstream cgroups(dir + "/cgroup");
+    std::ifstream cgroups(fmt::format("{}/{}/cgroup", proc_root, pid));
     for (std::string line; std::getline(cgroups, line);) {
         const auto colon = line.find(':', line.find(':') + 1);
         if (colon == std::string::npos) continue;

@@ -41,6 +41,10 @@ std::string fixed_address(const Instance& instance) {
     return value("ipv4.address");
 }
 
+// Whether instance_ips needs the instance's state: it runs, and has no fixed
+// address (a sandbox made by an earlier agentctl).
+bool addresses_need_state(const Instance& instance) { return instance.running() && fixed_address(instance).empty(); }
+
 // The addresses a sandbox has: from its state when the instance came with it
 // (every global address of every interface but lo, as the sandbox sees them);
 // else, while it runs, its fixed address, the only one it can send from.
@@ -407,9 +411,8 @@ std::vector<InstanceInfo> IncusProvider::list() {
     auto instances = m_api.instances(false);
     // Companion instances (egress proxies) are agentctl's too, but not sandboxes.
     auto is_sandbox = [](const Instance& instance) { return read_instance_marks(instance).is_sandbox(); };
-    if (std::any_of(instances.begin(), instances.end(), [&](const Instance& instance) {
-            return is_sandbox(instance) && instance.running() && fixed_address(instance).empty();
-        })) {
+    if (std::any_of(instances.begin(), instances.end(),
+                    [&](const Instance& instance) { return is_sandbox(instance) && addresses_need_state(instance); })) {
         instances = m_api.instances(true);
     }
     // Incus lists a project that does not exist as empty: say so instead.
@@ -443,9 +446,7 @@ InstanceInfo IncusProvider::status(const std::string& name) {
     // while the instance's GET does (provider_evidence.cpp).
     auto early = start_status_queries(name);
     auto instance = require_instance(name);
-    // Addresses without the state: the fixed one (instance_ips); only an
-    // instance without one (made by an earlier agentctl) needs its state.
-    if (instance.running() && fixed_address(instance).empty() && !m_api.preview()) {
+    if (addresses_need_state(instance) && !m_api.preview()) {
         instance.state = m_api.instance_state(name);
     }
     const auto record = read_sandbox_record(instance);
