@@ -8,7 +8,10 @@
 #
 # Usage: bench/incus/scale.sh AGENTCTL_BINARY [N (100)] [QUERIES (20)] [PARALLEL (4)] [BASELINE_BINARY]
 # With BASELINE_BINARY (another build of agentctl), `list` and `status` are
-# also timed with it, the two builds taking turns on the same sandboxes.
+# also timed with it, the two builds taking turns on the same host: the
+# baseline creates the odd-numbered sandboxes and is timed on those, the build
+# under test the even-numbered ones (what status reads was recorded by the
+# build that made the sandbox); both list all of them.
 # Use a release build: a sanitizer build's proxy is several times bigger.
 set -uo pipefail
 AGENTCTL=${1:?usage: scale.sh AGENTCTL_BINARY [N] [QUERIES] [PARALLEL] [BASELINE_BINARY]}
@@ -22,7 +25,7 @@ bench_start scale
 export XDG_STATE_HOME=$WORK/home/.local/state
 agentctl() { "$AGENTCTL" --provider incus "$@"; }
 export -f agentctl
-export AGENTCTL IMAGE
+export AGENTCTL IMAGE BASELINE
 
 names() { seq "$N" | sed "s/^/$PREFIX-/"; }
 cleanup() {
@@ -40,7 +43,9 @@ trap 'exit 130' INT TERM
 # ---------------------------------------------------------------- N idle sandboxes
 began=$(now_ms)
 names | xargs -P "$PARALLEL" -I{} bash -c \
-  'agentctl create {} --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 || echo "create {} failed"'
+  'bin=$AGENTCTL; i={}; [ -n "$BASELINE" ] && [ $(( ${i##*-} % 2 )) = 1 ] && bin=$BASELINE
+   "$bin" --provider incus create {} --image "$IMAGE" --isolation container --mount-none >/dev/null 2>&1 ||
+     echo "create {} failed"'
 running=$(incus list -f csv -c ns | grep -c "^$PREFIX-[0-9]*,RUNNING$")
 echo "# $running of $N sandboxes created and running in $(( ($(now_ms) - began) / 1000 )) s ($PARALLEL at a time)"
 [ "$running" = "$N" ] || { echo "not every sandbox runs: the figures would not be for $N"; exit 1; }
@@ -48,13 +53,19 @@ created=$(now_ms)
 
 # ---------------------------------------------------------------- list and status
 list_ms=() status_ms=() base_list_ms=() base_status_ms=()
+# A time is status's whole work only for a sandbox it finds verified.
+verified() { grep -Eq '^Confinement: +verified' "$WORK/status" || { echo "status $1 is not verified:"; cat "$WORK/status"; exit 1; }; }
 for _ in $(seq "$QUERIES"); do
   name=$PREFIX-$(( RANDOM % N + 1 ))
+  [ -z "$BASELINE" ] || name=$PREFIX-$(( (RANDOM % (N / 2)) * 2 + 2 ))
   t=$(now_ms); agentctl list >/dev/null || exit 1; list_ms+=($(( $(now_ms) - t )))
-  t=$(now_ms); agentctl status "$name" >/dev/null || exit 1; status_ms+=($(( $(now_ms) - t )))
+  t=$(now_ms); agentctl status "$name" >"$WORK/status" || exit 1; status_ms+=($(( $(now_ms) - t )))
+  verified "$name"
   [ -n "$BASELINE" ] || continue
+  name=$PREFIX-$(( (RANDOM % (N / 2)) * 2 + 1 ))
   t=$(now_ms); "$BASELINE" --provider incus list >/dev/null || exit 1; base_list_ms+=($(( $(now_ms) - t )))
-  t=$(now_ms); "$BASELINE" --provider incus status "$name" >/dev/null || exit 1; base_status_ms+=($(( $(now_ms) - t )))
+  t=$(now_ms); "$BASELINE" --provider incus status "$name" >"$WORK/status" || exit 1; base_status_ms+=($(( $(now_ms) - t )))
+  verified "$name"
 done
 figures() { echo "median $(printf '%s\n' "$@" | median) ms, p95 $(printf '%s\n' "$@" | p95) ms"; }
 echo "list with $N sandboxes: $(figures "${list_ms[@]}")${BASELINE:+ (baseline: $(figures "${base_list_ms[@]}"))}"

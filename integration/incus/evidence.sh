@@ -91,7 +91,8 @@ mkdir -p "$WORK/proj" "$HOME/.ssh"
 echo "secret key" >"$HOME/.ssh/id_test"
 chown "$OWNER:$OWNER" "$WORK/proj"
 agentctl create "$A" --image "$IMAGE" --isolation container --profile evdns --mount-only --mount "$WORK/proj:/proj:w" \
-  --allow "*.wild.test:443" >"$WORK/create-a.out" 2>&1 || { cat "$WORK/create-a.out"; bad "create $A"; finish; exit 1; }
+  --allow "*.wild.test:443" --allow 9.9.9.9:80,443 >"$WORK/create-a.out" 2>&1 ||
+  { cat "$WORK/create-a.out"; bad "create $A"; finish; exit 1; }
 ok "create $A"
 check "the probes run from the host, in the sandbox's network namespace" \
   grep -Eq "probe battery \(from the host, in the sandbox's network namespace\): 7/7 held in [0-9]+ ms" "$WORK/create-a.out"
@@ -125,7 +126,7 @@ PY
 agentctl -v status "$A" >"$WORK/status-v" 2>&1
 check "status of a verified sandbox is verified" grep -Eq '^Confinement: +verified \(7/7 probes' "$WORK/status-v"
 check "  and asks Incus for neither its bridge nor its ACL: the kernel has the ACL's chain as verified" bash -c \
-  "grep -q 'libnftables: nft list chain inet incus acl.$BR_A -> listed' '$WORK/status-v' &&
+  "grep -q 'nf_tables: chain inet incus acl.$BR_A -> nl:' '$WORK/status-v' &&
    ! grep -q 'incus GET /1.0/networks/' '$WORK/status-v' && ! grep -q 'network-acls' '$WORK/status-v'"
 check "  nor for the instance's state: /proc shows the verified init still running" bash -c \
   "grep -Eq 'incus GET /1.0/instances/$A(\?project=[^ &]*)? -> 200' '$WORK/status-v' &&
@@ -195,6 +196,13 @@ check "status is verified again" grep -q "network confinement verified (7/7 prob
 agentctl create "$B" --image "$IMAGE" --isolation container --profile evnodns --mount-none >"$WORK/create-b.out" 2>&1 ||
   { cat "$WORK/create-b.out"; bad "create $B"; }
 BR_B=$(agentctl status "$B" -o json | json_field 'd["extra"]["bridge"]')
+# A's IP literal with two ports is an inline set in both A's tables, which
+# the kernel names by the first number free in the table.
+check "A's allowed ports 80 and 443 are inline sets in agentctl's table and in Incus's chain" bash -c \
+  "nft list table inet '$TABLE_A' | grep -q '9.9.9.9 tcp dport { 80, 443 }' &&
+   nft list chain inet incus 'acl.$BR_A' | grep -q '9.9.9.9 tcp dport { 80, 443 }'"
+check "A is still verified after B's bridge and ACL were made (Incus's table changed around A's chain)" bash -c \
+  "agentctl status '$A' | grep -Eq '^Confinement: +verified \\(7/7 probes'"
 GW_B=$(incus network get "$BR_B" ipv4.address --project default | cut -d/ -f1)
 tcp_from_a() { agentctl exec "$A" -- bash -c "timeout 3 bash -c 'exec 3<>/dev/tcp/$1/$2' 2>/dev/null && echo connected || echo refused"; }
 check "with its table, A cannot reach port 53 of another host address ($GW_B)" test "$(tcp_from_a "$GW_B" 53)" = refused
@@ -209,6 +217,32 @@ check "port 53 on host addresses is closed to A again" test "$(tcp_from_a "$GW_B
 check "and status is verified again" bash -c "agentctl status '$A' | grep -Eq '^Confinement: +verified \\(7/7 probes'"
 nft flush chain inet "$TABLE_A" from_sandbox
 check "a table whose rules were flushed is not the one verified" bash -c \
+  "agentctl status '$A' | grep -q \"nft table inet $TABLE_A is not the one that was verified\""
+agentctl start "$A" >/dev/null 2>&1
+check "what start recorded of the table is the kernel's digest" bash -c \
+  "incus config get '$A' user.agentctl.confinement.firewall | grep -Eq '^nl:[0-9a-f]{16}\$'"
+# The same hole without removing a rule: a dormant table enforces nothing.
+nft add table inet "$TABLE_A" '{ flags dormant; }'
+check "a dormant table leaves port 53 on host addresses open to A" test "$(tcp_from_a "$GW_B" 53)" = connected
+check "a table made dormant is not the one verified" bash -c \
+  "agentctl status '$A' | grep -q \"nft table inet $TABLE_A is not the one that was verified\""
+agentctl start "$A" >/dev/null 2>&1
+check "start makes it enforce again" test "$(tcp_from_a "$GW_B" 53)" = refused
+# A sandbox verified by an earlier agentctl recorded a digest (FNV-1a 64) of
+# nft's listing of the table: status still reads it so until the next start.
+nft_text_digest() {
+  nft list table inet "$TABLE_A" | python3 -c '
+import sys
+h = 0xcbf29ce484222325
+for b in sys.stdin.buffer.read():
+    h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+print(f"{h:016x}")'
+}
+incus config set "$A" user.agentctl.confinement.firewall="$(nft_text_digest)"
+check "a record of nft's listing (an earlier agentctl's) is still verified" bash -c \
+  "agentctl status '$A' | grep -Eq '^Confinement: +verified \\(7/7 probes'"
+nft flush chain inet "$TABLE_A" from_sandbox
+check "  and a change of the table is still seen" bash -c \
   "agentctl status '$A' | grep -q \"nft table inet $TABLE_A is not the one that was verified\""
 agentctl start "$A" >/dev/null 2>&1
 

@@ -18,6 +18,7 @@
 #include "provider/incus/lifecycle/instance_init.hpp"
 #include "provider/incus/lifecycle/naming.hpp"
 #include "provider/incus/lifecycle/provider_impl.hpp"
+#include "provider/incus/network/nft_kernel.hpp"
 #include "provider/incus/network/nft_library.hpp"
 #include "provider/incus/network/proxy_instance.hpp"
 
@@ -51,6 +52,15 @@ Json acl_patch(const std::string& acl) {
                 {"security.acls.default.ingress.action", "reject"}};
 }
 
+// Whether a digest is to be made as `recorded` was: a kernel digest unless
+// the record holds an nft_digest.
+bool kernel_kind(const std::string& recorded) { return recorded.empty() || is_kernel_digest(recorded); }
+
+// The time since `started`, for -v.
+long long milliseconds_since(std::chrono::steady_clock::time_point started) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
+}
+
 }  // namespace
 
 std::string IncusProvider::nft_digest(const std::string& listing) {
@@ -59,9 +69,8 @@ std::string IncusProvider::nft_digest(const std::string& listing) {
     // be loaded (it prints the same text).
     auto text = nft_output_in_process(listing);
     if (text) {
-        const auto took =
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-        spdlog::info("libnftables: nft {} -> {} ({} ms)", listing, text->empty() ? "refused" : "listed", took.count());
+        spdlog::info("libnftables: nft {} -> {} ({} ms)", listing, text->empty() ? "refused" : "listed",
+                     milliseconds_since(started));
     } else {
         ProcessRequest request;
         request.argv = {"nft", listing};
@@ -77,8 +86,30 @@ std::string IncusProvider::nft_digest(const std::string& listing) {
     return fmt::format("{:016x}", fnv1a64(*text));
 }
 
-std::string IncusProvider::firewall_digest(const std::string& bridge) {
-    return nft_digest(fmt::format("list table inet {}", firewall_table(bridge)));
+std::string IncusProvider::firewall_digest(const std::string& bridge, const std::string& recorded) {
+    const auto table = firewall_table(bridge);
+    if (kernel_kind(recorded)) {
+        const auto started = std::chrono::steady_clock::now();
+        if (auto digest = nft_inet_table_digest(table)) {
+            spdlog::info("nf_tables: table inet {} -> {} ({} ms)", table, digest->empty() ? "missing" : *digest,
+                         milliseconds_since(started));
+            return *digest;
+        }
+    }
+    return nft_digest(fmt::format("list table inet {}", table));
+}
+
+std::string IncusProvider::acl_chain_digest(const std::string& bridge, const std::string& recorded) {
+    const auto chain = incus_acl_chain(bridge);
+    if (kernel_kind(recorded)) {
+        const auto started = std::chrono::steady_clock::now();
+        if (auto digest = nft_inet_chain_digest(std::string(k_incus_table), chain)) {
+            spdlog::info("nf_tables: chain inet {} {} -> {} ({} ms)", k_incus_table, chain,
+                         digest->empty() ? "missing" : *digest, milliseconds_since(started));
+            return *digest;
+        }
+    }
+    return nft_digest(fmt::format("list chain inet {} {}", k_incus_table, chain));
 }
 
 void IncusProvider::reattach_acl(const std::string& name, const AclRules& rules, const std::optional<Json>& network) {
@@ -108,7 +139,7 @@ std::map<std::string, std::string> IncusProvider::evidence_records(const std::st
     std::string acl_chain;
     if (probed && egress(run.placement).host_firewall()) {
         firewall = firewall_digest(bridge_name(name));
-        acl_chain = nft_digest(incus_acl_chain_listing(bridge_name(name)));
+        acl_chain = acl_chain_digest(bridge_name(name));
     }
     return {{std::string(key::k_confinement), to_string(line)},
             {std::string(key::k_confinement_probes), probes.dump()},
@@ -153,7 +184,7 @@ IncusProvider::StatusQueries IncusProvider::start_status_queries(const std::stri
     // asked for (judge_confinement).
     if (server_is_this_machine() && egress(ProxyPlacement::Host).host_firewall()) {
         queries.kernel = std::async(std::launch::async, [this, bridge] {
-            return std::pair{firewall_digest(bridge), nft_digest(incus_acl_chain_listing(bridge))};
+            return std::pair{firewall_digest(bridge), acl_chain_digest(bridge)};
         });
         return queries;
     }
@@ -184,7 +215,16 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     const auto acl = acl_name(name);
     const auto bridge = bridge_name(name);
     std::optional<std::pair<std::string, std::string>> kernel;
-    if (early.kernel.valid()) kernel = early.kernel.get();
+    if (early.kernel.valid()) {
+        kernel = early.kernel.get();
+        // A record made before kernel digests: nft's listings again.
+        if (!kernel_kind(record.confinement_firewall)) {
+            kernel->first = firewall_digest(bridge, record.confinement_firewall);
+        }
+        if (!kernel_kind(record.confinement_acl_chain)) {
+            kernel->second = acl_chain_digest(bridge, record.confinement_acl_chain);
+        }
+    }
     // The chain Incus made of the ACL as it was verified: the bridge's
     // traffic meets the rules the probes met, and Incus need not be asked.
     const bool chain_as_verified = record.placement == ProxyPlacement::Host && kernel &&
@@ -216,7 +256,7 @@ void IncusProvider::judge_confinement(const std::string& name, const Instance& i
     auto& host = egress(record.placement);
     if (host.host_firewall()) {
         const auto table = "nft table inet " + firewall_table(bridge);
-        const auto digest = kernel ? kernel->first : firewall_digest(bridge);
+        const auto digest = kernel ? kernel->first : firewall_digest(bridge, record.confinement_firewall);
         if (digest.empty()) {
             missing.push_back(fmt::format("agentctl's {} does not exist", table));
         } else if (recorded.state == ConfinementState::Verified && digest != record.confinement_firewall) {

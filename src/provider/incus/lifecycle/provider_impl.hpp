@@ -221,10 +221,15 @@ private:
     // provider_evidence.cpp: what start re-applies and status checks again.
     // A digest of what `nft LISTING` prints as the kernel has it now (read
     // in process: nft_library.hpp); empty when nft refuses the listing
-    // (something listed does not exist).
+    // (something listed does not exist). The digests records made before
+    // kernel digests (nft_kernel.hpp) hold.
     std::string nft_digest(const std::string& listing);
-    // nft_digest of agentctl's nft table of `bridge`.
-    std::string firewall_digest(const std::string& bridge);
+    // The digest of agentctl's nft table of `bridge` (firewall) and of the
+    // chain Incus made of its ACL (acl_chain), as the kernel has them now:
+    // of the same kind as `recorded` (a kernel digest, unless `recorded` is
+    // an nft_digest); empty when the table or chain does not exist.
+    std::string firewall_digest(const std::string& bridge, const std::string& recorded = {});
+    std::string acl_chain_digest(const std::string& bridge, const std::string& recorded = {});
     // start: the sandbox's ACL with `rules`, attached to its bridge with
     // reject defaults (re-attached, and said so, when someone detached it).
     // `network`: the bridge as Incus answered it (nullopt: missing).
@@ -237,8 +242,8 @@ private:
     // Destroying it waits for both (nothing is left running).
     struct StatusQueries {
         std::future<std::optional<Json>> bridge;  // GET of the sandbox's bridge; not valid: not started
-        // firewall_digest and the nft_digest of incus_acl_chain_listing of
-        // the bridge; not valid: not started
+        // firewall_digest and acl_chain_digest of the bridge (kernel
+        // digests); not valid: not started
         std::future<std::pair<std::string, std::string>> kernel;
     };
     StatusQueries start_status_queries(const std::string& name);

@@ -9,9 +9,7 @@ namespace agentctl::provider::incus {
 
 std::string firewall_table(const std::string& bridge) { return "agentctl-" + bridge; }
 
-std::string incus_acl_chain_listing(const std::string& bridge) {
-    return fmt::format("list chain inet incus acl.{}", bridge);
-}
+std::string incus_acl_chain(const std::string& bridge) { return "acl." + bridge; }
 
 std::string firewall_script(const FirewallSpec& spec) {
     const auto table = firewall_table(spec.bridge);

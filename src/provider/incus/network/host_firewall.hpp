@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace agentctl::provider::incus {
@@ -63,16 +64,14 @@ struct FirewallSpec {
 // `agentctl-BRIDGE`.
 [[nodiscard]] std::string firewall_table(const std::string& bridge);
 
-// The nft listing of the chain Incus's nftables firewall makes of a bridge's
-// ACLs: `acl.BRIDGE` in table `inet incus` (Incus 6.0's name), with the ACLs'
-// rules and the bridge's default actions, which the bridge's input, output
-// and forward chains (`aclin.`, `aclout.`, `aclfwd.BRIDGE`) jump to; Incus
-// makes and removes the four together. nft refuses the listing when there is
-// no such chain (no ACL attached, or Incus's xtables firewall driver). One
-// chain: nft 1.0.6 refuses several list commands in one run, and listing one
-// chain of Incus's table takes longer the more bridges it serves (~18 ms with
-// 100, against ~8 ms for agentctl's own table).
-[[nodiscard]] std::string incus_acl_chain_listing(const std::string& bridge);
+// The inet table of Incus's nftables firewall (Incus 6.0's name).
+inline constexpr std::string_view k_incus_table = "incus";
+// The chain of that table Incus makes of a bridge's ACLs: `acl.BRIDGE`, with
+// the ACLs' rules and the bridge's default actions, which the bridge's input,
+// output and forward chains (`aclin.`, `aclout.`, `aclfwd.BRIDGE`) jump to;
+// Incus makes and removes the four together. There is no such chain when no
+// ACL is attached (or with Incus's xtables firewall driver).
+[[nodiscard]] std::string incus_acl_chain(const std::string& bridge);
 
 // The `nft -f -` input that (re)defines the table.
 [[nodiscard]] std::string firewall_script(const FirewallSpec& spec);

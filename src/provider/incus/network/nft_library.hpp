@@ -1,8 +1,10 @@
 // Reading the host's nftables ruleset in this process, through libnftables
 // (libnftables.so.1, the library the nft command is built on, which the
 // nftables package installs with it), opened with dlopen(3) on first use.
-// `status` reads a sandbox's table each time: the nft process costs ~20 ms
-// here, the same listing in process ~5 ms, with the same text.
+// `status` reads the digests of `nft list` text that sandboxes verified by an
+// earlier agentctl recorded (nft_kernel.hpp has what is recorded now): the
+// nft process costs ~20 ms here, the same listing in process ~5 ms, with the
+// same text.
 #pragma once
 
 #include <optional>
