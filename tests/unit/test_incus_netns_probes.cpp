@@ -4,73 +4,18 @@
 // setns); without it only the refusals are checked.
 #include <catch2/catch.hpp>
 
-#include <arpa/inet.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-#include <cstring>
 
 #include "agentctl/error.hpp"
 #include "provider/incus/network/netns_probes.hpp"
+#include "support/net_namespace.hpp"
 
 using namespace agentctl;
 using namespace agentctl::provider::incus;
+using agentctl::test::NamespaceChild;
 using provider::common::ProbeVerdict;
 
 namespace {
-
-// A child in a new network namespace with loopback up and a listener on
-// 127.0.0.1:PORT; it waits to be killed.
-class NamespaceChild {
-public:
-    explicit NamespaceChild(std::uint16_t port) {
-        int ready[2];
-        REQUIRE(::pipe(ready) == 0);
-        m_pid = ::fork();
-        REQUIRE(m_pid >= 0);
-        if (m_pid == 0) {
-            char ok = 0;
-            if (::unshare(CLONE_NEWNET) == 0) {
-                const int s = ::socket(AF_INET, SOCK_DGRAM, 0);
-                ifreq ifr{};
-                std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-                ifr.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
-                const int l = ::socket(AF_INET, SOCK_STREAM, 0);
-                sockaddr_in addr{};
-                addr.sin_family = AF_INET;
-                addr.sin_port = htons(port);
-                addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-                if (::ioctl(s, SIOCSIFFLAGS, &ifr) == 0 &&
-                    ::bind(l, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && ::listen(l, 8) == 0) {
-                    ok = 1;
-                }
-            }
-            (void)::write(ready[1], &ok, 1);
-            for (;;) ::pause();
-        }
-        ::close(ready[1]);
-        char ok = 0;
-        REQUIRE(::read(ready[0], &ok, 1) == 1);
-        ::close(ready[0]);
-        REQUIRE(ok == 1);
-    }
-    ~NamespaceChild() {
-        ::kill(m_pid, SIGKILL);
-        ::waitpid(m_pid, nullptr, 0);
-    }
-    NamespaceChild(const NamespaceChild&) = delete;
-    NamespaceChild& operator=(const NamespaceChild&) = delete;
-    [[nodiscard]] int pid() const { return m_pid; }
-
-private:
-    int m_pid = -1;
-};
 
 const provider::common::ProbeResult& result(const std::vector<provider::common::ProbeResult>& results,
                                             const std::string& name) {

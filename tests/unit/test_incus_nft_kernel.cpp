@@ -6,62 +6,28 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
-#include <signal.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
 
 #include "provider/incus/network/nft_kernel.hpp"
+#include "support/net_namespace.hpp"
 
 using namespace agentctl::provider::incus;
 
 namespace {
 
-// A child in a new network namespace with loopback up; it waits to be killed.
+// The test's network namespace, and what the test does in it.
 class Namespace {
 public:
-    Namespace() {
-        int ready[2];
-        REQUIRE(::pipe(ready) == 0);
-        m_pid = ::fork();
-        REQUIRE(m_pid >= 0);
-        if (m_pid == 0) {
-            char ok = 0;
-            if (::unshare(CLONE_NEWNET) == 0) {
-                const int s = ::socket(AF_INET, SOCK_DGRAM, 0);
-                ifreq ifr{};
-                std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-                ifr.ifr_flags = IFF_UP | IFF_LOOPBACK | IFF_RUNNING;
-                if (::ioctl(s, SIOCSIFFLAGS, &ifr) == 0) ok = 1;
-            }
-            (void)!::write(ready[1], &ok, 1);
-            for (;;) ::pause();
-        }
-        ::close(ready[1]);
-        char ok = 0;
-        REQUIRE(::read(ready[0], &ok, 1) == 1);
-        ::close(ready[0]);
-        REQUIRE(ok == 1);
-    }
-    ~Namespace() {
-        ::kill(m_pid, SIGKILL);
-        ::waitpid(m_pid, nullptr, 0);
-    }
-    Namespace(const Namespace&) = delete;
-    Namespace& operator=(const Namespace&) = delete;
-
     // Runs `work` on a thread that has joined the namespace.
     void inside(const std::function<void()>& work) const {
         bool joined = false;
@@ -76,7 +42,7 @@ public:
     }
     // `nft -f` of `script` in the namespace.
     void nft(const std::string& script) const {
-        const std::string file = "/tmp/agentctl-nft-kernel-test-" + std::to_string(m_pid) + ".nft";
+        const std::string file = "/tmp/agentctl-nft-kernel-test-" + std::to_string(m_child.pid()) + ".nft";
         std::ofstream(file) << script;
         const int status = std::system(("nsenter --net=" + path() + " nft -f " + file + " 2>&1").c_str());
         std::remove(file.c_str());
@@ -106,8 +72,8 @@ public:
     }
 
 private:
-    [[nodiscard]] std::string path() const { return "/proc/" + std::to_string(m_pid) + "/ns/net"; }
-    pid_t m_pid = -1;
+    [[nodiscard]] std::string path() const { return m_child.path(); }
+    agentctl::test::NamespaceChild m_child;
 };
 
 bool root() { return ::geteuid() == 0; }

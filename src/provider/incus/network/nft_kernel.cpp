@@ -132,6 +132,8 @@ std::string canonical_expressions(std::string_view list, const SetNames& names) 
     return out;
 }
 
+std::string canonical_chain(std::string_view data) { return canonical(data, {NFTA_CHAIN_HANDLE, NFTA_CHAIN_COUNTERS}); }
+
 std::string canonical_rule(std::string_view data, const SetNames& names) {
     return canonical(data, {NFTA_RULE_HANDLE, NFTA_RULE_POSITION}, [&](std::uint16_t type, std::string_view payload) {
         return type == NFTA_RULE_EXPRESSIONS ? canonical_expressions(payload, names) : std::string(payload);
@@ -182,6 +184,15 @@ struct Unavailable {};
 void require(int error) {
     if (error == ENOENT) throw Interrupted{};
     if (error != 0) throw Unavailable{};
+}
+
+// The string attributes of a request: (type, value).
+using Names = std::initializer_list<std::pair<std::uint16_t, std::string>>;
+
+std::string request_attributes(Names names) {
+    std::string out;
+    for (const auto& [type, value] : names) put_string(out, type, value);
+    return out;
 }
 
 class Netlink {
@@ -246,6 +257,21 @@ public:
         }
     }
 
+    // The kernel's answers to a dump request naming `names` (attribute, value).
+    std::vector<std::string> dump(int message, Names names) {
+        std::vector<std::string> answers;
+        require(ask(message, true, request_attributes(names), answers));
+        return answers;
+    }
+    // Its answer to a request for one object, nullopt when there is none.
+    std::optional<std::vector<std::string>> get(int message, Names names) {
+        std::vector<std::string> answers;
+        const int error = ask(message, false, request_attributes(names), answers);
+        if (error == ENOENT) return std::nullopt;
+        require(error);
+        return answers;
+    }
+
     // The ruleset's generation: every change of the ruleset makes a new one.
     std::uint32_t generation() {
         std::vector<std::string> answers;
@@ -297,27 +323,20 @@ void add_rules_and_sets(Netlink& netlink, const std::string& table, const std::v
     std::vector<std::string> sets;
     SetNames aliases;
     for (const auto& name : names) {
-        std::string request;
-        put_string(request, NFTA_SET_TABLE, table);
-        put_string(request, NFTA_SET_NAME, name);
-        std::vector<std::string> set;
-        require(netlink.ask(NFT_MSG_GETSET, false, request, set));
-        if (set.size() != 1) throw Interrupted{};
+        const auto set = netlink.get(NFT_MSG_GETSET, {{NFTA_SET_TABLE, table}, {NFTA_SET_NAME, name}});
+        if (!set || set->size() != 1) throw Interrupted{};  // removed meanwhile
         std::uint32_t flags = 0;
-        if (const auto value = find(set.front(), NFTA_SET_FLAGS); value.size() == sizeof flags) {
+        if (const auto value = find(set->front(), NFTA_SET_FLAGS); value.size() == sizeof flags) {
             std::memcpy(&flags, value.data(), sizeof flags);
         }
         if ((ntohl(flags) & NFT_SET_ANONYMOUS) != 0) aliases[name] = fmt::format("anonymous set {}", aliases.size());
-        sets.push_back(set.front());
+        sets.push_back(set->front());
     }
     for (const auto& rule : rules) digest.add(NFT_MSG_NEWRULE, canonical_rule(rule, aliases));
     for (std::size_t i = 0; i < names.size(); ++i) {
         digest.add(NFT_MSG_NEWSET, canonical_set(sets[i], aliases));
-        std::string request;
-        put_string(request, NFTA_SET_ELEM_LIST_TABLE, table);
-        put_string(request, NFTA_SET_ELEM_LIST_SET, names[i]);
-        std::vector<std::string> elements;
-        require(netlink.ask(NFT_MSG_GETSETELEM, true, request, elements));
+        const auto elements =
+            netlink.dump(NFT_MSG_GETSETELEM, {{NFTA_SET_ELEM_LIST_TABLE, table}, {NFTA_SET_ELEM_LIST_SET, names[i]}});
         for (const auto& e : canonical_elements(elements)) digest.add(NFT_MSG_NEWSETELEM, e);
     }
 }
@@ -347,34 +366,18 @@ bool is_kernel_digest(const std::string& digest) { return digest.starts_with(k_p
 
 std::optional<std::string> nft_inet_table_digest(const std::string& table) {
     return consistent([&](Netlink& netlink) -> std::string {
+        const auto tables = netlink.get(NFT_MSG_GETTABLE, {{NFTA_TABLE_NAME, table}});
+        if (!tables) return {};
         Digest digest;
-        std::string request;
-        put_string(request, NFTA_TABLE_NAME, table);
-        std::vector<std::string> tables;
-        if (const int error = netlink.ask(NFT_MSG_GETTABLE, false, request, tables); error == ENOENT) {
-            return {};
-        } else {
-            require(error);
+        for (const auto& t : *tables) digest.add(NFT_MSG_NEWTABLE, canonical(t, {NFTA_TABLE_HANDLE}));
+        for (const auto& c :
+             only(netlink.dump(NFT_MSG_GETCHAIN, {{NFTA_CHAIN_TABLE, table}}), NFTA_CHAIN_TABLE, table)) {
+            digest.add(NFT_MSG_NEWCHAIN, canonical_chain(c));
         }
-        for (const auto& t : tables) digest.add(NFT_MSG_NEWTABLE, canonical(t, {NFTA_TABLE_HANDLE}));
-        request.clear();
-        put_string(request, NFTA_CHAIN_TABLE, table);
-        std::vector<std::string> chains;
-        require(netlink.ask(NFT_MSG_GETCHAIN, true, request, chains));
-        for (const auto& c : only(chains, NFTA_CHAIN_TABLE, table)) {
-            digest.add(NFT_MSG_NEWCHAIN, canonical(c, {NFTA_CHAIN_HANDLE, NFTA_CHAIN_COUNTERS}));
-        }
-        request.clear();
-        put_string(request, NFTA_RULE_TABLE, table);
-        std::vector<std::string> answers;
-        require(netlink.ask(NFT_MSG_GETRULE, true, request, answers));
-        const auto rules = only(answers, NFTA_RULE_TABLE, table);
-        request.clear();
-        put_string(request, NFTA_SET_TABLE, table);
-        std::vector<std::string> sets;
-        require(netlink.ask(NFT_MSG_GETSET, true, request, sets));
+        const auto rules = only(netlink.dump(NFT_MSG_GETRULE, {{NFTA_RULE_TABLE, table}}), NFTA_RULE_TABLE, table);
+        // Every set of the table, those the rules look up first.
         auto names = looked_up_sets(rules);
-        for (const auto& set : only(sets, NFTA_SET_TABLE, table)) {
+        for (const auto& set : only(netlink.dump(NFT_MSG_GETSET, {{NFTA_SET_TABLE, table}}), NFTA_SET_TABLE, table)) {
             const std::string name(as_string(find(set, NFTA_SET_NAME)));
             if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
         }
@@ -385,25 +388,12 @@ std::optional<std::string> nft_inet_table_digest(const std::string& table) {
 
 std::optional<std::string> nft_inet_chain_digest(const std::string& table, const std::string& chain) {
     return consistent([&](Netlink& netlink) -> std::string {
+        const auto chains = netlink.get(NFT_MSG_GETCHAIN, {{NFTA_CHAIN_TABLE, table}, {NFTA_CHAIN_NAME, chain}});
+        if (!chains) return {};
         Digest digest;
-        std::string request;
-        put_string(request, NFTA_CHAIN_TABLE, table);
-        put_string(request, NFTA_CHAIN_NAME, chain);
-        std::vector<std::string> chains;
-        if (const int error = netlink.ask(NFT_MSG_GETCHAIN, false, request, chains); error == ENOENT) {
-            return {};
-        } else {
-            require(error);
-        }
-        for (const auto& c : chains) {
-            digest.add(NFT_MSG_NEWCHAIN, canonical(c, {NFTA_CHAIN_HANDLE, NFTA_CHAIN_COUNTERS}));
-        }
-        request.clear();
-        put_string(request, NFTA_RULE_TABLE, table);
-        put_string(request, NFTA_RULE_CHAIN, chain);
-        std::vector<std::string> answers;
-        require(netlink.ask(NFT_MSG_GETRULE, true, request, answers));
-        const auto rules = only(answers, NFTA_RULE_TABLE, table, NFTA_RULE_CHAIN, chain);
+        for (const auto& c : *chains) digest.add(NFT_MSG_NEWCHAIN, canonical_chain(c));
+        const auto rules = only(netlink.dump(NFT_MSG_GETRULE, {{NFTA_RULE_TABLE, table}, {NFTA_RULE_CHAIN, chain}}),
+                                NFTA_RULE_TABLE, table, NFTA_RULE_CHAIN, chain);
         add_rules_and_sets(netlink, table, rules, looked_up_sets(rules), digest);
         return digest.text();
     });
