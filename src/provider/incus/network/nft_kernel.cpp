@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <fmt/format.h>
@@ -342,11 +343,14 @@ void add_rules_and_sets(Netlink& netlink, const std::string& table, const std::v
 }
 
 // Reads with `read` between two readings of the ruleset's generation, again
-// while they differ (the ruleset changed meanwhile). nullopt when the kernel
-// cannot be asked.
+// while they differ (the ruleset changed meanwhile: a reading takes well
+// under a millisecond, while Incus rewrites its table for every bridge made
+// or removed), for up to 2 s. nullopt when the kernel cannot be asked, or the
+// ruleset never held still that long.
 std::optional<std::string> consistent(const std::function<std::string(Netlink&)>& read) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     try {
-        for (int attempt = 0; attempt < 10; ++attempt) {
+        while (std::chrono::steady_clock::now() < until) {
             try {
                 Netlink netlink;  // a new socket: an interrupted dump may still be under way on the last
                 const auto before = netlink.generation();
