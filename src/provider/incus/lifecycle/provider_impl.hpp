@@ -221,8 +221,9 @@ private:
     // provider_evidence.cpp: what start re-applies and status checks again.
     // A digest of what `nft LISTING` prints as the kernel has it now (read
     // in process: nft_library.hpp); empty when nft refuses the listing
-    // (something listed does not exist). The digests records made before
-    // kernel digests (nft_kernel.hpp) hold.
+    // (something listed does not exist). What records made before kernel
+    // digests (nft_kernel.hpp) hold, and what is recorded where the kernel
+    // cannot be asked.
     std::string nft_digest(const std::string& listing);
     // The digest of agentctl's nft table of `bridge` (firewall) and of the
     // chain Incus made of its ACL (acl_chain), as the kernel has them now:
