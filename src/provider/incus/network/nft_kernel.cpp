@@ -122,7 +122,7 @@ std::string canonical_expressions(std::string_view list, const SetNames& names) 
         } else if (set_attribute != 0) {
             put(out, element.type, canonical(element.payload, {}, [&](std::uint16_t type, std::string_view data) {
                     if (type != NFTA_EXPR_DATA) return std::string(data);
-                    return canonical(data, {NFTA_LOOKUP_SET_ID}, [&](std::uint16_t inner, std::string_view value) {
+                    return canonical(data, {}, [&](std::uint16_t inner, std::string_view value) {
                         return inner == set_attribute ? with_name(alias(names, as_string(value))) : std::string(value);
                     });
                 }));
