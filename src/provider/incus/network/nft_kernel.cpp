@@ -84,9 +84,23 @@ std::string canonical(std::string_view data, std::initializer_list<std::uint16_t
     return out;
 }
 
-// Expressions whose data changes with the traffic they see.
-bool stateful(std::string_view name) {
-    return name == "counter" || name == "quota" || name == "last" || name == "connlimit";
+// An expression's data without what changes with the traffic it sees: a
+// counter's packets and bytes, what a quota has consumed (and its flag that
+// it is used up), when a `last` last saw a packet. The rest (a quota's bytes,
+// a connlimit's count) is what it enforces.
+std::string steady_data(std::string_view expression, std::string_view data) {
+    if (expression == "counter") return canonical(data, {NFTA_COUNTER_BYTES, NFTA_COUNTER_PACKETS});
+    if (expression == "last") return canonical(data, {NFTA_LAST_SET, NFTA_LAST_MSECS});
+    if (expression == "quota") {
+        return canonical(data, {NFTA_QUOTA_CONSUMED}, [](std::uint16_t type, std::string_view value) {
+            std::uint32_t flags = 0;
+            if (type != NFTA_QUOTA_FLAGS || value.size() != sizeof flags) return std::string(value);
+            std::memcpy(&flags, value.data(), sizeof flags);
+            flags = htonl(ntohl(flags) & ~static_cast<std::uint32_t>(NFT_QUOTA_F_DEPLETED));
+            return std::string(reinterpret_cast<const char*>(&flags), sizeof flags);
+        });
+    }
+    return std::string(data);
 }
 
 // The set an expression names (a lookup's, a dynset's): its data's attribute.
@@ -110,25 +124,28 @@ std::string alias(const SetNames& names, std::string_view set) {
 
 std::string with_name(std::string_view name) { return std::string(name) + '\0'; }
 
-// A rule's expressions: each one's name and data, a stateful one's name only,
-// a set by its alias.
+// A rule's expressions: each one's name and steady data (none when nothing of
+// it is steady, as a counter's), a set by its alias.
 std::string canonical_expressions(std::string_view list, const SetNames& names) {
     std::string out;
     for (const auto& element : attributes(list)) {
         const auto name = as_string(find(element.payload, NFTA_EXPR_NAME));
         const auto set_attribute = set_name_attribute(name);
-        if (stateful(name)) {
-            put(out, element.type, canonical(element.payload, {NFTA_EXPR_DATA}));
-        } else if (set_attribute != 0) {
-            put(out, element.type, canonical(element.payload, {}, [&](std::uint16_t type, std::string_view data) {
-                    if (type != NFTA_EXPR_DATA) return std::string(data);
-                    return canonical(data, {}, [&](std::uint16_t inner, std::string_view value) {
-                        return inner == set_attribute ? with_name(alias(names, as_string(value))) : std::string(value);
-                    });
-                }));
-        } else {
-            put(out, element.type, element.payload);
+        std::string expression;
+        for (const auto& a : attributes(element.payload)) {
+            if (a.type != NFTA_EXPR_DATA) {
+                put(expression, a.type, a.payload);
+                continue;
+            }
+            auto data = steady_data(name, a.payload);
+            if (set_attribute != 0) {
+                data = canonical(data, {}, [&](std::uint16_t inner, std::string_view value) {
+                    return inner == set_attribute ? with_name(alias(names, as_string(value))) : std::string(value);
+                });
+            }
+            if (!data.empty()) put(expression, a.type, data);
         }
+        put(out, element.type, expression);
     }
     return out;
 }

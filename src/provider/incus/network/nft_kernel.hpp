@@ -5,7 +5,7 @@
 //
 // What a digest covers: the objects' definitions as the kernel reports them,
 // with what changes without anyone changing them left out: handles, the
-// values of counters (a `counter` expression's packets and bytes, a chain's
+// values of counters (a `counter` expression's packets and bytes, what a quota consumed, a chain's
 // counters), the time left to set elements that expire, and the names the
 // kernel gives sets written inline in a rule (`__setN`, the first N free in
 // the table: they are told by the order the rules look them up in). Set
