@@ -17,9 +17,11 @@
 #include <array>
 #include <chrono>
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -29,6 +31,8 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+
+#include "core/netlink_socket.hpp"
 
 // The kernel's netlink macros (NLMSG_*, RTA_*, IFLA_RTA) step through char*
 // and compare signed lengths with unsigned sizes. The buffers they walk are
@@ -56,64 +60,52 @@ IpAddress as_dialled(const IpAddress& address) {
 // ports come and go with instances, its index stays until it is deleted.
 constexpr auto k_bridge_verdict_lifetime = std::chrono::seconds(1);
 
+// An RTM_GETROUTE request after its header: the message and the destination.
+struct RouteRequest {
+    rtmsg message;
+    rtattr destination;
+    std::array<std::uint8_t, 16> address;
+};
+static_assert(offsetof(RouteRequest, destination) == NLMSG_ALIGN(sizeof(rtmsg)));
+static_assert(offsetof(RouteRequest, address) == offsetof(RouteRequest, destination) + RTA_LENGTH(0));
+
+template <typename Message>
+std::string_view bytes_of(const Message& message, std::size_t size = sizeof(Message)) {
+    return {reinterpret_cast<const char*>(&message), size};
+}
+
 class NetlinkRouteTable final : public RouteTable {
 public:
-    NetlinkRouteTable() {
-        m_fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-        if (m_fd < 0) return;
-        sockaddr_nl local{};
-        local.nl_family = AF_NETLINK;
-        if (::bind(m_fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) {
-            ::close(m_fd);
-            m_fd = -1;
-        }
-    }
-    ~NetlinkRouteTable() override {
-        if (m_fd >= 0) ::close(m_fd);
-    }
-    NetlinkRouteTable(const NetlinkRouteTable&) = delete;
-    NetlinkRouteTable& operator=(const NetlinkRouteTable&) = delete;
-
     Route route_to(const IpAddress& wanted) override {
         Route route;
         route.kind = RouteKind::Unknown;
-        if (m_fd < 0) return route;
         const IpAddress address = as_dialled(wanted);
-        struct {
-            nlmsghdr header;
-            rtmsg message;
-            std::array<char, 64> attributes;
-        } request{};
         const std::size_t size = address.v6 ? 16 : 4;
-        request.header.nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
-        request.header.nlmsg_type = RTM_GETROUTE;
-        request.header.nlmsg_flags = NLM_F_REQUEST;
-        request.header.nlmsg_seq = ++m_sequence;
+        RouteRequest request{};
         request.message.rtm_family = address.v6 ? AF_INET6 : AF_INET;
         request.message.rtm_dst_len = static_cast<unsigned char>(size * 8);
-        auto* destination =
-            reinterpret_cast<rtattr*>(reinterpret_cast<char*>(&request) + NLMSG_ALIGN(NLMSG_LENGTH(sizeof(rtmsg))));
-        destination->rta_type = RTA_DST;
-        destination->rta_len = static_cast<unsigned short>(RTA_LENGTH(size));
-        std::memcpy(RTA_DATA(destination), address.bytes.data(), size);
-        request.header.nlmsg_len = NLMSG_ALIGN(request.header.nlmsg_len) + RTA_ALIGN(destination->rta_len);
-        if (!exchange(&request, request.header.nlmsg_len)) return route;
-        const auto* header = reinterpret_cast<const nlmsghdr*>(m_reply.data());
-        if (header->nlmsg_type == NLMSG_ERROR) {
+        request.destination.rta_type = RTA_DST;
+        request.destination.rta_len = static_cast<unsigned short>(RTA_LENGTH(size));
+        std::memcpy(request.address.data(), address.bytes.data(), size);
+        // The route's type and the link it leaves by, from the kernel's one reply.
+        std::optional<unsigned char> type;
+        int oif = 0;
+        const auto read_route = [&](const nlmsghdr& header, std::string_view) {
+            if (header.nlmsg_type != RTM_NEWROUTE) return;
+            type = static_cast<const rtmsg*>(NLMSG_DATA(&header))->rtm_type;
+            oif = output_interface(header);
+        };
+        const auto payload = bytes_of(request, offsetof(RouteRequest, address) + size);
+        const auto outcome = m_socket.exchange(RTM_GETROUTE, 0, payload, read_route);
+        if (!outcome.complete) return route;
+        if (outcome.error != 0) {
             // No route (unreachable, prohibited, blackhole): nothing on this
             // machine answers it; the connect fails on its own.
             route.kind = RouteKind::Away;
             return route;
         }
-        if (header->nlmsg_type != RTM_NEWROUTE) return route;
-        const auto* message = static_cast<const rtmsg*>(NLMSG_DATA(header));
-        int oif = 0;
-        int length = static_cast<int>(header->nlmsg_len) - static_cast<int>(NLMSG_LENGTH(sizeof(rtmsg)));
-        for (const rtattr* attribute = RTM_RTA(message); RTA_OK(attribute, length);
-             attribute = RTA_NEXT(attribute, length)) {
-            if (attribute->rta_type == RTA_OIF) std::memcpy(&oif, RTA_DATA(attribute), sizeof oif);
-        }
-        switch (message->rtm_type) {
+        if (!type) return route;
+        switch (*type) {
             case RTN_LOCAL:
             case RTN_ANYCAST:
             case RTN_BROADCAST:
@@ -133,19 +125,15 @@ private:
         std::chrono::steady_clock::time_point until;
     };
 
-    // Sends one request and reads the first reply of the same sequence
-    // number into m_reply (the kernel has queued it before sendto returns);
-    // false on any failure.
-    bool exchange(const void* request, std::size_t length) {
-        sockaddr_nl kernel{};
-        kernel.nl_family = AF_NETLINK;
-        if (::sendto(m_fd, request, length, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return false;
-        for (;;) {
-            const ssize_t n = ::recv(m_fd, m_reply.data(), m_reply.size(), 0);
-            if (n < static_cast<ssize_t>(sizeof(nlmsghdr))) return false;
-            const auto* header = reinterpret_cast<const nlmsghdr*>(m_reply.data());
-            if (header->nlmsg_seq == m_sequence && header->nlmsg_len <= static_cast<std::uint32_t>(n)) return true;
+    // The link a route (RTM_NEWROUTE) leaves by, 0 when it names none.
+    static int output_interface(const nlmsghdr& header) {
+        int oif = 0;
+        int length = static_cast<int>(header.nlmsg_len) - static_cast<int>(NLMSG_LENGTH(sizeof(rtmsg)));
+        for (const rtattr* attribute = RTM_RTA(NLMSG_DATA(&header)); RTA_OK(attribute, length);
+             attribute = RTA_NEXT(attribute, length)) {
+            if (attribute->rta_type == RTA_OIF) std::memcpy(&oif, RTA_DATA(attribute), sizeof oif);
         }
+        return oif;
     }
 
     // Whether link `index` is a bridge and every port on it is a veth or a
@@ -169,42 +157,18 @@ private:
     // when it is a bridge whose ports are all veth or tap.
     bool list_links(int index) {
         m_is_bridge = false;
-        struct {
-            nlmsghdr header;
-            ifinfomsg message;
-        } request{};
-        request.header.nlmsg_len = NLMSG_LENGTH(sizeof(ifinfomsg));
-        request.header.nlmsg_type = RTM_GETLINK;
-        request.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-        request.header.nlmsg_seq = ++m_sequence;
-        request.message.ifi_family = AF_UNSPEC;
-        sockaddr_nl kernel{};
-        kernel.nl_family = AF_NETLINK;
-        if (::sendto(m_fd, &request, request.header.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) <
-            0) {
-            return false;
-        }
+        ifinfomsg request{};
+        request.ifi_family = AF_UNSPEC;
         bool ports_virtual = true;
-        std::vector<char> buffer(32768);
-        for (bool done = false; !done;) {
-            const ssize_t n = ::recv(m_fd, buffer.data(), buffer.size(), 0);
-            if (n <= 0) return false;
-            int left = static_cast<int>(n);
-            for (auto* header = reinterpret_cast<nlmsghdr*>(buffer.data()); NLMSG_OK(header, left);
-                 header = NLMSG_NEXT(header, left)) {
-                if (header->nlmsg_seq != m_sequence) continue;
-                if (header->nlmsg_type == NLMSG_DONE || header->nlmsg_type == NLMSG_ERROR) {
-                    done = true;
-                    break;
-                }
-                if (header->nlmsg_type != RTM_NEWLINK) continue;
-                const auto* link = static_cast<const ifinfomsg*>(NLMSG_DATA(header));
-                auto [master, kind] = master_and_kind(header);
-                if (link->ifi_index == index && kind == "bridge") m_is_bridge = true;
-                if (master == index && kind != "veth" && kind != "tun") ports_virtual = false;
-            }
-        }
-        return m_is_bridge && ports_virtual;
+        const auto read_link = [&](const nlmsghdr& header, std::string_view) {
+            if (header.nlmsg_type != RTM_NEWLINK) return;
+            const auto* link = static_cast<const ifinfomsg*>(NLMSG_DATA(&header));
+            auto [master, kind] = master_and_kind(&header);
+            if (link->ifi_index == index && kind == "bridge") m_is_bridge = true;
+            if (master == index && kind != "veth" && kind != "tun") ports_virtual = false;
+        };
+        const auto outcome = m_socket.exchange(RTM_GETLINK, NLM_F_DUMP, bytes_of(request), read_link);
+        return outcome.complete && m_is_bridge && ports_virtual;
     }
 
     static std::pair<int, std::string> master_and_kind(const nlmsghdr* header) {
@@ -225,9 +189,10 @@ private:
         return {master, kind};
     }
 
-    int m_fd = -1;
-    std::uint32_t m_sequence = 0;
-    alignas(nlmsghdr) std::array<char, 8192> m_reply{};
+    // No receive timeout: rtnetlink answers while the request is sent (a
+    // dump's later replies while the earlier ones are read), so a receive
+    // never waits.
+    core::NetlinkSocket m_socket{NETLINK_ROUTE};
     bool m_is_bridge = false;
     std::unordered_map<int, BridgeVerdict> m_bridges;
 };

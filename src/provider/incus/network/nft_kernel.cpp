@@ -5,9 +5,6 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +18,7 @@
 #include <vector>
 
 #include "agentctl/hash.hpp"
+#include "core/netlink_socket.hpp"
 
 namespace agentctl::provider::incus {
 namespace {
@@ -215,64 +213,28 @@ std::string request_attributes(Names names) {
 
 class Netlink {
 public:
-    Netlink() : m_fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER)) {
-        if (m_fd < 0) throw Unavailable{};
-        const timeval timeout{5, 0};
-        ::setsockopt(m_fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    Netlink() {
+        if (!m_socket.is_open()) throw Unavailable{};
     }
-    ~Netlink() { ::close(m_fd); }
-    Netlink(const Netlink&) = delete;
-    Netlink& operator=(const Netlink&) = delete;
 
     // The payloads (after the nfgenmsg) of the kernel's answers to one
     // request, or the errno it answered with (ENOENT: no such object).
     int ask(int message, bool dump, const std::string& request_attributes, std::vector<std::string>& answers) {
-        std::string request(NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(nfgenmsg)), '\0');
-        request += request_attributes;
-        nlmsghdr header{};
-        header.nlmsg_len = static_cast<std::uint32_t>(request.size());
-        header.nlmsg_type = static_cast<std::uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | message);
-        header.nlmsg_flags = NLM_F_REQUEST | (dump ? NLM_F_DUMP : NLM_F_ACK);
-        header.nlmsg_seq = ++m_sequence;
-        std::memcpy(request.data(), &header, sizeof header);
         nfgenmsg family{};
         family.nfgen_family = NFPROTO_INET;
         family.version = NFNETLINK_V0;
-        std::memcpy(request.data() + NLMSG_HDRLEN, &family, sizeof family);
-        sockaddr_nl kernel{};
-        kernel.nl_family = AF_NETLINK;
-        if (::sendto(m_fd, request.data(), request.size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) <
-            0) {
-            throw Unavailable{};
-        }
-        std::vector<char> buffer(1 << 17);
-        for (;;) {
-            const auto got = ::recv(m_fd, buffer.data(), buffer.size(), 0);
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) throw Unavailable{};
-            std::string_view data(buffer.data(), static_cast<std::size_t>(got));
-            while (data.size() >= NLMSG_HDRLEN) {
-                nlmsghdr reply{};
-                std::memcpy(&reply, data.data(), sizeof reply);
-                if (reply.nlmsg_len < NLMSG_HDRLEN || reply.nlmsg_len > data.size()) throw Unavailable{};
-                const auto body = data.substr(NLMSG_HDRLEN, reply.nlmsg_len - NLMSG_HDRLEN);
-                data.remove_prefix(std::min<std::size_t>(NLMSG_ALIGN(reply.nlmsg_len), data.size()));
-                if (reply.nlmsg_seq != m_sequence) continue;
-                if ((reply.nlmsg_flags & NLM_F_DUMP_INTR) != 0) throw Interrupted{};
-                if (reply.nlmsg_type == NLMSG_DONE) return 0;
-                if (reply.nlmsg_type == NLMSG_ERROR) {
-                    nlmsgerr error{};
-                    if (body.size() < sizeof error) throw Unavailable{};
-                    std::memcpy(&error, body.data(), sizeof error);
-                    if (error.error == 0) return 0;
-                    if (error.error == -EPERM || error.error == -EOPNOTSUPP) throw Unavailable{};
-                    return -error.error;
-                }
-                if (body.size() < NLMSG_ALIGN(sizeof(nfgenmsg))) continue;
-                answers.emplace_back(body.substr(NLMSG_ALIGN(sizeof(nfgenmsg))));
-                if (!dump) continue;  // the acknowledgement ends it
-            }
-        }
+        std::string request(NLMSG_ALIGN(sizeof family), '\0');
+        std::memcpy(request.data(), &family, sizeof family);
+        request += request_attributes;
+        const auto collect = [&](const nlmsghdr&, std::string_view body) {
+            if (body.size() < NLMSG_ALIGN(sizeof(nfgenmsg))) return;
+            answers.emplace_back(body.substr(NLMSG_ALIGN(sizeof(nfgenmsg))));
+        };
+        const auto type = static_cast<std::uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | message);
+        const auto outcome = m_socket.exchange(type, dump ? NLM_F_DUMP : NLM_F_ACK, request, collect);
+        if (outcome.interrupted) throw Interrupted{};
+        if (!outcome.complete || outcome.error == EPERM || outcome.error == EOPNOTSUPP) throw Unavailable{};
+        return outcome.error;
     }
 
     // The kernel's answers to a dump request naming `names` (attribute, value).
@@ -302,8 +264,7 @@ public:
     }
 
 private:
-    int m_fd;
-    std::uint32_t m_sequence = 0;
+    core::NetlinkSocket m_socket{NETLINK_NETFILTER, std::chrono::seconds(5)};
 };
 
 // Answers to a request that name `table` (and `chain`, when given) in
@@ -369,7 +330,7 @@ std::optional<std::string> consistent(const std::function<std::string(Netlink&)>
     try {
         while (std::chrono::steady_clock::now() < until) {
             try {
-                Netlink netlink;  // a new socket: an interrupted dump may still be under way on the last
+                Netlink netlink;
                 const auto before = netlink.generation();
                 auto digest = read(netlink);
                 if (netlink.generation() == before) return digest;
