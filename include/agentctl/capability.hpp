@@ -53,6 +53,7 @@ inline constexpr std::string_view k_feature_names[] = {
     "placement.target",
     "network.credentials",
     "gc",
+    "pool",
 };
 
 constexpr bool is_feature_name(std::string_view name) {

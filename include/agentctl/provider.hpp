@@ -337,6 +337,34 @@ public:
     [[nodiscard]] virtual std::vector<Leftover> collect() = 0;
 };
 
+// A warm pool: sandboxes made ahead of time, deny-all and never a sandbox of
+// anyone's until a create takes one, so that create only has to apply its
+// policy to a running instance.
+struct PoolEntry {
+    std::string name;    // as the backend names it
+    std::string status;  // the backend's word: Running, Stopped, ...
+    bool ready = false;  // a create may take it now
+};
+
+class WarmPool {
+public:
+    static constexpr std::array<Feature, 1> k_features{"pool"};
+
+    virtual ~WarmPool() = default;
+
+    // How many entries the pool keeps (the provider's setting).
+    [[nodiscard]] virtual unsigned pool_size() = 0;
+    [[nodiscard]] virtual std::vector<PoolEntry> pool_entries() = 0;
+    // Makes entries like `like` (a create's spec: its name is not used, and
+    // its network policy is one that allows nothing while the entry waits)
+    // until the pool holds pool_size() ready ones; removes the ones made
+    // otherwise (another image, resources, agentctl) and the ones beyond the
+    // size. Returns how many it made.
+    virtual unsigned pool_fill(const SandboxSpec& like) = 0;
+    // Removes every entry; returns how many.
+    virtual unsigned pool_drain() = 0;
+};
+
 // A provider instance: its name and version, and its parts. A part it does not
 // implement is nullptr (Lifecycle it always has). Providers derive from
 // Implements<...>, which answers these from the parts it is given.
@@ -359,6 +387,7 @@ public:
     [[nodiscard]] virtual Images* images() = 0;
     [[nodiscard]] virtual EgressPolicy* egress_policy() = 0;
     [[nodiscard]] virtual Collector* collector() = 0;
+    [[nodiscard]] virtual WarmPool* warm_pool() = 0;
 };
 
 // The base of a provider class that implements `Parts` (Lifecycle among them):
@@ -385,6 +414,7 @@ public:
     [[nodiscard]] Images* images() final { return part<Images>(); }
     [[nodiscard]] EgressPolicy* egress_policy() final { return part<EgressPolicy>(); }
     [[nodiscard]] Collector* collector() final { return part<Collector>(); }
+    [[nodiscard]] WarmPool* warm_pool() final { return part<WarmPool>(); }
 
 private:
     template <class Part>

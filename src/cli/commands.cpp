@@ -20,6 +20,7 @@ constexpr std::array k_commands{
     CommandEntry{"list", &add_list},
     CommandEntry{"status", &add_status},
     CommandEntry{"gc", &add_gc},
+    CommandEntry{"pool", &add_pool},
     CommandEntry{"shell", &add_shell},
     CommandEntry{"exec", &add_exec},
     CommandEntry{"cp", &add_cp},

@@ -20,6 +20,7 @@ void add_delete(CLI::App& app, CommandEnv& env);
 void add_list(CLI::App& app, CommandEnv& env);
 void add_status(CLI::App& app, CommandEnv& env);
 void add_gc(CLI::App& app, CommandEnv& env);
+void add_pool(CLI::App& app, CommandEnv& env);
 void add_shell(CLI::App& app, CommandEnv& env);
 void add_exec(CLI::App& app, CommandEnv& env);
 void add_cp(CLI::App& app, CommandEnv& env);

@@ -185,6 +185,7 @@ EgressPolicy& Session::egress_policy() {
     return gated(provider().egress_policy(), provider_entry().name, "egress policy");
 }
 Collector& Session::collector() { return gated(provider().collector(), provider_entry().name, "collector"); }
+WarmPool& Session::warm_pool() { return gated(provider().warm_pool(), provider_entry().name, "warm pool"); }
 
 Provider& Session::provider() {
     if (m_state->provider) return *m_state->provider;

@@ -84,6 +84,7 @@ public:
     [[nodiscard]] Images& images();
     [[nodiscard]] EgressPolicy& egress_policy();
     [[nodiscard]] Collector& collector();
+    [[nodiscard]] WarmPool& warm_pool();
 
     // Serialises agentctl processes acting on one sandbox; held until the session
     // ends. Says so on stderr when it has to wait for another agentctl. A name

@@ -82,7 +82,8 @@ TEST_CASE("bad config input is refused with a clear error and the file is unchan
           "agentctl: unknown configuration key 'colour'\nhint: known keys: provider, profileDir, defaultProfile, "
           "baseProfile, incus.subnetPool, incus.subnetPrefix, incus.storagePool, incus.image, "
           "incus.proxyResolveFile, incus.proxyUpstreamCA, incus.remote, incus.project, incus.proxyPlacement, "
-          "incus.imageRemote, incus.proxyMaxTunnels, incus.hostMemory, incus.hostSocketMemory, incus.hostProcesses\n");
+          "incus.imageRemote, incus.proxyMaxTunnels, incus.hostMemory, incus.hostSocketMemory, incus.hostProcesses, "
+          "incus.pool.size\n");
 
     r = cli.run({"config", "set", "provider"});
     CHECK(r.exit_code == 1);

@@ -402,6 +402,7 @@ const std::vector<Entry> k_documented = {
     {"plain", Mode::Run, "agentctl --version"},  // docs/benchmarks.md: timed for start-up
     {"plain", Mode::Run, "agentctl config set profileDir=/opt/corp/agentctl-profiles"},
     {"plain", Mode::Run, "agentctl config set incus.project=agents"},
+    {"plain", Mode::Run, "agentctl config set incus.pool.size=2"},
     {"plain", Mode::Surface, "agentctl exec -- true"},
     {"plain", Mode::Surface, "agentctl cp ./src NAME:/workspace"},
     {"plain", Mode::Surface, "agentctl cp NAME:/workspace/out ./out"},

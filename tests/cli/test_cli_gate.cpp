@@ -95,7 +95,7 @@ TEST_CASE("capabilities prints the matrix for every provider, as a table and as 
     for (const char* provider : {"incus", "lima", "hyperv"}) {
         INFO(provider);
         REQUIRE(doc.contains(provider));
-        CHECK(doc[provider]["features"].size() == 26);
+        CHECK(doc[provider]["features"].size() == 27);
         for (const auto& [feature, entry] : doc[provider]["features"].items()) {
             INFO(feature);
             const auto status = entry["status"].get<std::string>();

@@ -27,6 +27,7 @@ std::map<std::string, int> owners() {
     add(Images::k_features);
     add(EgressPolicy::k_features);
     add(Collector::k_features);
+    add(WarmPool::k_features);
     return count;
 }
 

@@ -171,7 +171,7 @@ public:
                                              Json{{"server_name", "m2"}, {"url", "https://192.0.2.77:8443"}}});
         } else if (method == "GET" && (path == "/1.0/images/aliases/img")) {
             response.metadata = Json{{"name", "img"}};
-        } else if (method == "GET" && path.starts_with("/1.0/networks?")) {
+        } else if (method == "GET" && (path.starts_with("/1.0/networks?") || path.starts_with("/1.0/instances?"))) {
             response.metadata = Json::array();
         } else if (method == "GET" && path == "/1.0/operations?recursion=1") {
             response.metadata = Json{{"running", Json::array()}};

@@ -58,6 +58,11 @@ public:
             objects.at(bare.substr(0, bare.size() - 6))["status"] = "Stopped";
             return response;
         }
+        if (method == "GET" && bare == "/1.0/instances") {
+            // The instances whose config matches the filter: none came from the warm pool here.
+            response.metadata = Json::array();
+            return response;
+        }
         if (!objects.contains(bare)) throw NotFound("not found: " + bare);
         if (method == "GET") response.metadata = objects[bare];
         if (method == "DELETE") objects.erase(bare);

@@ -5,6 +5,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "agentctl/error.hpp"
 #include "provider/incus/lifecycle/settings.hpp"
 #include "provider/incus/network/subnet_pool.hpp"
@@ -50,4 +52,17 @@ TEST_CASE("incus.imageRemote: config set and image pull accept the same values",
     CHECK_THROWS_WITH(image_server_url("ubuntu"),
                       "setting incus.imageRemote: must be `images` or the URL of a simplestreams server, such as "
                       "https://images.linuxcontainers.org (got 'ubuntu')");
+}
+
+TEST_CASE("incus.pool.size: a whole number from 0 to the most the pool takes", "[settings]") {
+    const auto& size = key(config_key::k_pool_size);
+    CHECK(size.default_value == "0");
+    for (const char* good : {"0", "1", "32"}) {
+        INFO(good);
+        CHECK(size.validate(good).empty());
+    }
+    for (const char* bad : {"33", "-1", "two", "", "1.5", "4 "}) {
+        INFO(bad);
+        CHECK(size.validate(bad) == fmt::format("must be a whole number from 0 to 32 (got '{}')", bad));
+    }
 }

@@ -101,6 +101,9 @@ constexpr std::array k_entries{
     Entry{"gc", Status::UnderDevelopment,
           "finding what an interrupted create left is not built on Hyper-V; `agentctl delete NAME` removes what "
           "agentctl made for NAME"},
+    Entry{"pool", Status::UnderDevelopment,
+          "a warm pool of Hyper-V VMs is not built (each entry would hold a VM's memory while it waits); create "
+          "makes each VM when asked"},
 };
 
 }  // namespace

@@ -42,6 +42,9 @@ CapabilityMatrix capabilities(const HostPlatform& platform) {
     m.set("gc", CapabilityStatus::UnderDevelopment,
           "finding what an interrupted create left is not built on Lima; `agentctl delete NAME` removes a half-made "
           "instance and its proxy");
+    m.set("pool", CapabilityStatus::NotAvailable,
+          "a Lima VM boots in tens of seconds and cannot be renamed once made, so a pool of running VMs would hold "
+          "one VM's memory per entry; the warm pool is the incus provider's (containers)");
     return m;
 }
 

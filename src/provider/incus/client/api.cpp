@@ -188,6 +188,13 @@ std::vector<Instance> Api::instances(bool with_state) {
         m_client.query("GET", with_state ? "/1.0/instances?recursion=2" : "/1.0/instances?recursion=1").metadata);
 }
 
+std::vector<Instance> Api::instances_where(std::string_view key, std::string_view value) {
+    // Incus reads the filter as `FIELD eq VALUE`; a space is %20 in the query.
+    return instance_list(
+        m_client.query("GET", fmt::format("/1.0/instances?recursion=1&filter=config.{}%20eq%20{}", key, value))
+            .metadata);
+}
+
 Json Api::networks_in_every_project() {
     auto metadata = m_client.query("GET", "/1.0/networks?all-projects=true&recursion=1").metadata;
     return metadata.is_array() ? metadata : Json::array();

@@ -62,6 +62,9 @@ public:
     // without its state; `with_state`: recursion=2, every instance with its
     // state, which Incus gathers from each running instance (milliseconds each).
     std::vector<Instance> instances(bool with_state);
+    // GET /1.0/instances?recursion=1&filter=config.KEY eq VALUE: the instances
+    // whose config has `key` set to `value` (a name: letters, digits, '-').
+    std::vector<Instance> instances_where(std::string_view key, std::string_view value);
     // GET /1.0/instances?all-projects=true&recursion=1: every instance of
     // every project (each with its project), without state.
     std::vector<Instance> instances_in_every_project();

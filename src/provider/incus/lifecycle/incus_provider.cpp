@@ -100,8 +100,9 @@ std::string IncusProvider::backend_version() {
     return fmt::format("{} {}", server == "incus" ? "Incus" : server, version);
 }
 
-Instance IncusProvider::require_instance(const std::string& name) {
-    auto instance = m_api.instance(name);
+Instance IncusProvider::require_instance(const std::string& name) { return checked(name, m_api.instance(name)); }
+
+Instance IncusProvider::checked(const std::string& name, std::optional<Instance> instance) const {
     if (!instance) {
         if (m_api.preview()) {
             // Preview: pretend a running sandbox with the default user, so the

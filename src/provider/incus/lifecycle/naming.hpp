@@ -25,6 +25,9 @@ using agentctl::fnv1a64;
 // `NAME-egress`: the companion instance that runs the sandbox's egress proxy
 // when it is placed in an instance (egress_host.hpp).
 [[nodiscard]] std::string companion_name(std::string_view sandbox);
+// Every warm pool entry's instance name starts with this (`agc-pool-` and 8
+// hex digits); create refuses sandbox names that do.
+inline constexpr std::string_view k_pool_prefix = "agc-pool-";
 // Disk device name for the Nth mount, proxy device name for a published port.
 [[nodiscard]] std::string mount_device_name(std::size_t index);
 [[nodiscard]] std::string port_device_name(std::string_view protocol, unsigned host_port);
@@ -93,6 +96,15 @@ inline constexpr std::string_view k_egress = "user.agentctl.egress";
 // ("egress-proxy" for a companion). `list` shows only instances without it.
 inline constexpr std::string_view k_role = "user.agentctl.role";
 inline constexpr std::string_view k_role_egress_proxy = "egress-proxy";
+// A warm pool entry (provider_pool.cpp): a deny-all sandbox made ahead of time
+// that no one uses; create takes it (the role goes, k_name comes).
+inline constexpr std::string_view k_role_pool = "pool";
+// On a pool entry: a digest of what it was made with (pool_template_digest);
+// create takes only an entry whose digest is the one its sandbox would have.
+inline constexpr std::string_view k_pool_template = "user.agentctl.pool.template";
+// On an instance taken from the pool: the sandbox's name (the instance keeps
+// the entry's name, and its bridge, ACL and host state keep theirs).
+inline constexpr std::string_view k_name = "user.agentctl.name";
 }  // namespace key
 
 }  // namespace agentctl::provider::incus

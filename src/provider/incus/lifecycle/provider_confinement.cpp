@@ -99,7 +99,8 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
         return ProbeRun::unverified(ConfinementState::NotVerified, "the bridge address is not recorded");
     const auto gateway = bridge_address->address_text();
     const bool vm = record.isolation == Isolation::Vm;
-    if (wait_for_address(name, vm ? 120 : 30).empty())
+    const auto addressed = wait_for_address_state(name, vm ? 120 : 30);
+    if (eth0_address(addressed).empty())
         return ProbeRun::unverified(ConfinementState::NotVerified, "the sandbox got no IPv4 address on eth0");
 
     const auto placement = record.placement;
@@ -143,7 +144,7 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     run.by_host = local && !vm;
     std::vector<common::ProbeResult> results;
     if (run.by_host) {
-        const auto pid = m_api.instance_state(name).pid;
+        const auto pid = addressed.pid;
         try {
             const NetnsHandle netns(pid);
             // The pid is the instance's init still (not a process that took its number).
@@ -185,15 +186,20 @@ IncusProvider::ProbeRun IncusProvider::run_probe_battery(const std::string& name
     return run;
 }
 
-ConfinementStatus IncusProvider::record_probes(const std::string& name, const ProbeRun& run) {
+ConfinementStatus IncusProvider::record_probes(const std::string& name, const ProbeRun& run,
+                                               const std::map<std::string, std::string>& also) {
+    const auto with_also = [&](std::map<std::string, std::string> records) {
+        records.insert(also.begin(), also.end());
+        return records;
+    };
     if (!run.not_verified.empty()) {
-        set_records(name, evidence_records(name, run, run.not_verified));
+        set_records(name, with_also(evidence_records(name, run, run.not_verified)));
         return run.not_verified;
     }
     const auto summary = common::summarise(run.results);
     const auto line = common::confinement_line(summary, std::chrono::system_clock::now(),
                                                run.by_host ? std::string_view{} : common::k_guest_word);
-    set_records(name, evidence_records(name, run, line));
+    set_records(name, with_also(evidence_records(name, run, line)));
     if (!summary.escaped.empty()) {
         m_context.reporter.step(fmt::format("stopping {}: its network policy is not in force", name));
         m_api.change_state(name, state_payload("stop", true, -1), 120);
@@ -212,9 +218,9 @@ ConfinementStatus IncusProvider::record_probes(const std::string& name, const Pr
 }
 
 void IncusProvider::verify_confinement(const std::string& name, const SandboxRecord& record,
-                                       std::future<ProbeRun> early) {
+                                       std::future<ProbeRun> early, const std::map<std::string, std::string>& also) {
     m_context.reporter.step(fmt::format("checking network confinement of {}", name));
-    const auto confinement = record_probes(name, early.valid() ? early.get() : run_probe_battery(name, record));
+    const auto confinement = record_probes(name, early.valid() ? early.get() : run_probe_battery(name, record), also);
     const auto line = to_string(confinement);
     if (confinement.state == ConfinementState::Verified) {
         m_context.reporter.notice("network confinement " + line);
@@ -223,7 +229,8 @@ void IncusProvider::verify_confinement(const std::string& name, const SandboxRec
     }
 }
 
-int IncusProvider::logs(const std::string& name, const LogRequest& request) {
+int IncusProvider::logs(const std::string& given, const LogRequest& request) {
+    const auto name = instance_of(given);
     const auto record = read_sandbox_record(require_instance(name));
     return egress(record.placement).print_network_log(site_of(name, record), request, m_context.out);
 }

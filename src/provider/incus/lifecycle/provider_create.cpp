@@ -45,6 +45,11 @@ void refuse_uid_clash(const std::string& sandbox, const GuestUser& user, int gue
                 "use an image that has no user with that id");
 }
 
+Error already_exists(const std::string& sandbox) {
+    return Error(fmt::format("a sandbox named \"{}\" already exists", sandbox),
+                 "pick another name, or remove it first: agentctl delete " + sandbox);
+}
+
 }  // namespace
 
 std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts) {
@@ -227,17 +232,37 @@ void IncusProvider::refuse_mounts_elsewhere(const std::vector<Mount>& mounts) co
 
 void IncusProvider::create(const SandboxSpec& requested) {
     check_sandbox_name(requested.name);
+    if (requested.name.starts_with(k_pool_prefix)) {
+        throw Error(fmt::format("sandbox names starting with {} are the warm pool's", k_pool_prefix),
+                    "pick another name");
+    }
     const auto lock = lock_sandbox(requested.name);
     m_api.require_extensions();
+    const auto existing = m_api.instance(requested.name);
+    // One a create that was killed left goes with the rest of its pieces (make_sandbox).
+    const bool unfinished = existing && read_instance_marks(*existing).unfinished() && !m_api.preview();
+    if (existing && !unfinished) throw already_exists(requested.name);
+    // A sandbox taken from the pool has the name only in its record.
+    if (const auto taken =
+            m_api.preview() ? std::vector<Instance>{} : m_api.instances_where(key::k_name, requested.name);
+        !taken.empty()) {
+        if (!read_instance_marks(taken.front()).unfinished()) throw already_exists(requested.name);
+        // Left by a create that was killed while it took a pool entry.
+        m_context.reporter.step(fmt::format("removing what an earlier, unfinished create of {} left", requested.name));
+        const auto entry_lock = lock_sandbox(taken.front().name);
+        remove_pieces(taken.front().name);
+    }
+    if (existing || !take_from_pool(requested)) make_sandbox(requested, {});
+    if (!m_api.preview() && pool_size() > 0) refill_in_background();
+}
+
+void IncusProvider::make_sandbox(const SandboxSpec& requested, const std::map<std::string, std::string>& marks) {
     auto existing = m_api.instance(requested.name);
     if (existing && read_instance_marks(*existing).unfinished() && !m_api.preview()) {
         // Left by a create that was killed (the name's lock is ours now): removed below with the rest.
         existing.reset();
     }
-    if (existing) {
-        throw Error(fmt::format("a sandbox named \"{}\" already exists", requested.name),
-                    "pick another name, or remove it first: agentctl delete " + requested.name);
-    }
+    if (existing) throw already_exists(requested.name);
     refuse_name_of_other_project(requested.name);
     SandboxSpec spec = requested;
     spec.image = image_for(requested);
@@ -264,7 +289,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
         m_context.reporter.step(fmt::format("removed leftovers of an earlier, unfinished create of {}", spec.name));
     }
     try {
-        create_pieces(spec);
+        create_pieces(spec, marks);
         if (!m_api.preview()) set_records(spec.name, {{std::string(key::k_create_pending), ""}});
     } catch (...) {
         m_context.reporter.fail_step();
@@ -277,7 +302,7 @@ void IncusProvider::create(const SandboxSpec& requested) {
     }
 }
 
-void IncusProvider::create_pieces(const SandboxSpec& spec) {
+void IncusProvider::create_pieces(const SandboxSpec& spec, const std::map<std::string, std::string>& marks) {
     // Who the sandbox user stands for on the host, checked before anything is made.
     const auto owners = writable_mount_owners(spec.mounts);
     const int guest_uid = guest_uid_for(owners);
@@ -343,6 +368,7 @@ void IncusProvider::create_pieces(const SandboxSpec& spec) {
     auto config = instance_config(spec, bridge, subnet, confined, idmap);
     if (confined) config[std::string(key::k_egress)] = std::string(to_string(placement));
     config[std::string(key::k_create_pending)] = "true";
+    config.insert(marks.begin(), marks.end());
     if (host.recorded()) config.merge(host_record_config(host));
     const auto pool = setting(m_context, config_key::k_storage_pool);
     auto devices = instance_devices(spec, bridge, pool);
@@ -533,11 +559,14 @@ void IncusProvider::refuse_name_of_other_project(const std::string& name) {
     }
 }
 
-void IncusProvider::remove(const std::string& name, bool force) {
+void IncusProvider::remove(const std::string& given, bool force) {
     // An agentctl killed mid-create leaves its operations running in the
     // daemon, and while they run the instance is busy and its bridge in use:
     // wait for them and retry, for a bounded time.
-    const auto lock = lock_sandbox(name);
+    const auto lock = lock_sandbox(given);
+    // A sandbox from the pool: its instance's lock too (gc and pool fill take that one).
+    const auto name = instance_of(given);
+    const auto instance_lock = name == given ? nullptr : lock_sandbox(name);
     retry_transient(
         [&] {
             if (m_api.wait_for_instance_operations(name, 120) > 0) {

@@ -59,7 +59,8 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
     return argv;
 }
 
-int IncusProvider::exec(const std::string& name, const ExecRequest& request) {
+int IncusProvider::exec(const std::string& given, const ExecRequest& request) {
+    const auto name = instance_of(given);
     if (request.argv.empty()) throw Error("exec needs a command", "agentctl exec NAME -- CMD [ARGS...]");
     auto instance = require_instance(name);
     if (!instance.running()) {
@@ -150,7 +151,8 @@ int IncusProvider::exec_outcome(const std::string& name, const std::string& oper
                 code > 0 && code < 256 ? code : exit_code::k_error);
 }
 
-int IncusProvider::shell(const std::string& name, bool root) {
+int IncusProvider::shell(const std::string& given, bool root) {
+    const auto name = instance_of(given);
     auto instance = require_instance(name);
     if (!instance.running()) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
@@ -171,7 +173,8 @@ int IncusProvider::shell(const std::string& name, bool root) {
     return m_context.runner.run(process).pass_through_code();
 }
 
-void IncusProvider::view(const std::string& name, bool read_only) {
+void IncusProvider::view(const std::string& given, bool read_only) {
+    const auto name = instance_of(given);
     if (read_sandbox_record(require_instance(name)).isolation != Isolation::Vm) {
         throw Error(
             fmt::format("view is not available for {}: it is a container, which has no graphical console", name),

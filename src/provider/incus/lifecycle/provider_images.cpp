@@ -35,7 +35,8 @@ std::string image_cache_dir() {
 
 }  // namespace
 
-void IncusProvider::snapshot_create(const std::string& name, const std::string& snapshot) {
+void IncusProvider::snapshot_create(const std::string& given, const std::string& snapshot) {
+    const auto name = instance_of(given);
     check_snapshot_name(snapshot);
     require_instance(name);
     // Incus answers a taken name with its database's "UNIQUE constraint failed": say it first.
@@ -50,7 +51,8 @@ void IncusProvider::snapshot_create(const std::string& name, const std::string& 
     m_api.create_snapshot(name, snapshot);
 }
 
-std::vector<SnapshotInfo> IncusProvider::snapshot_list(const std::string& name) {
+std::vector<SnapshotInfo> IncusProvider::snapshot_list(const std::string& given) {
+    const auto name = instance_of(given);
     require_instance(name);
     std::vector<SnapshotInfo> list;
     for (const auto& snap : m_api.snapshots(name)) {
@@ -61,7 +63,8 @@ std::vector<SnapshotInfo> IncusProvider::snapshot_list(const std::string& name) 
     return list;
 }
 
-void IncusProvider::snapshot_restore(const std::string& name, const std::string& snapshot) {
+void IncusProvider::snapshot_restore(const std::string& given, const std::string& snapshot) {
+    const auto name = instance_of(given);
     check_snapshot_name(snapshot);
     const auto instance = require_instance(name);
     const auto current = read_sandbox_record(instance);
@@ -111,7 +114,8 @@ void IncusProvider::snapshot_restore(const std::string& name, const std::string&
     for (const auto& widening : widenings(view)) m_context.reporter.warning(fmt::format("{}: {}", name, widening));
 }
 
-void IncusProvider::snapshot_delete(const std::string& name, const std::string& snapshot) {
+void IncusProvider::snapshot_delete(const std::string& given, const std::string& snapshot) {
+    const auto name = instance_of(given);
     check_snapshot_name(snapshot);
     require_instance(name);
     m_context.reporter.step(fmt::format("deleting snapshot {} of {}", snapshot, name));

@@ -39,8 +39,13 @@ inline constexpr int k_install_timeout = 1800;
 [[nodiscard]] std::vector<MountOwner> writable_mount_owners(const std::vector<Mount>& mounts);
 void check_subordinate_ids(const IdentityMap& map);
 
+// provider_pool.cpp: a digest of what a sandbox of `spec` made from `image`
+// could not change once it runs; nullopt when the warm pool cannot serve it
+// (mounts, ports, packages, an agent, secrets, a target, a VM, no policy).
+[[nodiscard]] std::optional<std::string> pool_template_digest(const SandboxSpec& spec, const std::string& image);
+
 class IncusProvider final
-    : public Implements<Lifecycle, Commands, Console, EgressLog, Snapshots, Images, EgressPolicy, Collector> {
+    : public Implements<Lifecycle, Commands, Console, EgressLog, Snapshots, Images, EgressPolicy, Collector, WarmPool> {
 public:
     // `egress`: the host placement of the sandboxes' proxies; `egress_instance`:
     // the companion-instance placement (egress_host.hpp).
@@ -79,6 +84,10 @@ public:
                      const std::vector<std::string>& packages) override;
     void apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) override;
     [[nodiscard]] std::vector<Leftover> collect() override;
+    [[nodiscard]] unsigned pool_size() override;
+    [[nodiscard]] std::vector<PoolEntry> pool_entries() override;
+    unsigned pool_fill(const SandboxSpec& like) override;
+    unsigned pool_drain() override;
 
 private:
     // One run of the confinement probe battery (provider_confinement.cpp).
@@ -100,7 +109,32 @@ private:
     // provider_images.cpp
     void build_from_nothing(const std::string& output, const std::vector<std::string>& packages);
 
+    // provider_pool.cpp
+    // The pool works only with a server on this machine, and not in preview.
+    [[nodiscard]] bool pool_usable() const;
+    void refuse_pool_elsewhere() const;
+    // An entry a create may take now: running, and finished.
+    [[nodiscard]] static bool entry_ready(const Instance& instance);
+    // Removes pool entry `entry` under its lock, if it still is one.
+    bool remove_entry(const std::string& entry);
+    // create: takes a ready entry for `spec` and makes it the sandbox (its
+    // name, profiles, policy, verdict); false when none fits or is free.
+    bool take_from_pool(const SandboxSpec& spec);
+    // Starts `agentctl pool fill` detached, when the pool is in use.
+    void refill_in_background();
+    // The instance of sandbox `name`: its own, else the pool entry that became
+    // it; `name` when there is neither (the caller says so). Every verb that
+    // takes a sandbox's name asks this first.
+    [[nodiscard]] std::string instance_of(const std::string& name);
+    // Throws when `instance` is a pool entry (no verb takes one by its name).
+    static void refuse_pool_entry(const Instance& instance);
+    // The instance a pool entry became for sandbox `name`, if one did.
+    [[nodiscard]] std::optional<Instance> taken_as(const std::string& name);
+
     // provider_create.cpp
+    // Everything of a create after the checks that need the name alone;
+    // `marks` go into the instance's config (a pool entry's role).
+    void make_sandbox(const SandboxSpec& requested, const std::map<std::string, std::string>& marks);
     // Throws when `mounts` is not empty and the server is not this machine:
     // the host paths would name the server's directories.
     void refuse_mounts_elsewhere(const std::vector<Mount>& mounts) const;
@@ -123,7 +157,7 @@ private:
     void create_bridge(const Json& network, const std::string& target);
     // PATCH of a bridge's config, under the host's network lock.
     void patch_bridge(const std::string& bridge, const Json& config);
-    void create_pieces(const SandboxSpec& spec);
+    void create_pieces(const SandboxSpec& spec, const std::map<std::string, std::string>& marks);
     Ipv4Net choose_subnet();
     // A uid of its own for the host processes of `name` (host_user.hpp), with
     // its files in this agentctl's state directory; the caller holds
@@ -208,16 +242,27 @@ private:
     // check, packages, agent, mount report. `fresh` = right after create.
     void after_boot(const std::string& name, bool fresh, std::future<ProbeRun> probes = {});
     void wait_until_ready(const std::string& name, bool vm);
+    // eth0's IPv4 address once it has one ("" when the time ran out); the
+    // state it was read from; the address in a state.
     std::string wait_for_address(const std::string& name, int timeout_seconds);
+    InstanceState wait_for_address_state(const std::string& name, int timeout_seconds);
+    [[nodiscard]] static std::string eth0_address(const InstanceState& state);
     // provider_confinement.cpp: the probe battery; its line for status.
     // Runs the battery in the guest; changes nothing (safe on another thread).
     ProbeRun run_probe_battery(const std::string& name, const SandboxRecord& record);
     // Records a run; stops the sandbox and throws when a probe escaped.
     // Returns the confinement line.
-    ConfinementStatus record_probes(const std::string& name, const ProbeRun& run);
+    // `also`: records written with the run's (the end of a create).
+    ConfinementStatus record_probes(const std::string& name, const ProbeRun& run,
+                                    const std::map<std::string, std::string>& also = {});
     // Records the confinement line and reports it; stops the sandbox and
     // throws when a probe escaped. `early`: a battery already under way.
-    void verify_confinement(const std::string& name, const SandboxRecord& record, std::future<ProbeRun> early = {});
+    void verify_confinement(const std::string& name, const SandboxRecord& record, std::future<ProbeRun> early = {},
+                            const std::map<std::string, std::string>& also = {});
+    // provider_network.cpp: apply_network_policy on instance `name`; `also`
+    // is recorded with the verdict (or with the policy of a stopped sandbox).
+    void apply_policy(const std::string& name, const policy::NetworkPolicy& network,
+                      const std::map<std::string, std::string>& also);
     // provider_evidence.cpp: what start re-applies and status checks again.
     // A digest of what `nft LISTING` prints as the kernel has it now (read
     // in process: nft_library.hpp); empty when nft refuses the listing
@@ -313,6 +358,8 @@ private:
     // NAME as the incus client addresses it on this server: REMOTE:NAME for a remote.
     [[nodiscard]] std::string on_server(const std::string& name) const;
     Instance require_instance(const std::string& name);  // GET; clear error if absent or not ours
+    // `instance` (the GET of `name`) when it is a sandbox of agentctl's; the same errors.
+    Instance checked(const std::string& name, std::optional<Instance> instance) const;
     InstanceInfo to_info(const Instance& instance, const SandboxRecord& record) const;
     void set_records(const std::string& name, const std::map<std::string, std::string>& records);
 

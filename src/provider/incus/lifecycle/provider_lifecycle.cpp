@@ -86,18 +86,28 @@ void IncusProvider::wait_until_ready(const std::string& name, bool vm) {
     }
 }
 
-std::string IncusProvider::wait_for_address(const std::string& name, int timeout_seconds) {
+std::string IncusProvider::eth0_address(const InstanceState& state) {
+    if (const auto eth0 = state.network.find("eth0"); eth0 != state.network.end()) {
+        for (const auto& address : eth0->second.addresses) {
+            if (address.family == "inet") return address.address;
+        }
+    }
+    return {};
+}
+
+InstanceState IncusProvider::wait_for_address_state(const std::string& name, int timeout_seconds) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds);
     for (;;) {
-        const auto state = m_api.instance_state(name);
-        if (const auto eth0 = state.network.find("eth0"); eth0 != state.network.end()) {
-            for (const auto& address : eth0->second.addresses) {
-                if (address.family == "inet") return address.address;
-            }
+        auto state = m_api.instance_state(name);
+        if (!eth0_address(state).empty() || m_api.preview() || std::chrono::steady_clock::now() >= deadline) {
+            return state;
         }
-        if (m_api.preview() || std::chrono::steady_clock::now() >= deadline) return {};
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+}
+
+std::string IncusProvider::wait_for_address(const std::string& name, int timeout_seconds) {
+    return eth0_address(wait_for_address_state(name, timeout_seconds));
 }
 
 void IncusProvider::install_packages(const std::string& name, const std::vector<std::string>& packages) {
@@ -279,7 +289,8 @@ std::unique_ptr<StartPass> IncusProvider::open_start_gate(const std::string& nam
     return std::make_unique<StartPass>(pass);
 }
 
-void IncusProvider::start(const std::string& name, const StartRequest& request) {
+void IncusProvider::start(const std::string& given, const StartRequest& request) {
+    const auto name = instance_of(given);
     auto instance = require_instance(name);
     auto record = read_sandbox_record(instance);
     const auto isolation = record.isolation;
@@ -336,7 +347,8 @@ void IncusProvider::start(const std::string& name, const StartRequest& request) 
     after_boot(name, false);
 }
 
-void IncusProvider::stop(const std::string& name, const StopRequest& request) {
+void IncusProvider::stop(const std::string& given, const StopRequest& request) {
+    const auto name = instance_of(given);
     auto instance = require_instance(name);
     const auto record = read_sandbox_record(instance);
     auto& host = egress(record.placement);
@@ -354,7 +366,7 @@ void IncusProvider::stop(const std::string& name, const StopRequest& request) {
 
 InstanceInfo IncusProvider::to_info(const Instance& instance, const SandboxRecord& record) const {
     InstanceInfo info;
-    info.name = instance.name;
+    info.name = record.sandbox_name();
     info.provider = "incus";
     info.status = instance.status;
     // A standalone server reports "none" (or nothing): there is no member to name.
@@ -430,7 +442,7 @@ std::vector<InstanceInfo> IncusProvider::list() {
             // One damaged record does not hide the others: the sandbox is listed
             // with what Incus says of it, and the warning says what is wrong.
             InstanceInfo info;
-            info.name = instance.name;
+            info.name = read_instance_marks(instance).sandbox_name();
             info.provider = "incus";
             info.status = instance.status;
             info.confinement = {ConfinementState::NotVerified, "its record cannot be read"};
@@ -441,11 +453,20 @@ std::vector<InstanceInfo> IncusProvider::list() {
     return infos;
 }
 
-InstanceInfo IncusProvider::status(const std::string& name) {
+InstanceInfo IncusProvider::status(const std::string& given) {
     // The bridge's GET and the nft table's digest need only the name: they run
     // while the instance's GET does (provider_evidence.cpp).
-    auto early = start_status_queries(name);
-    auto instance = require_instance(name);
+    auto early = start_status_queries(given);
+    std::string name = given;
+    auto found = m_api.instance(given);
+    if (found) {
+        refuse_pool_entry(*found);
+    } else if ((found = taken_as(given))) {
+        // From the pool: what it has goes by its instance's name.
+        name = found->name;
+        early = start_status_queries(name);
+    }
+    auto instance = checked(name, std::move(found));
     if (addresses_need_state(instance) && !m_api.preview()) {
         instance.state = m_api.instance_state(name);
     }

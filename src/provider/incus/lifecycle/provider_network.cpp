@@ -224,7 +224,12 @@ void IncusProvider::add_egress_lines(const SandboxRecord& record, InstanceInfo& 
     }
 }
 
-void IncusProvider::apply_network_policy(const std::string& name, const policy::NetworkPolicy& network) {
+void IncusProvider::apply_network_policy(const std::string& given, const policy::NetworkPolicy& network) {
+    apply_policy(instance_of(given), network, {});
+}
+
+void IncusProvider::apply_policy(const std::string& name, const policy::NetworkPolicy& network,
+                                 const std::map<std::string, std::string>& also) {
     const auto instance = require_instance(name);
     const auto record = read_sandbox_record(instance);
     const auto bridge = bridge_name(name);
@@ -275,8 +280,8 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
                 }
                 if (!kept) removed.push_back(destination.address);
             }
-            const auto guest = wait_for_address(name, 0);
-            if (!removed.empty() && !guest.empty()) {
+            const auto guest = removed.empty() ? std::string() : wait_for_address(name, 0);
+            if (!guest.empty()) {
                 auto problem = host.forget_connections({guest}, removed);
                 if (!problem.empty()) m_context.reporter.warning(fmt::format("{}: {}", name, problem));
             }
@@ -291,11 +296,21 @@ void IncusProvider::apply_network_policy(const std::string& name, const policy::
         restart_resolver();
     }
     // The recorded widenings follow the new policy.
-    set_records(name, {{std::string(key::k_network), network_record(network)},
-                       {std::string(key::k_acl), network.enabled ? acl : ""},
-                       {std::string(key::k_widenings), widenings_record(widening_view(record, network))},
-                       {std::string(key::k_confinement), ""}});
-    if (instance.running() && !m_api.preview()) verify_confinement(name, read_sandbox_record(require_instance(name)));
+    std::map<std::string, std::string> records{
+        {std::string(key::k_network), network_record(network)},
+        {std::string(key::k_acl), network.enabled ? acl : ""},
+        {std::string(key::k_widenings), widenings_record(widening_view(record, network))},
+        {std::string(key::k_confinement), ""}};
+    records.insert(also.begin(), also.end());
+    if (!instance.running() || m_api.preview()) {
+        set_records(name, records);
+        return;
+    }
+    // Recorded with the probes' verdict, in one request: until then the
+    // recorded digests are the old policy's, and status says "not verified".
+    auto changed = instance;
+    for (const auto& [key, value] : records) changed.config[key] = value;
+    verify_confinement(name, read_sandbox_record(changed), {}, records);
 }
 
 }  // namespace agentctl::provider::incus

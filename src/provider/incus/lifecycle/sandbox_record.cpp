@@ -128,6 +128,7 @@ void read_marks(const ConfigReader& config, InstanceMarks& marks) {
     marks.role = config.text(key::k_role);
     marks.sandbox = config.text(key::k_sandbox);
     marks.create_pending = config.boolean(key::k_create_pending);
+    marks.given_name = config.text(key::k_name);
 }
 
 Isolation read_isolation(const ConfigReader& config, const Instance& instance) {
@@ -282,13 +283,15 @@ std::string widenings_record(const SandboxSpec& spec) { return Json(widenings(sp
 
 std::string network_record(const policy::NetworkPolicy& network) { return policy::to_policy_file(network).dump(); }
 
+std::string profiles_record(const std::vector<std::string>& profiles) { return Json(profiles).dump(); }
+
 std::map<std::string, std::string> sandbox_record_config(const SandboxSpec& spec, const std::string& bridge,
                                                          const Ipv4Net& subnet, bool acl_attached) {
     return {{std::string(key::k_managed), "true"},
             {std::string(key::k_user), spec.user},
             {std::string(key::k_isolation), std::string(isolation_record(spec.isolation))},
             {std::string(key::k_image), spec.image},
-            {std::string(key::k_profiles), Json(spec.profiles).dump()},
+            {std::string(key::k_profiles), profiles_record(spec.profiles)},
             {std::string(key::k_network), network_record(spec.network)},
             {std::string(key::k_mounts), mounts_record(spec.mounts)},
             {std::string(key::k_ports), ports_record(spec.ports)},

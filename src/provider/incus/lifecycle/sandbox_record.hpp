@@ -33,10 +33,15 @@ struct InstanceMarks {
     std::string role;             // key::k_role: "" for a sandbox, key::k_role_egress_proxy for a companion
     std::string sandbox;          // key::k_sandbox: the sandbox a companion serves
     bool create_pending = false;  // key::k_create_pending: left by a create that did not finish
+    std::string given_name;       // key::k_name: the sandbox's name when it came from the warm pool
 
     // agentctl's sandbox (not a companion, not another's instance).
     [[nodiscard]] bool is_sandbox() const { return managed && role.empty(); }
     [[nodiscard]] bool is_companion() const { return managed && role == key::k_role_egress_proxy; }
+    // A warm pool entry not taken yet.
+    [[nodiscard]] bool is_pool_entry() const { return managed && role == key::k_role_pool; }
+    // The sandbox's name as its user knows it.
+    [[nodiscard]] const std::string& sandbox_name() const { return given_name.empty() ? name : given_name; }
     // A sandbox left by a create that was killed.
     [[nodiscard]] bool unfinished() const { return managed && create_pending; }
 };
@@ -84,12 +89,13 @@ struct SandboxRecord : InstanceMarks {
                                                                        const std::string& bridge, const Ipv4Net& subnet,
                                                                        bool acl_attached);
 // The record of an isolation ("vm" | "container"), of mounts, ports, and the widenings of a
-// sandbox (the spec's) and of a network policy (the policy file's JSON).
+// sandbox (the spec's), of a network policy (the policy file's JSON) and of the profiles' names.
 [[nodiscard]] std::string_view isolation_record(Isolation isolation);
 [[nodiscard]] std::string mounts_record(const std::vector<Mount>& mounts);
 [[nodiscard]] std::string ports_record(const std::vector<PortForward>& ports);
 [[nodiscard]] std::string widenings_record(const SandboxSpec& spec);
 [[nodiscard]] std::string network_record(const policy::NetworkPolicy& network);
+[[nodiscard]] std::string profiles_record(const std::vector<std::string>& profiles);
 
 // The spec a record stands for, as far as widenings() reads it: its network
 // policy (`network`, the record's when nullopt), mounts, ports and isolation.

@@ -115,6 +115,15 @@ std::string validate_count(std::string_view value) {
     return fmt::format("must be a whole number from 1 to 1000000 (got '{}')", value);
 }
 
+std::string validate_pool_size(std::string_view value) {
+    unsigned number = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+    if (!value.empty() && ec == std::errc() && end == value.data() + value.size() && number <= k_max_pool_size) {
+        return {};
+    }
+    return fmt::format("must be a whole number from 0 to {} (got '{}')", k_max_pool_size, value);
+}
+
 std::string validate_amount_of_memory(std::string_view value) {
     const auto bytes = policy::parse_size(value);
     if (bytes && *bytes >= 4 * 1024 * 1024) return {};
@@ -169,6 +178,10 @@ constexpr std::array k_settings{
     ConfigKey{config_key::k_host_processes,
               "processes and threads the host processes of one Incus sandbox may run together", "64",
               KeyPolicy::OrgLocks, &validate_count},
+    ConfigKey{config_key::k_pool_size,
+              "Incus sandboxes kept made ahead of time (deny-all, hidden), that a create taking the default image "
+              "and --isolation container --mount-none takes at once; 0: none (agentctl pool)",
+              "0", KeyPolicy::UserMayOverride, &validate_pool_size},
 };
 
 }  // namespace
@@ -190,7 +203,7 @@ std::uint64_t setting_amount(const ProviderContext& context, std::string_view ke
         throw Error(fmt::format("setting {}: {}", key, problem),
                     fmt::format("agentctl config set {}={}", key, spec->default_value));
     }
-    if (spec->validate == &validate_count) return std::stoull(value);
+    if (spec->validate == &validate_count || spec->validate == &validate_pool_size) return std::stoull(value);
     return *policy::parse_size(value);
 }
 

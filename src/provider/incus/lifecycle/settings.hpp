@@ -31,7 +31,11 @@ inline constexpr std::string_view k_proxy_max_tunnels = "incus.proxyMaxTunnels";
 inline constexpr std::string_view k_host_memory = "incus.hostMemory";
 inline constexpr std::string_view k_host_socket_memory = "incus.hostSocketMemory";
 inline constexpr std::string_view k_host_processes = "incus.hostProcesses";
+inline constexpr std::string_view k_pool_size = "incus.pool.size";
 }  // namespace config_key
+
+// The most entries incus.pool.size may ask for.
+inline constexpr unsigned k_max_pool_size = 32;
 
 // Every `incus.*` key, in display order.
 [[nodiscard]] std::span<const ConfigKey> settings();

@@ -69,6 +69,10 @@ std::string host_sandbox_lock_path(const std::string& lock_dir, const std::strin
     return fmt::format("{}/agentctl-incus-sandbox-{}.lock", lock_dir, sandbox);
 }
 
+std::string host_pool_lock_path(const std::string& lock_dir, const std::string& project) {
+    return fmt::format("{}/agentctl-incus-pool-{}.lock", lock_dir, project.empty() ? "default" : project);
+}
+
 std::string default_state_dir(const ProviderContext& context, const std::string& sandbox) {
     namespace fs = std::filesystem;
     const fs::path base =

@@ -75,6 +75,9 @@ struct HostRecord {
 // or runtime directory): create and delete hold it from start to end, and gc
 // leaves alone every sandbox whose lock another agentctl holds.
 [[nodiscard]] std::string host_sandbox_lock_path(const std::string& lock_dir, const std::string& sandbox);
+// The lock of the warm pool of `project` ("" = default) on this host: held by
+// whoever fills or drains it (provider_pool.cpp).
+[[nodiscard]] std::string host_pool_lock_path(const std::string& lock_dir, const std::string& project);
 
 // The directory of sandbox NAME's host files: STATE_DIR/incus/NAME.
 [[nodiscard]] std::string default_state_dir(const ProviderContext& context, const std::string& sandbox);
