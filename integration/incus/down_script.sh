@@ -3,7 +3,8 @@
 # its dry-run mode against the real daemon (it only reads) with ownership
 # records in a scratch directory: without records it must leave the daemon and
 # everything that is not a test sandbox alone; with a record that up.sh started
-# the daemon it stops exactly the recorded pid; it wipes state only when up.sh
+# the daemon it stops exactly the recorded pid, and only when no foreign
+# instance is in it (else it drops the record); it wipes state only when up.sh
 # also initialised the daemon and no foreign instance is left.
 #
 # Usage: down_script.sh REPO_ROOT     (exit 77 = skipped, with the reason printed)
@@ -39,18 +40,29 @@ done
 echo "$out" | grep -q 'not started by up.sh: left running' && ok "no records: the daemon is left running" || bad "no records: daemon not left alone"
 echo "$out" | grep -Eq 'rm -rf|stop incusd|nft delete table (inet|bridge) incus|losetup' && bad "no records: destructive step planned" || ok "no records: no stop, no wipe"
 
-# 2. up.sh started the daemon (the recorded pid is a stand-in) but did not initialise it.
+# Foreign: an instance of any project but the default's test sandboxes.
+foreign_present() { incus list --all-projects -f csv -c e,n | grep -Eqv '^default,(itest-|doctest-)'; }
+
+# 2. up.sh started the daemon (the recorded pid is a stand-in) but did not
+# initialise it: stopped only when it holds nothing but test sandboxes; else
+# someone uses it, and it is left running and no longer recorded as up.sh's.
 echo "$STANDIN" >"$WORK/run/incusd.pid"
 : >"$WORK/owned/started-incusd"
 out=$(down)
-echo "$out" | grep -q "would stop incusd (pid $STANDIN)" && ok "started by up.sh: stops exactly the recorded pid" || bad "started: $out"
+if foreign_present; then
+  echo "$out" | grep -q 'would stop incusd' && bad "started, foreign instance present: would stop it: $out" ||
+    ok "started by up.sh, foreign instance present: left running"
+  echo "$out" | grep -q "would run: rm -f $WORK/owned/started-incusd $WORK/run/incusd.pid" &&
+    ok "started by up.sh, foreign instance present: no longer recorded as up.sh's" || bad "record kept: $out"
+else
+  echo "$out" | grep -q "would stop incusd (pid $STANDIN)" && ok "started by up.sh: stops exactly the recorded pid" || bad "started: $out"
+fi
 echo "$out" | grep -q 'rm -rf' && bad "started, not initialised: would wipe state" || ok "started, not initialised: state kept"
 
 # 3. started and initialised: wipe only when no foreign instance is left.
 : >"$WORK/owned/initialised"
 out=$(down)
-# Foreign: an instance of any project but the default's test sandboxes.
-if incus list --all-projects -f csv -c e,n | grep -Eqv '^default,(itest-|doctest-)'; then
+if foreign_present; then
   echo "$out" | grep -q 'not test sandboxes' && ok "initialised, foreign instance present: left running" || bad "initialised: $out"
   echo "$out" | grep -q 'rm -rf' && bad "initialised with a foreign instance: would wipe" || ok "initialised with a foreign instance: no wipe"
 else

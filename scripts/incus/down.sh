@@ -15,10 +15,12 @@
 #   - the image up.sh imported (recorded in $AGENTCTL_INCUS_OWNED/image);
 #   - the HTTPS listener up.sh set (core.https_address, recorded in
 #     $AGENTCTL_INCUS_OWNED/https-address), if it is still the one it set;
-#   - the daemon, only if up.sh started it ($AGENTCTL_INCUS_OWNED/started-incusd);
-#     its whole state (/var/lib/incus, firewall tables, loop devices) only if
-#     up.sh also initialised it from nothing ($AGENTCTL_INCUS_OWNED/initialised)
-#     and no instance but the test sandboxes is left in it.
+#   - the daemon, only if up.sh started it ($AGENTCTL_INCUS_OWNED/started-incusd)
+#     and no instance but the test sandboxes is left in it (one that is not is
+#     someone's: the daemon is then left running, and no longer recorded as
+#     up.sh's); its whole state (/var/lib/incus, firewall tables, loop devices)
+#     only if up.sh also initialised it from nothing
+#     ($AGENTCTL_INCUS_OWNED/initialised).
 # A daemon that was running before up.sh, and every instance, image, network
 # and ACL that is not the tests', is left exactly as it was. Packages and the
 # image tarball cache are kept. Run as root.
@@ -137,6 +139,14 @@ if ! owned started-incusd; then
   say "incusd was not started by up.sh: left running, with everything but the test sandboxes"
   exit 0
 fi
+if [ ${#others[@]} -gt 0 ]; then
+  # Someone uses the daemon the tests started (setup.sh's sandbox, say, made
+  # after a run that was killed): it is theirs now. Left running, and no longer
+  # recorded as up.sh's, so that no later down.sh stops it either.
+  act rm -f "$OWNED_DIR/started-incusd" "$RUN_DIR/incusd.pid"
+  say "incusd left running, and no longer counted as up.sh's: it holds instances that are not test sandboxes (${others[*]})"
+  exit 0
+fi
 if ! owned initialised; then
   stop_pid "$RUN_DIR/incusd.pid" incusd
   act rm -f "$OWNED_DIR/started-incusd"
@@ -148,10 +158,6 @@ if [ "$daemon_up" != 1 ]; then
   # the tests' were added since up.sh: keep the state.
   act rm -f "$OWNED_DIR/started-incusd" "$RUN_DIR/incusd.pid"
   say "incusd is not running, so its state cannot be checked for instances that are not the tests': kept"
-  exit 0
-fi
-if [ ${#others[@]} -gt 0 ]; then
-  say "incusd left running: it holds instances that are not test sandboxes (${others[*]})"
   exit 0
 fi
 
