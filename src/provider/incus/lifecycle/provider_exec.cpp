@@ -60,9 +60,10 @@ std::vector<std::string> IncusProvider::incus_exec_argv(const std::string& name,
 }
 
 int IncusProvider::exec(const std::string& given, const ExecRequest& request) {
-    const auto name = instance_of(given);
     if (request.argv.empty()) throw Error("exec needs a command", "agentctl exec NAME -- CMD [ARGS...]");
-    auto instance = require_instance(name);
+    auto found = find_sandbox(given);
+    const auto& name = found.name;
+    auto instance = checked(name, std::move(found.instance));
     if (!instance.running()) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }
@@ -152,8 +153,9 @@ int IncusProvider::exec_outcome(const std::string& name, const std::string& oper
 }
 
 int IncusProvider::shell(const std::string& given, bool root) {
-    const auto name = instance_of(given);
-    auto instance = require_instance(name);
+    auto found = find_sandbox(given);
+    const auto& name = found.name;
+    auto instance = checked(name, std::move(found.instance));
     if (!instance.running()) {
         throw Error(fmt::format("sandbox {} is not running", name), "start it first: agentctl start " + name);
     }

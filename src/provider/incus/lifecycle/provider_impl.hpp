@@ -126,6 +126,13 @@ private:
     // it; `name` when there is neither (the caller says so). Every verb that
     // takes a sandbox's name asks this first.
     [[nodiscard]] std::string instance_of(const std::string& name);
+    // The same with the instance's GET it took (nullopt: no such sandbox),
+    // for a verb that reads the instance anyway.
+    struct FoundSandbox {
+        std::string name;  // the instance's
+        std::optional<Instance> instance;
+    };
+    [[nodiscard]] FoundSandbox find_sandbox(const std::string& name);
     // Throws when `instance` is a pool entry (no verb takes one by its name).
     static void refuse_pool_entry(const Instance& instance);
     // The instance a pool entry became for sandbox `name`, if one did.

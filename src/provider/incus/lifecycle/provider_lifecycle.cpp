@@ -457,16 +457,11 @@ InstanceInfo IncusProvider::status(const std::string& given) {
     // The bridge's GET and the nft table's digest need only the name: they run
     // while the instance's GET does (provider_evidence.cpp).
     auto early = start_status_queries(given);
-    std::string name = given;
-    auto found = m_api.instance(given);
-    if (found) {
-        refuse_pool_entry(*found);
-    } else if ((found = taken_as(given))) {
-        // From the pool: what it has goes by its instance's name.
-        name = found->name;
-        early = start_status_queries(name);
-    }
-    auto instance = checked(name, std::move(found));
+    auto found = find_sandbox(given);
+    const auto& name = found.name;
+    // From the pool: what it has goes by its instance's name.
+    if (name != given) early = start_status_queries(name);
+    auto instance = checked(name, std::move(found.instance));
     if (addresses_need_state(instance) && !m_api.preview()) {
         instance.state = m_api.instance_state(name);
     }

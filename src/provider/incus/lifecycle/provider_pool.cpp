@@ -252,14 +252,18 @@ std::optional<Instance> IncusProvider::taken_as(const std::string& name) {
     return std::move(taken.front());
 }
 
-std::string IncusProvider::instance_of(const std::string& name) {
-    if (m_api.preview()) return name;
-    if (auto instance = m_api.instance(name)) {
-        refuse_pool_entry(*instance);
-        return name;
+IncusProvider::FoundSandbox IncusProvider::find_sandbox(const std::string& name) {
+    FoundSandbox found{name, m_api.instance(name)};
+    if (found.instance) {
+        refuse_pool_entry(*found.instance);
+    } else if ((found.instance = taken_as(name))) {
+        found.name = found.instance->name;
     }
-    const auto taken = taken_as(name);
-    return taken ? taken->name : name;
+    return found;
+}
+
+std::string IncusProvider::instance_of(const std::string& name) {
+    return m_api.preview() ? name : find_sandbox(name).name;
 }
 
 }  // namespace agentctl::provider::incus
